@@ -1,0 +1,61 @@
+"""Importers turn model files into Graphs. ``load_graph`` picks one by content and extension."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from edgecnn.errors import ModelFormatError, ModelNotFoundError
+from edgecnn.ir.graph import Graph
+
+GraphLoader = Callable[[Path, "Path | None"], Graph]
+
+
+def _load_onnx(path: Path, weights: Path | None) -> Graph:
+    from edgecnn.importers.onnx import load_onnx
+
+    if weights is not None:
+        raise ModelFormatError(f"{path}: ONNX models carry their weights; do not pass weights=")
+    return load_onnx(path)
+
+
+def sniff_format(path: Path) -> str:
+    """Name of the format of ``path``, from its first bytes, then its extension."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+    suffix = path.suffix.lower()
+    if head.startswith(b"ECNN"):
+        return "ecnn"
+    if suffix == ".onnx":
+        return "onnx"
+    if suffix == ".prototxt":
+        return "caffe"
+    if suffix == ".cfg":
+        return "darknet"
+    if head[:1] == b"\x08":  # ONNX ModelProto starts with ir_version (field 1, varint)
+        return "onnx"
+    return "unknown"
+
+
+LOADERS: dict[str, GraphLoader] = {"onnx": _load_onnx}
+
+
+def load_graph(path: str | os.PathLike[str], weights: str | os.PathLike[str] | None = None) -> Graph:
+    """Read a model file (and its separate weights, for formats that have them) into a Graph."""
+    model_path = Path(path)
+    if not model_path.exists():
+        raise ModelNotFoundError(f"model file not found: {model_path}")
+    if model_path.is_dir():
+        raise ModelFormatError(f"{model_path} is a directory, not a model file")
+    weights_path = None if weights is None else Path(weights)
+    if weights_path is not None and not weights_path.exists():
+        raise ModelNotFoundError(f"weights file not found: {weights_path}")
+    kind = sniff_format(model_path)
+    loader = LOADERS.get(kind)
+    if loader is None:
+        supported = ", ".join(sorted(LOADERS))
+        raise ModelFormatError(
+            f"{model_path}: not a model format edgecnn recognises (supported: {supported})"
+        )
+    return loader(model_path, weights_path)

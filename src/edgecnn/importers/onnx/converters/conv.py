@@ -1,0 +1,1 @@
+"""ONNX converters for conv operators (being written)."""

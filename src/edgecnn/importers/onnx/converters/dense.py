@@ -1,0 +1,1 @@
+"""ONNX converters for dense operators (being written)."""

@@ -1,0 +1,1 @@
+"""ONNX converters for elementwise operators (being written)."""

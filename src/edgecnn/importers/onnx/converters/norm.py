@@ -1,0 +1,1 @@
+"""ONNX converters for norm operators (being written)."""

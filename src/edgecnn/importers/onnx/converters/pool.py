@@ -1,0 +1,1 @@
+"""ONNX converters for pool operators (being written)."""

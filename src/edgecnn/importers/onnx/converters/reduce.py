@@ -1,0 +1,1 @@
+"""ONNX converters for reduce operators (being written)."""

@@ -1,0 +1,1 @@
+"""ONNX converters for resize operators (being written)."""

@@ -1,0 +1,1 @@
+"""ONNX converters for shape operators (being written)."""

@@ -1,0 +1,187 @@
+"""Tensor specs, nodes and the graph that importers build and the runtime executes."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any, Union
+
+import numpy as np
+
+from edgecnn.errors import GraphError, UnsupportedOperatorError
+
+Dim = Union[int, str, None]
+"""A dimension: a concrete size, a symbolic name ("batch"), or None when unknown."""
+
+Shape = tuple[Dim, ...]
+
+
+def format_shape(shape: Shape | None) -> str:
+    if shape is None:
+        return "[?]"
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """Element type and shape of a tensor; shape None means the rank is unknown."""
+
+    dtype: str
+    shape: Shape | None
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def is_concrete(self) -> bool:
+        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+    def __str__(self) -> str:
+        return f"{self.dtype}{format_shape(self.shape)}"
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A named model input or output, as users see it: ``.name``, ``.shape``, ``.dtype``."""
+
+    name: str
+    dtype: str
+    shape: Shape | None
+
+    @property
+    def type(self) -> TensorType:
+        return TensorType(self.dtype, self.shape)
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.dtype}{format_shape(self.shape)}"
+
+
+@dataclass
+class Node:
+    """One operator application. ``attrs`` is the op's frozen attribute dataclass.
+
+    An empty string in ``inputs`` marks an omitted optional input.
+    """
+
+    op: str
+    name: str
+    inputs: list[str]
+    outputs: list[str]
+    attrs: Any = None
+
+    def __str__(self) -> str:
+        return f"{self.name or '<unnamed>'} ({self.op})"
+
+
+@dataclass
+class Graph:
+    """A dataflow graph: declared inputs, constant initializers, nodes and named outputs."""
+
+    inputs: list[TensorSpec]
+    outputs: list[str]
+    nodes: list[Node]
+    initializers: dict[str, np.ndarray] = field(default_factory=dict)
+    name: str = "graph"
+    output_types: dict[str, TensorType] = field(default_factory=dict)
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def input_names(self) -> list[str]:
+        return [spec.name for spec in self.inputs]
+
+    def producers(self) -> dict[str, Node]:
+        """Map tensor name -> node that produces it."""
+        return {out: node for node in self.nodes for out in node.outputs if out}
+
+    def consumers(self) -> dict[str, list[Node]]:
+        """Map tensor name -> nodes that read it."""
+        result: dict[str, list[Node]] = {}
+        for node in self.nodes:
+            for name in node.inputs:
+                if name:
+                    result.setdefault(name, []).append(node)
+        return result
+
+    def copy(self) -> Graph:
+        """Shallow structural copy: new node list and dicts; arrays and attrs are shared."""
+        return replace(
+            self,
+            inputs=list(self.inputs),
+            outputs=list(self.outputs),
+            nodes=[replace(n, inputs=list(n.inputs), outputs=list(n.outputs)) for n in self.nodes],
+            initializers=dict(self.initializers),
+            output_types=dict(self.output_types),
+            metadata=dict(self.metadata),
+        )
+
+    def topologically_sorted(self) -> Graph:
+        """Return a copy whose nodes are in a dependency order (stable w.r.t. file order).
+
+        Raises GraphError naming the nodes on a cycle.
+        """
+        available = set(self.input_names) | set(self.initializers) | {""}
+        producer_index = {out: i for i, n in enumerate(self.nodes) for out in n.outputs if out}
+        waiting_on = [0] * len(self.nodes)
+        dependents: dict[int, list[int]] = {}
+        for i, node in enumerate(self.nodes):
+            deps = {producer_index[x] for x in node.inputs if x not in available and x in producer_index}
+            waiting_on[i] = len(deps)
+            for d in deps:
+                dependents.setdefault(d, []).append(i)
+        ready = [i for i, count in enumerate(waiting_on) if count == 0]
+        heapq.heapify(ready)
+        order: list[int] = []
+        while ready:
+            i = heapq.heappop(ready)
+            order.append(i)
+            for j in dependents.get(i, ()):
+                waiting_on[j] -= 1
+                if waiting_on[j] == 0:
+                    heapq.heappush(ready, j)
+        if len(order) != len(self.nodes):
+            stuck = [str(self.nodes[i]) for i in range(len(self.nodes)) if waiting_on[i] > 0]
+            raise GraphError(f"graph '{self.name}' has a cycle through node(s): {', '.join(stuck)}")
+        result = self.copy()
+        result.nodes = [result.nodes[i] for i in order]
+        return result
+
+    def verify(self, known_ops: Iterable[str] | None = None) -> None:
+        """Check the graph is executable; every problem is reported in one GraphError.
+
+        Checks: unsupported operators (all listed), duplicate producers, inputs that nothing
+        produces, outputs that nothing produces, and cycles.
+        """
+        if known_ops is not None:
+            known = set(known_ops)
+            unsupported = [(n.op, n.name) for n in self.nodes if n.op not in known]
+            if unsupported:
+                raise UnsupportedOperatorError(unsupported, source=f"graph '{self.name}'")
+        problems: list[str] = []
+        produced: dict[str, str] = {}
+        for name in self.input_names:
+            produced[name] = "graph input"
+        for name in self.initializers:
+            produced.setdefault(name, "initializer")
+        for node in self.nodes:
+            for out in node.outputs:
+                if not out:
+                    continue
+                if out in produced and produced[out] != "initializer":
+                    problems.append(
+                        f"tensor '{out}' is produced twice (by {produced[out]} and by node {node})"
+                    )
+                produced[out] = f"node {node}"
+        for node in self.nodes:
+            for inp in node.inputs:
+                if inp and inp not in produced:
+                    problems.append(
+                        f"node {node} reads '{inp}', which no node, input or initializer provides"
+                    )
+        for out in self.outputs:
+            if out not in produced:
+                problems.append(f"graph output '{out}' is not produced by anything")
+        if problems:
+            raise GraphError(f"graph '{self.name}' is invalid:\n  " + "\n  ".join(problems))
+        self.topologically_sorted()

@@ -1,0 +1,189 @@
+"""Model: a graph plus the plans prepared for each input shape it has been run with."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from edgecnn.errors import GraphError, InputError
+from edgecnn.ir.graph import Graph, TensorSpec, TensorType, format_shape
+from edgecnn.ops.registry import known_ops
+from edgecnn.profiling.layer_timer import LayerTimer, Profile
+from edgecnn.runtime.executor import StepHook, execute
+from edgecnn.runtime.options import RuntimeOptions
+from edgecnn.runtime.plan import Plan, build_plan
+from edgecnn.runtime.shapes import infer_graph
+
+
+class Model:
+    """A loaded model. Safe to call from several threads at once."""
+
+    def __init__(self, graph: Graph, options: RuntimeOptions | None = None) -> None:
+        graph.verify(known_ops())
+        self.graph = graph.topologically_sorted()
+        self.options = options or RuntimeOptions.resolve()
+        self._plans: dict[tuple[tuple[str, tuple[int, ...]], ...], Plan] = {}
+        self._plans_lock = threading.Lock()
+        self._inputs = [s for s in self.graph.inputs if s.name not in self.graph.initializers]
+        self._outputs = self._infer_output_specs()
+
+    # ----------------------------------------------------------------- specs
+    @property
+    def inputs(self) -> list[TensorSpec]:
+        return list(self._inputs)
+
+    @property
+    def outputs(self) -> list[TensorSpec]:
+        return list(self._outputs)
+
+    def _infer_output_specs(self) -> list[TensorSpec]:
+        """Output specs from symbolic inference; fall back to the file's declarations."""
+        declared = {s.name: s.type for s in self._inputs}
+        try:
+            types = infer_graph(self.graph, declared, fold=True).types
+        except GraphError:
+            if all(s.type.is_concrete for s in self._inputs):
+                raise  # with fully known input shapes, an inference failure is a real model error
+            types = {}
+        specs = []
+        for name in self.graph.outputs:
+            t = types.get(name) or self.graph.output_types.get(name) or TensorType("float32", None)
+            specs.append(TensorSpec(name, t.dtype, t.shape))
+        return specs
+
+    # ------------------------------------------------------------------- run
+    def run(self, feeds: Any, outputs: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """Run the model. ``feeds``: {input name: array}, or an array for a one-input model.
+
+        ``outputs`` may name graph outputs or any intermediate tensor (for debugging).
+        """
+        return self._run(feeds, outputs, ())
+
+    def __call__(self, *arrays: Any) -> np.ndarray | tuple[np.ndarray, ...]:
+        """``model(x)`` -> output array (a tuple when the model has several outputs)."""
+        if len(arrays) != len(self._inputs):
+            raise InputError(
+                f"model takes {len(self._inputs)} input(s) "
+                f"({', '.join(s.name for s in self._inputs)}), got {len(arrays)}"
+            )
+        result = self._run(dict(zip((s.name for s in self._inputs), arrays)), None, ())
+        values = tuple(result[name] for name in self.graph.outputs)
+        return values[0] if len(values) == 1 else values
+
+    def profile(self, feeds: Any, iterations: int = 50, warmup: int = 5) -> Profile:
+        """Per-layer and per-iteration timings of ``iterations`` runs after ``warmup`` runs."""
+        if iterations < 1 or warmup < 0:
+            raise InputError(f"iterations must be >= 1 and warmup >= 0, got {iterations}, {warmup}")
+        for _ in range(warmup):
+            self._run(feeds, None, ())
+        timer = LayerTimer()
+        iteration_ms = []
+        for _ in range(iterations):
+            start = time.perf_counter()
+            self._run(feeds, None, (timer,))
+            iteration_ms.append((time.perf_counter() - start) * 1e3)
+        return Profile(layers=timer.layers(), iteration_ms=iteration_ms)
+
+    def plan_for(self, feeds: Any) -> Plan:
+        """The prepared plan for these inputs' shapes (built on first use, then cached)."""
+        return self._plan(self._check_feeds(feeds))
+
+    def _run(
+        self, feeds: Any, outputs: Sequence[str] | None, hooks: Sequence[StepHook]
+    ) -> dict[str, np.ndarray]:
+        checked = self._check_feeds(feeds)
+        plan = self._plan(checked)
+        wanted = list(self.graph.outputs) if outputs is None else self._check_wanted(outputs, plan)
+        return execute(plan, checked, wanted, hooks)
+
+    def _plan(self, feeds: Mapping[str, np.ndarray]) -> Plan:
+        key = tuple((name, array.dtype.name, array.shape) for name, array in feeds.items())
+        plan = self._plans.get(key)  # type: ignore[arg-type]
+        if plan is None:
+            with self._plans_lock:
+                plan = self._plans.get(key)  # type: ignore[arg-type]
+                if plan is None:
+                    types = {n: TensorType(a.dtype.name, tuple(a.shape)) for n, a in feeds.items()}
+                    plan = build_plan(self.graph, types, self.options)
+                    self._plans[key] = plan  # type: ignore[index]
+        return plan
+
+    # ------------------------------------------------------------ validation
+    def _check_feeds(self, feeds: Any) -> dict[str, np.ndarray]:
+        names = [s.name for s in self._inputs]
+        if not isinstance(feeds, Mapping):
+            if len(names) != 1:
+                raise InputError(
+                    f"model has {len(names)} inputs ({', '.join(names)}); pass a dict of name -> array"
+                )
+            feeds = {names[0]: feeds}
+        unknown = [k for k in feeds if k not in names]
+        if unknown:
+            raise InputError(
+                f"unknown input name(s) {', '.join(map(repr, unknown))}; the model's inputs are: {', '.join(names)}"
+            )
+        missing = [n for n in names if n not in feeds]
+        if missing:
+            raise InputError(f"missing input(s): {', '.join(missing)}")
+        checked: dict[str, np.ndarray] = {}
+        bindings: dict[str, tuple[int, str]] = {}
+        for spec in self._inputs:
+            checked[spec.name] = self._check_one(spec, feeds[spec.name], bindings)
+        return checked
+
+    @staticmethod
+    def _check_one(spec: TensorSpec, value: Any, bindings: dict[str, tuple[int, str]]) -> np.ndarray:
+        if isinstance(value, np.ndarray):
+            array = value
+            if array.dtype.name != spec.dtype:
+                raise InputError(
+                    f"input '{spec.name}': expected dtype {spec.dtype}, got {array.dtype.name}"
+                    f" (convert with .astype(np.{spec.dtype}))"
+                )
+        else:
+            try:
+                array = np.asarray(value, dtype=spec.dtype)
+            except (TypeError, ValueError) as exc:
+                raise InputError(
+                    f"input '{spec.name}': cannot convert {type(value).__name__} to {spec.dtype}: {exc}"
+                ) from None
+        if spec.shape is None:
+            return array
+        expected = format_shape(spec.shape)
+        if array.ndim != len(spec.shape):
+            raise InputError(
+                f"input '{spec.name}': expected shape {expected} (rank {len(spec.shape)}), got {list(array.shape)}"
+            )
+        for axis, (want, got) in enumerate(zip(spec.shape, array.shape)):
+            if isinstance(want, int) and want != got:
+                raise InputError(
+                    f"input '{spec.name}': expected shape {expected}, got {list(array.shape)} (axis {axis})"
+                )
+            if isinstance(want, str):
+                bound = bindings.setdefault(want, (got, spec.name))
+                if bound[0] != got:
+                    raise InputError(
+                        f"input '{spec.name}': dimension '{want}' is {got} on axis {axis}, "
+                        f"but {bound[0]} in input '{bound[1]}'"
+                    )
+        return array
+
+    def _check_wanted(self, outputs: Sequence[str], plan: Plan) -> list[str]:
+        if isinstance(outputs, str):
+            outputs = [outputs]
+        unknown = [n for n in outputs if n not in plan.slots and n not in plan.constants]
+        if unknown:
+            raise InputError(
+                f"unknown output name(s) {', '.join(map(repr, unknown))}; graph outputs are: "
+                f"{', '.join(self.graph.outputs)} (intermediate tensor names are accepted too)"
+            )
+        return list(outputs)
+
+    def __repr__(self) -> str:
+        ins = ", ".join(map(str, self._inputs))
+        outs = ", ".join(map(str, self._outputs))
+        return f"<edgecnn.Model '{self.graph.name}': {len(self.graph.nodes)} nodes; inputs {ins}; outputs {outs}>"

@@ -1,0 +1,82 @@
+"""Helpers shared by operator definitions: type-inference building blocks and attribute checks."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+
+import numpy as np
+
+from edgecnn.ir.graph import Dim, Shape, TensorType
+
+
+def check(condition: bool, message: str) -> None:
+    """Attribute/shape validation; the runtime wraps the ValueError with the node's name."""
+    if not condition:
+        raise ValueError(message)
+
+
+class AutoPad(enum.Enum):
+    """How convolution and pooling derive padding (ONNX ``auto_pad``)."""
+
+    NOTSET = "NOTSET"
+    SAME_UPPER = "SAME_UPPER"
+    SAME_LOWER = "SAME_LOWER"
+    VALID = "VALID"
+
+
+def first_type(types: Sequence[TensorType | None]) -> TensorType:
+    check(bool(types) and types[0] is not None, "the first input is required")
+    return types[0]  # type: ignore[return-value]
+
+
+def same_as_first(attrs: object, types: Sequence[TensorType | None], values: object) -> list[TensorType]:
+    """Inference for ops whose single output has the first input's type (activations...)."""
+    return [first_type(types)]
+
+
+def normalize_axis(axis: int, rank: int) -> int:
+    check(-rank <= axis < rank, f"axis {axis} is out of range for rank {rank}")
+    return axis % rank if rank else 0
+
+
+def dim_add(a: Dim, b: Dim) -> Dim:
+    return a + b if isinstance(a, int) and isinstance(b, int) else None
+
+
+def dim_mul(a: Dim, b: Dim) -> Dim:
+    return a * b if isinstance(a, int) and isinstance(b, int) else None
+
+
+def broadcast_dims(a: Dim, b: Dim) -> Dim:
+    """Numpy broadcasting of one dimension, tolerant of symbolic/unknown sizes."""
+    if a == 1:
+        return b
+    if b == 1:
+        return a
+    if isinstance(a, int) and isinstance(b, int):
+        check(a == b, f"cannot broadcast dimensions {a} and {b}")
+        return a
+    if a == b:
+        return a
+    if isinstance(a, int):
+        return a
+    if isinstance(b, int):
+        return b
+    return None
+
+
+def broadcast_shapes(*shapes: Shape | None) -> Shape | None:
+    if any(s is None for s in shapes):
+        return None
+    rank = max((len(s) for s in shapes), default=0)  # type: ignore[arg-type]
+    result: list[Dim] = [1] * rank
+    for shape in shapes:
+        padded = (1,) * (rank - len(shape)) + tuple(shape)  # type: ignore[arg-type]
+        result = [broadcast_dims(x, y) for x, y in zip(result, padded)]
+    return tuple(result)
+
+
+def concrete_ints(value: np.ndarray | None) -> list[int] | None:
+    """A constant integer input (shape, axes, pads...) as a Python list, or None if unknown."""
+    return None if value is None else [int(v) for v in np.asarray(value).reshape(-1)]

@@ -1,0 +1,1 @@
+"""(conv operators: being written.)"""

@@ -1,0 +1,1 @@
+"""(dense operators: being written.)"""

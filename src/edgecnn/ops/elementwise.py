@@ -1,0 +1,1 @@
+"""(elementwise operators: being written.)"""

@@ -1,0 +1,1 @@
+"""(resize operators: being written.)"""

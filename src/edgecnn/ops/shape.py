@@ -1,0 +1,1 @@
+"""(shape operators: being written.)"""

@@ -1,0 +1,1 @@
+"""Everything between a Graph and a result: options, type inference, plans, execution."""

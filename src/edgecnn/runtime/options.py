@@ -1,0 +1,36 @@
+"""RuntimeOptions: the one frozen bag of settings a Model runs with."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+def available_cores() -> int:
+    """Cores this process may run on (respects affinity masks / cgroups where the OS tells)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    threads: int
+    device: str = "cpu"
+
+    @staticmethod
+    def resolve(threads: int | None = None, device: str = "cpu") -> RuntimeOptions:
+        """Fill defaults: ``threads`` from the argument, else EDGECNN_NUM_THREADS, else all cores."""
+        if threads is None:
+            env = os.environ.get("EDGECNN_NUM_THREADS", "").strip()
+            if env:
+                try:
+                    threads = int(env)
+                except ValueError:
+                    raise ValueError(f"EDGECNN_NUM_THREADS must be an integer, got {env!r}") from None
+            else:
+                threads = available_cores()
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        return RuntimeOptions(threads=threads, device=device)

@@ -1,0 +1,113 @@
+"""Whole-graph type inference, with folding of constant subgraphs.
+
+With concrete input shapes, shape-computing subgraphs (Shape -> Gather -> Concat -> Reshape, as
+exporters write them) become constants here, so every tensor gets a concrete type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from edgecnn.errors import EdgeCNNError, GraphError
+from edgecnn.ir.dtypes import dtype_name
+from edgecnn.ir.graph import Graph, Node, TensorType
+from edgecnn.ops.registry import get_op, known_ops
+
+FOLD_LIMIT_ELEMENTS = 1 << 24
+"""Constant results larger than this stay as runtime steps (no runaway allocation at plan time)."""
+
+
+@dataclass
+class InferenceResult:
+    types: dict[str, TensorType] = field(default_factory=dict)
+    values: dict[str, np.ndarray] = field(default_factory=dict)  # constants incl. folded tensors
+    folded_nodes: set[int] = field(default_factory=set)  # ids of nodes evaluated at plan time
+
+
+def type_of_value(value: np.ndarray) -> TensorType:
+    return TensorType(dtype_name(value.dtype), tuple(int(d) for d in value.shape))
+
+
+def node_context(node: Node, types: list[TensorType | None]) -> str:
+    shown = ", ".join("-" if t is None else str(t) for t in types)
+    return f"node {node} with inputs ({shown})"
+
+
+def infer_node(
+    node: Node, types: list[TensorType | None], values: list[np.ndarray | None]
+) -> list[TensorType]:
+    """Output types of one node; any failure becomes a GraphError naming the node."""
+    opdef = get_op(node.op)
+    count = len(types)
+    if count < opdef.min_inputs or (opdef.max_inputs is not None and count > opdef.max_inputs):
+        expected = (
+            opdef.min_inputs
+            if opdef.max_inputs == opdef.min_inputs
+            else (f"{opdef.min_inputs}..{opdef.max_inputs if opdef.max_inputs is not None else 'n'}")
+        )
+        raise GraphError(f"node {node}: expects {expected} inputs, got {count}")
+    try:
+        out = opdef.infer(node.attrs, types, values)
+    except EdgeCNNError:
+        raise
+    except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError) as exc:
+        raise GraphError(f"{node_context(node, types)}: {exc}") from None
+    if len(out) < len(node.outputs):
+        raise GraphError(f"node {node}: has {len(node.outputs)} outputs, the operator defines {len(out)}")
+    return list(out)
+
+
+def infer_graph(graph: Graph, input_types: Mapping[str, TensorType], *, fold: bool = True) -> InferenceResult:
+    """Infer every tensor's type, given the graph's input types; fold constant nodes if ``fold``.
+
+    The graph must be topologically sorted.
+    """
+    result = InferenceResult()
+    result.types.update(input_types)
+    for name, value in graph.initializers.items():
+        if name not in input_types:
+            result.values[name] = value
+            result.types[name] = type_of_value(value)
+    ops = known_ops()
+    for node in graph.nodes:
+        if node.op not in ops:
+            raise GraphError(f"node {node}: unsupported operator {node.op}")
+        types = [result.types.get(x) if x else None for x in node.inputs]
+        for x, t in zip(node.inputs, types):
+            if x and t is None:
+                raise GraphError(f"node {node} reads '{x}', which is not available before it")
+        values = [result.values.get(x) if x else None for x in node.inputs]
+        foldable = (
+            fold and get_op(node.op).foldable and all(v is not None for x, v in zip(node.inputs, values) if x)
+        )
+        if foldable:
+            outputs = evaluate(node, values)
+            if all(o.size <= FOLD_LIMIT_ELEMENTS for o in outputs):
+                result.folded_nodes.add(id(node))
+                for name, value in zip(node.outputs, outputs):
+                    if name:
+                        result.values[name] = value
+                        result.types[name] = type_of_value(value)
+                continue
+        out_types = infer_node(node, types, values)
+        for name, t in zip(node.outputs, out_types):
+            if name:
+                result.types[name] = t
+    return result
+
+
+def evaluate(node: Node, values: list[np.ndarray | None]) -> tuple[np.ndarray, ...]:
+    """Run a node's reference kernel on constant inputs (plan-time folding)."""
+    opdef = get_op(node.op)
+    types = [None if v is None else type_of_value(v) for v in values]
+    infer_node(node, types, values)  # validates attributes and shapes with a clear error
+    try:
+        outputs = opdef.run_reference(node.attrs, values)
+    except EdgeCNNError:
+        raise
+    except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError) as exc:
+        raise GraphError(f"{node_context(node, types)}: {exc}") from None
+    return tuple(np.asarray(o) for o in outputs)

@@ -1,0 +1,83 @@
+"""Test helpers, public so users can check their own kernels the way edgecnn checks its own."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from edgecnn.ir.dtypes import dtype_name
+from edgecnn.ir.graph import Graph, Node, TensorSpec
+from edgecnn.model import Model
+from edgecnn.runtime.options import RuntimeOptions
+from edgecnn.runtime.plan import Step
+
+ODD_SIZES = (1, 3, 7, 13, 17, 31)
+"""Sizes that exercise vector tails and edge handling in fast kernels."""
+
+
+class TypeCheckHook:
+    """Executor hook asserting that every kernel output matches the plan's inferred type."""
+
+    def __init__(self, plan_types: dict[str, Any]) -> None:
+        self.plan_types = plan_types
+
+    def before(self, step: Step) -> None:
+        pass
+
+    def after(self, step: Step, outputs: tuple[np.ndarray, ...]) -> None:
+        for name, value in zip(step.node.outputs, outputs):
+            if not name:
+                continue
+            expected = self.plan_types[name]
+            got = (dtype_name(np.asarray(value).dtype), tuple(np.shape(value)))
+            assert (expected.dtype, expected.shape) == got, (
+                f"node {step.node}: inferred {expected}, kernel produced {got[0]}{list(got[1])}"
+            )
+
+
+def run_node(
+    op: str,
+    attrs: Any,
+    inputs: Sequence[np.ndarray | None],
+    *,
+    num_outputs: int = 1,
+    constant_inputs: Sequence[int] = (),
+    device: str = "cpu",
+) -> tuple[np.ndarray, ...]:
+    """Run one operator through the whole pipeline (inference, plan, kernel) and check that
+    every output matches its inferred dtype and shape. ``None`` marks an omitted input;
+    indices in ``constant_inputs`` become initializers (so they may be folded)."""
+    names = ["" if x is None else f"in{i}" for i, x in enumerate(inputs)]
+    graph_inputs = [
+        TensorSpec(n, dtype_name(x.dtype), tuple(x.shape))
+        for i, (n, x) in enumerate(zip(names, inputs))
+        if x is not None and i not in constant_inputs
+    ]
+    initializers = {names[i]: np.asarray(inputs[i]) for i in constant_inputs if inputs[i] is not None}
+    outputs = [f"out{i}" for i in range(num_outputs)]
+    graph = Graph(graph_inputs, outputs, [Node(op, "node", names, outputs, attrs)], initializers, name=op)
+    model = Model(graph, RuntimeOptions.resolve(threads=1, device=device))
+    feeds = {spec.name: inputs[int(spec.name[2:])] for spec in graph_inputs}
+    for spec, declared in zip(model.outputs, outputs):
+        assert spec.name == declared
+    if not graph_inputs:  # everything constant: the node is folded at plan time
+        result = model.run({})
+        return tuple(result[o] for o in outputs)
+    plan = model.plan_for(feeds)
+    from edgecnn.runtime.executor import execute
+
+    result = execute(plan, model._check_feeds(feeds), outputs, (TypeCheckHook(dict(plan.types)),))
+    for name in outputs:
+        t = plan.types[name]
+        assert (t.dtype, t.shape) == (dtype_name(result[name].dtype), result[name].shape), name
+    return tuple(result[o] for o in outputs)
+
+
+def assert_close(actual: np.ndarray, expected: np.ndarray, rtol: float = 1e-4, atol: float = 1e-5) -> None:
+    """Same dtype, same shape, values within tolerance (the 1e-4 relative bar of the test suite)."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.shape == expected.shape, f"shape {actual.shape} != expected {expected.shape}"
+    assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != expected {expected.dtype}"
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)

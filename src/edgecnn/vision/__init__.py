@@ -1,0 +1,1 @@
+"""Vision helpers: image preprocessing, detection decoders, non-maximum suppression."""
