@@ -38,7 +38,32 @@ def sniff_format(path: Path) -> str:
     return "unknown"
 
 
-LOADERS: dict[str, GraphLoader] = {"onnx": _load_onnx}
+def _load_caffe(path: Path, weights: Path | None) -> Graph:
+    from edgecnn.importers.caffe import load_caffe
+
+    return load_caffe(path, weights)
+
+
+def _load_darknet(path: Path, weights: Path | None) -> Graph:
+    from edgecnn.importers.darknet import load_darknet
+
+    return load_darknet(path, weights)
+
+
+def _load_ecnn(path: Path, weights: Path | None) -> Graph:
+    from edgecnn.format import load_ecnn
+
+    if weights is not None:
+        raise ModelFormatError(f"{path}: .ecnn files carry their weights; do not pass weights=")
+    return load_ecnn(path)
+
+
+LOADERS: dict[str, GraphLoader] = {
+    "onnx": _load_onnx,
+    "caffe": _load_caffe,
+    "darknet": _load_darknet,
+    "ecnn": _load_ecnn,
+}
 
 
 def load_graph(path: str | os.PathLike[str], weights: str | os.PathLike[str] | None = None) -> Graph:
