@@ -1,0 +1,209 @@
+"""Read an ONNX ModelProto (with external-data weights) into an edgecnn Graph."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import helper, numpy_helper
+
+from edgecnn.errors import ModelFormatError, ModelNotFoundError, UnsupportedOperatorError
+from edgecnn.importers.onnx.registry import OnnxNode, get_converter
+from edgecnn.ir.dtypes import SUPPORTED_DTYPES
+from edgecnn.ir.graph import Dim, Graph, Node, TensorSpec, TensorType
+from edgecnn.runtime.shapes import evaluate
+
+MIN_OPSET = 7
+MAX_TESTED_OPSET = 21
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def load_onnx(path: str | os.PathLike[str]) -> Graph:
+    """Parse ``path`` (weights in external files are read from beside it) into a Graph."""
+    model = read_model_proto(Path(path))
+    return OnnxGraphBuilder(model, str(path)).build()
+
+
+def read_model_proto(path: Path) -> onnx.ModelProto:
+    if not path.exists():
+        raise ModelNotFoundError(f"model file not found: {path}")
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except (DecodeError, RuntimeWarning, ValueError, TypeError) as exc:
+        raise ModelFormatError(f"{path}: not a valid ONNX model ({type(exc).__name__}: {exc})") from None
+    if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
+        raise ModelFormatError(f"{path}: not an ONNX model (no graph found)")
+    try:
+        onnx.external_data_helper.load_external_data_for_model(model, str(path.parent))
+    except FileNotFoundError as exc:
+        raise ModelFormatError(f"{path}: external weights file missing: {exc.filename or exc}") from None
+    except (OSError, ValueError) as exc:
+        raise ModelFormatError(f"{path}: cannot read external weights: {exc}") from None
+    return model
+
+
+def numpy_dtype_of(elem_type: int, where: str) -> str:
+    try:
+        name = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except (KeyError, TypeError, ValueError):
+        name = ""
+    if name not in SUPPORTED_DTYPES:
+        type_name = (
+            onnx.TensorProto.DataType.Name(elem_type)
+            if elem_type in onnx.TensorProto.DataType.values()
+            else str(elem_type)
+        )
+        raise ModelFormatError(f"{where}: element type {type_name} is not supported")
+    return name
+
+
+def value_info_type(info: onnx.ValueInfoProto, where: str) -> TensorType | None:
+    if not info.type.HasField("tensor_type"):
+        return None
+    tensor = info.type.tensor_type
+    dtype = numpy_dtype_of(tensor.elem_type, where) if tensor.elem_type else "float32"
+    if not tensor.HasField("shape"):
+        return TensorType(dtype, None)
+    dims: list[Dim] = []
+    for d in tensor.shape.dim:
+        if d.HasField("dim_value") and d.dim_value > 0:
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_param") and d.dim_param:
+            dims.append(d.dim_param)
+        else:
+            dims.append(None)
+    return TensorType(dtype, tuple(dims))
+
+
+def decode_attribute(attr: onnx.AttributeProto, where: str) -> Any:
+    if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+        raise ModelFormatError(f"{where}: subgraph attribute '{attr.name}' (control flow) is not supported")
+    value = helper.get_attribute_value(attr)
+    if isinstance(value, onnx.TensorProto):
+        return tensor_to_array(value, f"{where} attribute '{attr.name}'")
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, list) and value and isinstance(value[0], bytes):
+        return [v.decode("utf-8", errors="replace") for v in value]
+    if isinstance(value, list) and value and isinstance(value[0], onnx.TensorProto):
+        return [tensor_to_array(v, f"{where} attribute '{attr.name}'") for v in value]
+    return value
+
+
+def tensor_to_array(tensor: onnx.TensorProto, where: str) -> np.ndarray:
+    numpy_dtype_of(tensor.data_type, where)
+    try:
+        return numpy_helper.to_array(tensor)
+    except (ValueError, TypeError, OSError) as exc:
+        raise ModelFormatError(f"{where}: damaged tensor data ({exc})") from None
+
+
+class OnnxGraphBuilder:
+    """Converts a ModelProto node by node; collects every unsupported operator before failing."""
+
+    def __init__(self, model: onnx.ModelProto, source: str) -> None:
+        self.model = model
+        self.source = source
+        self.opset = self._default_opset()
+
+    def _default_opset(self) -> int:
+        versions = {o.domain: o.version for o in self.model.opset_import}
+        opset = next((versions[d] for d in DEFAULT_DOMAINS if d in versions), None)
+        if opset is None:
+            raise ModelFormatError(f"{self.source}: model imports no default-domain opset")
+        if opset < MIN_OPSET:
+            raise ModelFormatError(
+                f"{self.source}: opset {opset} is too old; edgecnn reads opsets {MIN_OPSET}-{MAX_TESTED_OPSET} "
+                "(upgrade it with onnx.version_converter.convert_version)"
+            )
+        return int(opset)
+
+    def build(self) -> Graph:
+        g = self.model.graph
+        initializers: dict[str, np.ndarray] = {}
+        for tensor in g.initializer:
+            initializers[tensor.name] = tensor_to_array(tensor, f"{self.source}: initializer '{tensor.name}'")
+        for sparse in g.sparse_initializer:
+            name = sparse.values.name
+            initializers[name] = _densify(sparse, f"{self.source}: sparse initializer '{name}'")
+        inputs = []
+        for info in g.input:
+            if info.name in initializers:
+                continue  # IR < 4 lists initializers as inputs too; they stay constants
+            t = value_info_type(info, f"{self.source}: input '{info.name}'")
+            if t is None:
+                raise ModelFormatError(f"{self.source}: input '{info.name}' is not a tensor")
+            inputs.append(TensorSpec(info.name, t.dtype, t.shape))
+        output_types = {}
+        for info in g.output:
+            t = value_info_type(info, f"{self.source}: output '{info.name}'")
+            if t is not None:
+                output_types[info.name] = t
+        nodes: list[Node] = []
+        unsupported: list[tuple[str, str]] = []
+        for index, proto in enumerate(g.node):
+            name = proto.name or f"{proto.op_type}_{index}"
+            where = f"{self.source}: node '{name}' ({proto.op_type})"
+            converter = get_converter(proto.op_type) if proto.domain in DEFAULT_DOMAINS else None
+            if converter is None:
+                op = proto.op_type if proto.domain in DEFAULT_DOMAINS else f"{proto.domain}.{proto.op_type}"
+                unsupported.append((op, name))
+                continue
+            if unsupported:
+                continue  # keep scanning for more unsupported ops; no need to convert
+            onnx_node = OnnxNode(
+                op_type=proto.op_type,
+                name=name,
+                inputs=list(proto.input),
+                outputs=list(proto.output),
+                attributes={a.name: decode_attribute(a, where) for a in proto.attribute},
+                opset=self.opset,
+                initializers=initializers,
+            )
+            try:
+                converted = converter(onnx_node)
+            except ValueError as exc:
+                raise ModelFormatError(f"{where}: {exc}") from None
+            initializers.update(onnx_node.new_constants)
+            for node in converted:
+                if node.op == "Constant" and not any(node.inputs):
+                    self._fold_constant(node, initializers, where)
+                else:
+                    nodes.append(node)
+        if unsupported:
+            raise UnsupportedOperatorError(unsupported, source=self.source)
+        return Graph(
+            inputs=inputs,
+            outputs=[o.name for o in g.output],
+            nodes=nodes,
+            initializers=initializers,
+            name=g.name or Path(self.source).stem,
+            output_types=output_types,
+            metadata={p.key: p.value for p in self.model.metadata_props}
+            | {"source_format": "onnx", "opset": str(self.opset), "producer": self.model.producer_name},
+        )
+
+    @staticmethod
+    def _fold_constant(node: Node, initializers: dict[str, np.ndarray], where: str) -> None:
+        """Constant nodes become initializers so later converters can read their values."""
+        try:
+            (value,) = evaluate(node, [])
+        except Exception as exc:
+            raise ModelFormatError(f"{where}: {exc}") from None
+        initializers[node.outputs[0]] = value
+
+
+def _densify(sparse: onnx.SparseTensorProto, where: str) -> np.ndarray:
+    values = tensor_to_array(sparse.values, where)
+    indices = tensor_to_array(sparse.indices, where).astype(np.int64)
+    shape = tuple(int(d) for d in sparse.dims)
+    dense = np.zeros(int(np.prod(shape)), dtype=values.dtype)
+    flat = indices if indices.ndim == 1 else np.ravel_multi_index(indices.T, shape)
+    if flat.size and (flat.min() < 0 or flat.max() >= dense.size):
+        raise ModelFormatError(f"{where}: sparse indices out of range")
+    dense[flat] = values
+    return dense.reshape(shape)
