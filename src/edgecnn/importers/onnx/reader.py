@@ -41,7 +41,7 @@ def read_model_proto(path: Path) -> onnx.ModelProto:
         onnx.external_data_helper.load_external_data_for_model(model, str(path.parent))
     except FileNotFoundError as exc:
         raise ModelFormatError(f"{path}: external weights file missing: {exc.filename or exc}") from None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, onnx.checker.ValidationError) as exc:
         raise ModelFormatError(f"{path}: cannot read external weights: {exc}") from None
     return model
 
