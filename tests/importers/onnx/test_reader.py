@@ -70,9 +70,10 @@ def test_truncated_model(tmp_path: Path) -> None:
         edgecnn.load(path)
 
 
-def test_too_old_opset(tmp_path: Path) -> None:
-    with pytest.raises(ModelFormatError, match="opset 6 is too old"):
-        edgecnn.load(save(leaky_model(opset=6), tmp_path))
+def test_opsets_before_7_are_upgraded_on_load(tmp_path: Path) -> None:
+    model = edgecnn.load(save(leaky_model(opset=6), tmp_path))
+    assert model.graph.metadata["opset"] == "7"
+    np.testing.assert_allclose(model(np.full((1, 4), -4.0, np.float32)), np.full((1, 4), -1.0))
 
 
 def test_every_unsupported_operator_is_listed(tmp_path: Path) -> None:

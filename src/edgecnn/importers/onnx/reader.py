@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnx.version_converter
 from google.protobuf.message import DecodeError
 from onnx import helper, numpy_helper
 
@@ -24,8 +25,14 @@ DEFAULT_DOMAINS = ("", "ai.onnx")
 
 def load_onnx(path: str | os.PathLike[str]) -> Graph:
     """Parse ``path`` (weights in external files are read from beside it) into a Graph."""
-    model = read_model_proto(Path(path))
-    return OnnxGraphBuilder(model, str(path)).build()
+    return graph_from_model_proto(read_model_proto(Path(path)), str(path))
+
+
+def graph_from_model_proto(model: onnx.ModelProto, source: str = "<ModelProto>") -> Graph:
+    """Convert an in-memory ModelProto (external data already loaded) into a Graph."""
+    if not model.HasField("graph"):
+        raise ModelFormatError(f"{source}: not an ONNX model (no graph found)")
+    return OnnxGraphBuilder(model, source).build()
 
 
 def read_model_proto(path: Path) -> onnx.ModelProto:
@@ -113,16 +120,26 @@ class OnnxGraphBuilder:
     def _default_opset(self) -> int:
         versions = {o.domain: o.version for o in self.model.opset_import}
         opset = next((versions[d] for d in DEFAULT_DOMAINS if d in versions), None)
-        if opset is None:
-            raise ModelFormatError(f"{self.source}: model imports no default-domain opset")
-        if opset < MIN_OPSET:
-            raise ModelFormatError(
-                f"{self.source}: opset {opset} is too old; edgecnn reads opsets {MIN_OPSET}-{MAX_TESTED_OPSET} "
-                "(upgrade it with onnx.version_converter.convert_version)"
-            )
-        return int(opset)
+        return MAX_TESTED_OPSET if opset is None else int(opset)
+
+    def _check_operators(self) -> None:
+        """Fail first, listing every operator that has no converter (with node names)."""
+        unsupported = []
+        for index, proto in enumerate(self.model.graph.node):
+            if proto.domain not in DEFAULT_DOMAINS:
+                unsupported.append(
+                    (f"{proto.domain}.{proto.op_type}", proto.name or f"{proto.op_type}_{index}")
+                )
+            elif get_converter(proto.op_type) is None:
+                unsupported.append((proto.op_type, proto.name or f"{proto.op_type}_{index}"))
+        if unsupported:
+            raise UnsupportedOperatorError(unsupported, source=self.source)
 
     def build(self) -> Graph:
+        self._check_operators()
+        if self.opset < MIN_OPSET:
+            self.model = upgrade_opset(self.model, self.source)
+            self.opset = MIN_OPSET
         g = self.model.graph
         initializers: dict[str, np.ndarray] = {}
         for tensor in g.initializer:
@@ -144,17 +161,11 @@ class OnnxGraphBuilder:
             if t is not None:
                 output_types[info.name] = t
         nodes: list[Node] = []
-        unsupported: list[tuple[str, str]] = []
         for index, proto in enumerate(g.node):
             name = proto.name or f"{proto.op_type}_{index}"
             where = f"{self.source}: node '{name}' ({proto.op_type})"
-            converter = get_converter(proto.op_type) if proto.domain in DEFAULT_DOMAINS else None
-            if converter is None:
-                op = proto.op_type if proto.domain in DEFAULT_DOMAINS else f"{proto.domain}.{proto.op_type}"
-                unsupported.append((op, name))
-                continue
-            if unsupported:
-                continue  # keep scanning for more unsupported ops; no need to convert
+            converter = get_converter(proto.op_type)
+            assert converter is not None  # _check_operators ran
             onnx_node = OnnxNode(
                 op_type=proto.op_type,
                 name=name,
@@ -174,8 +185,6 @@ class OnnxGraphBuilder:
                     self._fold_constant(node, initializers, where)
                 else:
                     nodes.append(node)
-        if unsupported:
-            raise UnsupportedOperatorError(unsupported, source=self.source)
         return Graph(
             inputs=inputs,
             outputs=[o.name for o in g.output],
@@ -195,6 +204,16 @@ class OnnxGraphBuilder:
         except Exception as exc:
             raise ModelFormatError(f"{where}: {exc}") from None
         initializers[node.outputs[0]] = value
+
+
+def upgrade_opset(model: onnx.ModelProto, source: str) -> onnx.ModelProto:
+    """Models older than opset 7 are upgraded by onnx's own version converter."""
+    try:
+        return onnx.version_converter.convert_version(model, MIN_OPSET)
+    except Exception as exc:  # the converter raises assorted C++-backed errors
+        raise ModelFormatError(
+            f"{source}: opset is older than {MIN_OPSET} and onnx's version converter could not upgrade it: {exc}"
+        ) from None
 
 
 def _densify(sparse: onnx.SparseTensorProto, where: str) -> np.ndarray:
