@@ -80,30 +80,35 @@ def infer_graph(graph: Graph, input_types: Mapping[str, TensorType], *, fold: bo
             if x and t is None:
                 raise GraphError(f"node {node} reads '{x}', which is not available before it")
         values = [result.values.get(x) if x else None for x in node.inputs]
-        foldable = (
-            fold and get_op(node.op).foldable and all(v is not None for x, v in zip(node.inputs, values) if x)
-        )
-        if foldable:
-            outputs = evaluate(node, values)
-            if all(o.size <= FOLD_LIMIT_ELEMENTS for o in outputs):
-                result.folded_nodes.add(id(node))
-                for name, value in zip(node.outputs, outputs):
-                    if name:
-                        result.values[name] = value
-                        result.types[name] = type_of_value(value)
-                continue
         out_types = infer_node(node, types, values)
+        if fold and _worth_folding(node, values, out_types):
+            outputs = evaluate(node, values)
+            result.folded_nodes.add(id(node))
+            for name, value in zip(node.outputs, outputs):
+                if name:
+                    result.values[name] = value
+                    result.types[name] = type_of_value(value)
+            continue
         for name, t in zip(node.outputs, out_types):
             if name:
                 result.types[name] = t
     return result
 
 
+def _worth_folding(node: Node, values: list[np.ndarray | None], out_types: list[TensorType]) -> bool:
+    """Fold when every input is constant and every output is known to be small."""
+    if not get_op(node.op).foldable or any(v is None for x, v in zip(node.inputs, values) if x):
+        return False
+    for t in out_types:
+        if not t.is_concrete or int(np.prod(t.shape, dtype=np.int64)) > FOLD_LIMIT_ELEMENTS:  # type: ignore[arg-type]
+            return False
+    return True
+
+
 def evaluate(node: Node, values: list[np.ndarray | None]) -> tuple[np.ndarray, ...]:
     """Run a node's reference kernel on constant inputs (plan-time folding)."""
     opdef = get_op(node.op)
     types = [None if v is None else type_of_value(v) for v in values]
-    infer_node(node, types, values)  # validates attributes and shapes with a clear error
     try:
         outputs = opdef.run_reference(node.attrs, values)
     except EdgeCNNError:

@@ -16,7 +16,7 @@ from edgecnn.errors import ModelFormatError, ModelNotFoundError, UnsupportedOper
 from edgecnn.importers.onnx.registry import OnnxNode, get_converter
 from edgecnn.ir.dtypes import SUPPORTED_DTYPES
 from edgecnn.ir.graph import Dim, Graph, Node, TensorSpec, TensorType
-from edgecnn.runtime.shapes import evaluate
+from edgecnn.runtime.shapes import evaluate, infer_node
 
 MIN_OPSET = 7
 MAX_TESTED_OPSET = 21
@@ -200,6 +200,7 @@ class OnnxGraphBuilder:
     def _fold_constant(node: Node, initializers: dict[str, np.ndarray], where: str) -> None:
         """Constant nodes become initializers so later converters can read their values."""
         try:
+            infer_node(node, [], [])  # validates the attributes
             (value,) = evaluate(node, [])
         except Exception as exc:
             raise ModelFormatError(f"{where}: {exc}") from None
