@@ -89,7 +89,12 @@ def value_info_type(info: onnx.ValueInfoProto, where: str) -> TensorType | None:
 def decode_attribute(attr: onnx.AttributeProto, where: str) -> Any:
     if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
         raise ModelFormatError(f"{where}: subgraph attribute '{attr.name}' (control flow) is not supported")
-    value = helper.get_attribute_value(attr)
+    try:
+        value = helper.get_attribute_value(attr)
+    except (ValueError, TypeError) as exc:
+        raise ModelFormatError(f"{where}: damaged attribute '{attr.name}': {exc}") from None
+    if value is None:
+        raise ModelFormatError(f"{where}: attribute '{attr.name}' has no value (undefined type)")
     if isinstance(value, onnx.TensorProto):
         return tensor_to_array(value, f"{where} attribute '{attr.name}'")
     if isinstance(value, bytes):
@@ -122,6 +127,16 @@ class OnnxGraphBuilder:
         opset = next((versions[d] for d in DEFAULT_DOMAINS if d in versions), None)
         return MAX_TESTED_OPSET if opset is None else int(opset)
 
+    def _check_text_fields(self) -> None:
+        """A damaged file can carry invalid UTF-8 in names, which protobuf hands back as bytes."""
+        g = self.model.graph
+        fields: list[object] = [g.name]
+        for proto in g.node:
+            fields += [proto.op_type, proto.domain, proto.name, *proto.input, *proto.output]
+        fields += [v.name for v in (*g.input, *g.output)] + [t.name for t in g.initializer]
+        if any(not isinstance(f, str) for f in fields):
+            raise ModelFormatError(f"{self.source}: damaged model: a name is not valid UTF-8 text")
+
     def _check_operators(self) -> None:
         """Fail first, listing every operator that has no converter (with node names)."""
         unsupported = []
@@ -136,6 +151,7 @@ class OnnxGraphBuilder:
             raise UnsupportedOperatorError(unsupported, source=self.source)
 
     def build(self) -> Graph:
+        self._check_text_fields()
         self._check_operators()
         if self.opset < MIN_OPSET:
             self.model = upgrade_opset(self.model, self.source)
@@ -177,7 +193,7 @@ class OnnxGraphBuilder:
             )
             try:
                 converted = converter(onnx_node)
-            except ValueError as exc:
+            except (ValueError, TypeError, KeyError, IndexError) as exc:
                 raise ModelFormatError(f"{where}: {exc}") from None
             initializers.update(onnx_node.new_constants)
             for node in converted:
