@@ -1,0 +1,151 @@
+"""YOLO decoders against 2x2 grids computed by hand (logits chosen so sigmoids are exact)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from edgecnn.vision.nms import Detections
+from edgecnn.vision.yolo import (
+    METADATA_PREFIX,
+    RegionDecoder,
+    YoloV1Decoder,
+    YoloV3Decoder,
+    decode,
+    decoder_from_metadata,
+    decoders_from_metadata,
+    undo_letterbox,
+)
+
+LOW = -30.0  # sigmoid(LOW) ~ 1e-13: "no object"
+
+
+def assert_detections(got: Detections, boxes: list, scores: list, classes: list) -> None:
+    order = np.argsort(-got.scores, kind="stable")
+    np.testing.assert_allclose(got.boxes[order], np.array(boxes, np.float32).reshape(-1, 4), atol=1e-4)
+    np.testing.assert_allclose(got.scores[order], scores, atol=1e-5)
+    assert got.classes[order].tolist() == classes
+
+
+def test_yolov3_decoder_2x2_by_hand() -> None:
+    # 1 anchor of this output (mask 1 -> anchor (10, 14) in pixels), 2 classes, 64x64 input.
+    raw = np.zeros((1, 7, 2, 2), np.float32)
+    raw[0, 4] = LOW
+    row, col = 0, 1
+    raw[0, 0, row, col] = math.log(3)  # sigmoid = 0.75 -> cx = (1 + 0.75) / 2 * 64 = 56
+    raw[0, 2, row, col] = math.log(2)  # w = 2 * 10 = 20
+    raw[0, 4, row, col] = math.log(9)  # objectness 0.9
+    raw[0, 5, row, col] = math.log(4)  # class 0: 0.8
+    raw[0, 6, row, col] = -math.log(4)  # class 1: 0.2
+    decoder = YoloV3Decoder((64, 64), anchors=(5, 5, 10, 14), mask=(1,), classes=2)
+    (dets,) = decoder(raw, score_threshold=0.1)
+    # cy = (0 + 0.5) / 2 * 64 = 16, h = 14
+    assert_detections(dets, [[46, 9, 66, 23], [46, 9, 66, 23]], [0.72, 0.18], [0, 1])
+    (dets,) = decoder(raw, score_threshold=0.25)
+    assert_detections(dets, [[46, 9, 66, 23]], [0.72], [0])
+
+
+def test_yolov3_scale_x_y() -> None:
+    raw = np.full((1, 6, 2, 2), LOW, np.float32)
+    raw[0, 0:4, 1, 1] = 0.0  # sigmoid 0.5, exp 1
+    raw[0, 4:6, 1, 1] = 20.0
+    decoder = YoloV3Decoder((40, 40), anchors=(4, 8), mask=(0,), classes=1, scale_x_y=2.0)
+    (dets,) = decoder(raw)
+    # cx = (1 + 0.5 * 2 - 0.5) / 2 * 40 = 30
+    assert_detections(dets, [[28, 26, 32, 34]], [1.0], [0])
+
+
+def test_region_decoder_2x2_by_hand() -> None:
+    # 1 anchor (1.5, 0.5) in grid cells, 2 classes with softmax, 64x64 input.
+    raw = np.zeros((1, 7, 2, 2), np.float32)
+    raw[0, 4] = LOW
+    row, col = 1, 0
+    raw[0, 1, row, col] = math.log(3)  # cy = (1 + 0.75) / 2 * 64 = 56
+    raw[0, 2, row, col] = math.log(2)  # w = 2 * 1.5 / 2 * 64 = 96
+    raw[0, 4, row, col] = math.log(4)  # objectness 0.8
+    raw[0, 5, row, col] = math.log(3)  # softmax([ln 3, 0]) = [0.75, 0.25]
+    decoder = RegionDecoder((64, 64), anchors=(1.5, 0.5), num=1, classes=2)
+    (dets,) = decoder(raw, score_threshold=0.1)
+    # cx = 0.5 / 2 * 64 = 16, h = 0.5 / 2 * 64 = 16
+    assert_detections(dets, [[-32, 48, 64, 64]] * 2, [0.6, 0.2], [0, 1])
+
+
+def test_region_decoder_anchor_order_and_batch() -> None:
+    # 2 anchors, 1 class; anchor 1 fires in image 1 only.
+    raw = np.full((2, 12, 2, 2), LOW, np.float32)
+    raw[:, [0, 1, 2, 3, 6, 7, 8, 9]] = 0.0
+    raw[1, 10:12, 0, 0] = 20.0
+    decoder = RegionDecoder((32, 32), anchors=(1, 1, 2, 1), num=2, classes=1)
+    first, second = decoder(raw)
+    assert len(first) == 0
+    # cx = cy = 0.5 / 2 * 32 = 8, w = 2 / 2 * 32 = 32, h = 16
+    assert_detections(second, [[-8, 0, 24, 16]], [1.0], [0])
+
+
+def test_yolov1_decoder_2x2_by_hand() -> None:
+    side, num, classes = 2, 1, 2
+    probs = np.zeros((4, classes), np.float32)
+    confidence = np.zeros((4, num), np.float32)
+    boxes = np.zeros((4, num, 4), np.float32)
+    probs[3] = [0.3, 0.7]  # cell 3 = row 1, col 1
+    confidence[3] = 0.5
+    boxes[3, 0] = [0.5, 0.25, 0.6, 0.4]
+    raw = np.concatenate([probs.ravel(), confidence.ravel(), boxes.ravel()])[None]
+    decoder = YoloV1Decoder((100, 50), side=side, num=num, classes=classes, sqrt=True)
+    # cx = 1.5 / 2 * 100 = 75, cy = 1.25 / 2 * 50 = 31.25, w = 0.36 * 100, h = 0.16 * 50
+    (dets,) = decoder(raw, score_threshold=0.1)
+    assert_detections(dets, [[57, 27.25, 93, 35.25]] * 2, [0.35, 0.15], [1, 0])
+    (dets,) = YoloV1Decoder((100, 50), side=2, num=1, classes=2, sqrt=False)(raw, 0.3)
+    assert_detections(dets, [[45, 21.25, 105, 41.25]], [0.35], [1])
+
+
+def test_yolov1_softmax_and_size_check() -> None:
+    raw = np.zeros((1, 1 * 1 * (2 + 1 * 5)), np.float32)
+    raw[0, 2] = 1.0  # confidence
+    raw[0, 3:7] = [0.5, 0.5, 1.0, 1.0]
+    decoder = YoloV1Decoder((10, 10), side=1, num=1, classes=2, softmax=True)
+    (dets,) = decoder(raw, score_threshold=0.4)
+    assert_detections(dets, [[0, 0, 10, 10]] * 2, [0.5, 0.5], [0, 1])
+    with pytest.raises(ValueError, match="7 values"):
+        decoder(np.zeros((1, 8), np.float32))
+
+
+def test_channel_count_checked() -> None:
+    with pytest.raises(ValueError, match=r"\(14, H, W\)"):
+        YoloV3Decoder((32, 32), anchors=(1, 1, 2, 2), mask=(0, 1), classes=2)(np.zeros((1, 13, 2, 2)))
+
+
+def test_metadata_round_trip_and_decode_with_nms() -> None:
+    v3 = YoloV3Decoder((64, 64), anchors=(10, 14, 20, 20), mask=(0, 1), classes=1)
+    v2 = RegionDecoder((64, 64), anchors=(1.0, 1.0), num=1, classes=1)
+    metadata = {
+        METADATA_PREFIX + "a": v3.to_metadata(cfg={"ignore_thresh": 0.7}),
+        METADATA_PREFIX + "b": v2.to_metadata(),
+        "other": "x",
+    }
+    decoders = decoders_from_metadata(metadata)
+    assert decoders == {"a": v3, "b": v2}
+    raw_a = np.full((1, 12, 1, 1), LOW, np.float32)
+    raw_a[0, [0, 1, 2, 3, 6, 7, 8, 9]] = 0.0
+    raw_a[0, [4, 5]] = math.log(9)  # anchor 0: score 0.81, box 10x14 at (32, 32)
+    raw_a[0, [10, 11]] = math.log(4)  # anchor 1: score 0.64, box 20x20 at (32, 32)
+    raw_b = np.full((1, 6, 2, 2), LOW, np.float32)
+    (dets,) = decode(decoders, {"a": raw_a, "b": raw_b}, score_threshold=0.25, iou_threshold=0.3)
+    # IoU(10x14, 20x20 same centre) = 140/400 = 0.35 > 0.3: the weaker box goes.
+    assert_detections(dets, [[27, 25, 37, 39]], [0.81], [0])
+    (dets,) = decode(decoders, {"a": raw_a, "b": raw_b}, iou_threshold=0.4)
+    assert len(dets) == 2
+    with pytest.raises(ValueError, match="not a YOLO decoder"):
+        decoder_from_metadata('{"type": "ssd"}')
+    with pytest.raises(ValueError, match="no YOLO decoders"):
+        decode({}, {})
+
+
+def test_undo_letterbox() -> None:
+    # A 200x100 image letterboxed into 64x64: scale 0.32, placed at y offset 16.
+    boxes = np.array([[0, 16, 64, 48], [32, 32, 48, 40]], np.float32)
+    np.testing.assert_allclose(
+        undo_letterbox(boxes, (200, 100), (64, 64)), [[0, 0, 200, 100], [100, 50, 150, 75]], atol=1e-4
+    )
