@@ -11,6 +11,7 @@ connected weights transposed (inputs x outputs).
 from __future__ import annotations
 
 import enum
+import math
 import os
 import struct
 from collections.abc import Iterable
@@ -96,7 +97,7 @@ class FileWeights:
     def take(
         self, layer: str, kind: ParamKind, shape: tuple[int, ...], *, matrix: bool = False
     ) -> np.ndarray:
-        count = int(np.prod(shape, dtype=np.int64))
+        count = math.prod(shape)
         end = self._offset + 4 * count
         if end > len(self._data):
             have = (len(self._data) - self._offset) // 4
@@ -133,7 +134,7 @@ class RandomWeights:
     ) -> np.ndarray:
         rng = self._rng
         if kind is ParamKind.WEIGHTS:
-            fan_in = max(1, int(np.prod(shape[1:], dtype=np.int64)))
+            fan_in = max(1, math.prod(shape[1:]))
             values = rng.standard_normal(shape, np.float32) * np.float32(np.sqrt(2.0 / fan_in))
         elif kind in (ParamKind.SCALES, ParamKind.ROLLING_VARIANCE):
             values = rng.uniform(0.5, 1.5, shape).astype(np.float32)
