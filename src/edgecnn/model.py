@@ -12,6 +12,7 @@ import numpy as np
 from edgecnn.errors import GraphError, InputError
 from edgecnn.ir.graph import Graph, TensorSpec, TensorType, format_shape
 from edgecnn.ops.registry import known_ops
+from edgecnn.passes import optimize
 from edgecnn.profiling.layer_timer import LayerTimer, Profile
 from edgecnn.runtime.executor import StepHook, execute
 from edgecnn.runtime.options import RuntimeOptions
@@ -26,7 +27,12 @@ class Model:
         graph.verify(known_ops())
         self.graph = graph.topologically_sorted()
         self.options = options or RuntimeOptions.resolve()
-        self._plans: dict[tuple[tuple[str, tuple[int, ...]], ...], Plan] = {}
+        if self.options.optimize:
+            self.optimized_graph, self.pass_reports = optimize(self.graph)
+        else:
+            self.optimized_graph, self.pass_reports = self.graph, []
+        self._optimized_tensors = tensor_names(self.optimized_graph)
+        self._plans: dict[tuple[object, ...], Plan] = {}
         self._plans_lock = threading.Lock()
         self._inputs = [s for s in self.graph.inputs if s.name not in self.graph.initializers]
         self._outputs = self._infer_output_specs()
@@ -88,27 +94,33 @@ class Model:
             iteration_ms.append((time.perf_counter() - start) * 1e3)
         return Profile(layers=timer.layers(), iteration_ms=iteration_ms)
 
-    def plan_for(self, feeds: Any) -> Plan:
+    def plan_for(self, feeds: Any, *, optimized: bool = True) -> Plan:
         """The prepared plan for these inputs' shapes (built on first use, then cached)."""
-        return self._plan(self._check_feeds(feeds))
+        return self._plan(self._check_feeds(feeds), optimized)
 
     def _run(
         self, feeds: Any, outputs: Sequence[str] | None, hooks: Sequence[StepHook]
     ) -> dict[str, np.ndarray]:
         checked = self._check_feeds(feeds)
-        plan = self._plan(checked)
+        # Tensors removed by fusion or folding are still inspectable: such requests run the graph as imported.
+        optimized = (
+            outputs is None
+            or set([outputs] if isinstance(outputs, str) else outputs) <= self._optimized_tensors
+        )
+        plan = self._plan(checked, optimized)
         wanted = list(self.graph.outputs) if outputs is None else self._check_wanted(outputs, plan)
         return execute(plan, checked, wanted, hooks)
 
-    def _plan(self, feeds: Mapping[str, np.ndarray]) -> Plan:
-        key = tuple((name, array.dtype.name, array.shape) for name, array in feeds.items())
+    def _plan(self, feeds: Mapping[str, np.ndarray], optimized: bool) -> Plan:
+        key = (optimized, *((name, array.dtype.name, array.shape) for name, array in feeds.items()))
         plan = self._plans.get(key)  # type: ignore[arg-type]
         if plan is None:
             with self._plans_lock:
                 plan = self._plans.get(key)  # type: ignore[arg-type]
                 if plan is None:
                     types = {n: TensorType(a.dtype.name, tuple(a.shape)) for n, a in feeds.items()}
-                    plan = build_plan(self.graph, types, self.options)
+                    graph = self.optimized_graph if optimized else self.graph
+                    plan = build_plan(graph, types, self.options)
                     self._plans[key] = plan  # type: ignore[index]
         return plan
 
@@ -187,3 +199,10 @@ class Model:
         ins = ", ".join(map(str, self._inputs))
         outs = ", ".join(map(str, self._outputs))
         return f"<edgecnn.Model '{self.graph.name}': {len(self.graph.nodes)} nodes; inputs {ins}; outputs {outs}>"
+
+
+def tensor_names(graph: Graph) -> frozenset[str]:
+    """Every tensor a graph defines: inputs, initializers and node outputs."""
+    names = {spec.name for spec in graph.inputs} | set(graph.initializers)
+    names.update(out for node in graph.nodes for out in node.outputs if out)
+    return frozenset(names)

@@ -18,9 +18,10 @@ def available_cores() -> int:
 class RuntimeOptions:
     threads: int
     device: str = "cpu"
+    optimize: bool = True  # run the graph passes (edgecnn.passes) before planning
 
     @staticmethod
-    def resolve(threads: int | None = None, device: str = "cpu") -> RuntimeOptions:
+    def resolve(threads: int | None = None, device: str = "cpu", optimize: bool = True) -> RuntimeOptions:
         """Fill defaults: ``threads`` from the argument, else EDGECNN_NUM_THREADS, else all cores."""
         if threads is None:
             env = os.environ.get("EDGECNN_NUM_THREADS", "").strip()
@@ -33,4 +34,4 @@ class RuntimeOptions:
                 threads = available_cores()
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
-        return RuntimeOptions(threads=threads, device=device)
+        return RuntimeOptions(threads=threads, device=device, optimize=optimize)
