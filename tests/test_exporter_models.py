@@ -25,12 +25,14 @@ def ints(name: str, values: list[int]) -> onnx.TensorProto:
     return numpy_helper.from_array(np.array(values, np.int64), name)
 
 
-def make(nodes: list, inits: list, x_shape: list, opset: int, name: str) -> onnx.ModelProto:
+def make(
+    nodes: list, inits: list, x_shape: list, opset: int, name: str, out_rank: int = 2
+) -> onnx.ModelProto:
     graph = helper.make_graph(
         nodes,
         name,
         [helper.make_tensor_value_info("input", TensorProto.FLOAT, x_shape)],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [f"out{i}" for i in range(out_rank)])],
         inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name=name)
@@ -144,7 +146,7 @@ def paddle_style(opset: int) -> onnx.ModelProto:
         n("Concat", ["nc", "hw2"], ["sizes"], axis=0),
         n(
             "Resize",
-            ["l1", "", "", "sizes"],
+            ["l1", "", "", "sizes"] if opset >= 13 else ["l1", "no_roi", "no_scales", "sizes"],
             ["up"],
             mode="nearest",
             coordinate_transformation_mode="asymmetric",
@@ -162,10 +164,12 @@ def paddle_style(opset: int) -> onnx.ModelProto:
         ints("start0", [0]),
         ints("end2", [2]),
         ints("two", [2]),
+        numpy_helper.from_array(np.zeros(0, np.float32), "no_roi"),
+        numpy_helper.from_array(np.zeros(0, np.float32), "no_scales"),
         weight("w2", 2, 7, 1, 1),
         weight("b2", 2),
     ]
-    return make(nodes, inits, ["N", 3, "H", "W"], opset, "paddle")
+    return make(nodes, inits, ["N", 3, "H", "W"], opset, "paddle", out_rank=4)
 
 
 CASES = [

@@ -1,1 +1,75 @@
-"""(dense operators: being written.)"""
+"""Fully connected layers: Gemm and MatMul."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from edgecnn.ir.graph import Dim, TensorType
+from edgecnn.ops.common import broadcast_shapes, check, first_type
+from edgecnn.ops.registry import register_op
+
+
+@dataclass(frozen=True)
+class GemmAttrs:
+    """Y = alpha * A' @ B' + beta * C, with A' = A.T if trans_a (likewise B)."""
+
+    alpha: float = 1.0
+    beta: float = 1.0
+    trans_a: bool = False
+    trans_b: bool = False
+
+
+def _same_dim(a: Dim, b: Dim, what: str) -> None:
+    if isinstance(a, int) and isinstance(b, int):
+        check(a == b, f"{what}: {a} != {b}")
+
+
+def infer_gemm(attrs: GemmAttrs, types: Sequence[TensorType | None], values: object) -> list[TensorType]:
+    a, b = first_type(types), types[1]
+    check(b is not None, "B is required")
+    if a.shape is None or b.shape is None:  # type: ignore[union-attr]
+        return [TensorType(a.dtype, (None, None))]
+    check(len(a.shape) == 2 and len(b.shape) == 2, f"Gemm needs 2-D A and B, got {a} and {b}")  # type: ignore[union-attr]
+    m, k = reversed(a.shape) if attrs.trans_a else a.shape
+    k2, n = reversed(b.shape) if attrs.trans_b else b.shape  # type: ignore[union-attr]
+    _same_dim(k, k2, "inner dimensions of A and B differ")
+    c = types[2] if len(types) > 2 else None
+    if c is not None and c.shape is not None:
+        broadcast_shapes((m, n), c.shape)
+    return [TensorType(a.dtype, (m, n))]
+
+
+@register_op("Gemm", attrs=GemmAttrs, infer=infer_gemm, inputs=(2, 3))
+def gemm(attrs: GemmAttrs, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
+    y = (a.T if attrs.trans_a else a) @ (b.T if attrs.trans_b else b)
+    if attrs.alpha != 1.0:
+        y = y * y.dtype.type(attrs.alpha)
+    if c is not None:
+        y = y + (c if attrs.beta == 1.0 else c * c.dtype.type(attrs.beta))
+    return np.asarray(y, dtype=a.dtype, order="C")
+
+
+def infer_matmul(attrs: object, types: Sequence[TensorType | None], values: object) -> list[TensorType]:
+    a, b = first_type(types), types[1]
+    check(b is not None, "B is required")
+    if a.shape is None or b.shape is None:  # type: ignore[union-attr]
+        return [TensorType(a.dtype, None)]
+    sa, sb = list(a.shape), list(b.shape)  # type: ignore[union-attr]
+    check(bool(sa) and bool(sb), "MatMul inputs must have rank >= 1")
+    a_vector, b_vector = len(sa) == 1, len(sb) == 1
+    if a_vector:
+        sa = [1, *sa]
+    if b_vector:
+        sb = [*sb, 1]
+    _same_dim(sa[-1], sb[-2], "inner dimensions differ")
+    batch = broadcast_shapes(tuple(sa[:-2]), tuple(sb[:-2]))
+    shape = [*batch, *([] if a_vector else [sa[-2]]), *([] if b_vector else [sb[-1]])]  # type: ignore[misc]
+    return [TensorType(a.dtype, tuple(shape))]
+
+
+@register_op("MatMul", infer=infer_matmul, inputs=2)
+def matmul(attrs: object, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.asarray(np.matmul(a, b), order="C")

@@ -39,6 +39,7 @@ class OpDef:
     max_inputs: int | None  # None: variadic
     num_outputs: tuple[int, int]  # (min, max) outputs
     foldable: bool  # may be evaluated at plan time when all inputs are constants
+    shape_only: bool = False  # reads only its inputs' shapes: folded once they are concrete
 
     def run_reference(self, attrs: Any, inputs: Sequence[np.ndarray | None]) -> tuple[np.ndarray, ...]:
         result = self.reference(attrs, *inputs)
@@ -56,6 +57,7 @@ def register_op(
     inputs: int | tuple[int, int | None] = 1,
     outputs: int | tuple[int, int] = 1,
     foldable: bool = True,
+    shape_only: bool = False,
 ) -> Callable[[ReferenceFn], ReferenceFn]:
     """Register ``name``; the decorated function is its numpy reference kernel."""
     min_in, max_in = (inputs, inputs) if isinstance(inputs, int) else inputs
@@ -64,7 +66,7 @@ def register_op(
     def decorate(reference: ReferenceFn) -> ReferenceFn:
         if name in _REGISTRY:
             raise RuntimeError(f"operator {name} registered twice")
-        _REGISTRY[name] = OpDef(name, attrs, infer, reference, min_in, max_in, num_out, foldable)
+        _REGISTRY[name] = OpDef(name, attrs, infer, reference, min_in, max_in, num_out, foldable, shape_only)
         return reference
 
     return decorate

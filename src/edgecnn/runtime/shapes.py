@@ -80,6 +80,8 @@ def infer_graph(graph: Graph, input_types: Mapping[str, TensorType], *, fold: bo
             if x and t is None:
                 raise GraphError(f"node {node} reads '{x}', which is not available before it")
         values = [result.values.get(x) if x else None for x in node.inputs]
+        if fold and get_op(node.op).shape_only:
+            values = [v if v is not None else _shape_stand_in(t) for v, t in zip(values, types)]
         out_types = infer_node(node, types, values)
         if fold and _worth_folding(node, values, out_types):
             outputs = evaluate(node, values)
@@ -103,6 +105,13 @@ def _worth_folding(node: Node, values: list[np.ndarray | None], out_types: list[
         if not t.is_concrete or int(np.prod(t.shape, dtype=np.int64)) > FOLD_LIMIT_ELEMENTS:  # type: ignore[arg-type]
             return False
     return True
+
+
+def _shape_stand_in(t: TensorType | None) -> np.ndarray | None:
+    """A zero-stride array with t's shape: what Shape/Size need, without allocating the tensor."""
+    if t is None or not t.is_concrete:
+        return None
+    return np.broadcast_to(np.zeros((), t.dtype), t.shape)  # type: ignore[arg-type]
 
 
 def evaluate(node: Node, values: list[np.ndarray | None]) -> tuple[np.ndarray, ...]:

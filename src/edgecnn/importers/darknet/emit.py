@@ -18,7 +18,7 @@ from edgecnn.ops.norm import BatchNormalizationAttrs
 from edgecnn.ops.pool import MaxPoolAttrs
 from edgecnn.ops.registry import NoAttrs
 from edgecnn.ops.resize import ResizeAttrs
-from edgecnn.ops.shape import ConcatAttrs, FlattenAttrs, TransposeAttrs
+from edgecnn.ops.shape import ConcatAttrs, FlattenAttrs, ReshapeAttrs, TransposeAttrs
 
 
 class Context(Protocol):
@@ -69,7 +69,7 @@ def binary(ctx: Context, op: str, suffix: str, a: str, b: str) -> str:
 def reshape(ctx: Context, suffix: str, x: str, shape: tuple[int, ...]) -> str:
     """Reshape; a 0 keeps that input dimension (the batch)."""
     target = ctx.constant(f"{suffix}_shape", np.asarray(shape, np.int64))
-    return ctx.add("Reshape", suffix, [x, target], NoAttrs())
+    return ctx.add("Reshape", suffix, [x, target], ReshapeAttrs())
 
 
 def transpose(ctx: Context, x: str, perm: tuple[int, ...]) -> str:

@@ -33,7 +33,9 @@ class EdgeCNNBackend(Backend):
         return EdgeCNNRep(Model(graph, RuntimeOptions.resolve(threads=kwargs.get("threads"))))
 
     @classmethod
-    def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU", **kwargs: Any) -> tuple[Any, ...]:
+    def run_model(
+        cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU", **kwargs: Any
+    ) -> tuple[Any, ...]:
         return cls.prepare(model, device, **kwargs).run(inputs)
 
     @classmethod

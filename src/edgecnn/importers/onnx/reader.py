@@ -13,8 +13,8 @@ from google.protobuf.message import DecodeError
 from onnx import helper, numpy_helper
 
 from edgecnn.errors import ModelFormatError, ModelNotFoundError, UnsupportedOperatorError
+from edgecnn.importers.onnx.dtypes import numpy_dtype_of
 from edgecnn.importers.onnx.registry import OnnxNode, get_converter
-from edgecnn.ir.dtypes import SUPPORTED_DTYPES
 from edgecnn.ir.graph import Dim, Graph, Node, TensorSpec, TensorType
 from edgecnn.runtime.shapes import evaluate, infer_node
 
@@ -51,21 +51,6 @@ def read_model_proto(path: Path) -> onnx.ModelProto:
     except (OSError, ValueError, onnx.checker.ValidationError) as exc:
         raise ModelFormatError(f"{path}: cannot read external weights: {exc}") from None
     return model
-
-
-def numpy_dtype_of(elem_type: int, where: str) -> str:
-    try:
-        name = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
-    except (KeyError, TypeError, ValueError):
-        name = ""
-    if name not in SUPPORTED_DTYPES:
-        type_name = (
-            onnx.TensorProto.DataType.Name(elem_type)
-            if elem_type in onnx.TensorProto.DataType.values()
-            else str(elem_type)
-        )
-        raise ModelFormatError(f"{where}: element type {type_name} is not supported")
-    return name
 
 
 def value_info_type(info: onnx.ValueInfoProto, where: str) -> TensorType | None:

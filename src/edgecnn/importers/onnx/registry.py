@@ -8,6 +8,7 @@ ModelFormatError that names the node.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,3 +81,47 @@ def supported_onnx_ops() -> frozenset[str]:
 
 def _ensure_loaded() -> None:
     import edgecnn.importers.onnx.converters  # noqa: F401  (registers every family)
+
+
+def _coerce(value: Any, annotation: str, name: str) -> Any:
+    """Convert a decoded ONNX attribute value to the type a dataclass field declares."""
+    if annotation.startswith("tuple"):
+        check_list = value if isinstance(value, (list, tuple)) else [value]
+        return tuple(int(v) if "int" in annotation else v for v in check_list)
+    if annotation == "bool":
+        return bool(int(value))
+    if annotation.startswith("int"):
+        return int(value)
+    if annotation == "float":
+        return float(value)
+    if annotation == "str":
+        if not isinstance(value, str):
+            raise ValueError(f"attribute '{name}' must be a string, got {value!r}")
+        return value
+    if annotation == "AutoPad":
+        from edgecnn.ops.common import AutoPad
+
+        try:
+            return AutoPad(value)
+        except ValueError:
+            raise ValueError(
+                f"auto_pad {value!r} is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID"
+            ) from None
+    return value
+
+
+def attrs_from_onnx(
+    n: OnnxNode, attrs_type: type, renames: dict[str, str] | None = None, **fixed: Any
+) -> Any:
+    """Build ``attrs_type`` from the ONNX attributes whose names match its fields.
+
+    ``renames`` maps ONNX names to field names (transA -> trans_a); ``fixed`` sets fields directly.
+    """
+    names = {f.name: f.type for f in dataclasses.fields(attrs_type)}
+    values: dict[str, Any] = {}
+    for key, value in n.attributes.items():
+        field_name = (renames or {}).get(key, key)
+        if field_name in names and field_name not in fixed:
+            values[field_name] = _coerce(value, str(names[field_name]), key)
+    values.update(fixed)
+    return attrs_type(**values)
