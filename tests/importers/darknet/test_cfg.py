@@ -11,7 +11,7 @@ import edgecnn
 from edgecnn.errors import ModelFormatError
 from edgecnn.importers.darknet import DarknetCfgWarning, load_darknet, parse_cfg, read_cfg
 
-FIXTURES = Path("/work/shared/fixtures/darknet")
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "darknet"
 SEED_001_CFG = Path(edgecnn.__file__).parent / "data" / "darknet" / "tiny-yolo-seed001.cfg"
 
 EXPECTED_KINDS = {

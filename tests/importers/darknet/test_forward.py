@@ -14,7 +14,7 @@ import pytest
 import edgecnn
 from edgecnn.importers.darknet import write_random_weights
 
-FIXTURES = Path("/work/shared/fixtures/darknet")
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "darknet"
 SEED_001_CFG = Path(edgecnn.__file__).parent / "data" / "darknet" / "tiny-yolo-seed001.cfg"
 
 
