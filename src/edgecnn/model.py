@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -80,18 +80,31 @@ class Model:
         values = tuple(result[name] for name in self.graph.outputs)
         return values[0] if len(values) == 1 else values
 
-    def profile(self, feeds: Any, iterations: int = 50, warmup: int = 5) -> Profile:
-        """Per-layer and per-iteration timings of ``iterations`` runs after ``warmup`` runs."""
+    def profile(
+        self,
+        feeds: Any,
+        iterations: int = 50,
+        warmup: int = 5,
+        on_iteration: Callable[[], None] | None = None,
+    ) -> Profile:
+        """Per-layer and per-iteration timings of ``iterations`` runs after ``warmup`` runs.
+
+        ``on_iteration`` is called after every run, warm-up included (e.g. to advance a progress bar).
+        """
         if iterations < 1 or warmup < 0:
             raise InputError(f"iterations must be >= 1 and warmup >= 0, got {iterations}, {warmup}")
         for _ in range(warmup):
             self._run(feeds, None, ())
+            if on_iteration is not None:
+                on_iteration()
         timer = LayerTimer()
         iteration_ms = []
         for _ in range(iterations):
             start = time.perf_counter()
             self._run(feeds, None, (timer,))
             iteration_ms.append((time.perf_counter() - start) * 1e3)
+            if on_iteration is not None:
+                on_iteration()
         return Profile(layers=timer.layers(), iteration_ms=iteration_ms)
 
     def plan_for(self, feeds: Any, *, optimized: bool = True) -> Plan:
@@ -189,9 +202,16 @@ class Model:
             outputs = [outputs]
         unknown = [n for n in outputs if n not in plan.slots and n not in plan.constants]
         if unknown:
+            node_outputs = {node.name: node.outputs for node in self.graph.nodes}
+            hints = [
+                f"'{n}' is a node; its output tensor(s): {', '.join(node_outputs[n])}"
+                for n in unknown
+                if n in node_outputs
+            ]
             raise InputError(
                 f"unknown output name(s) {', '.join(map(repr, unknown))}; graph outputs are: "
                 f"{', '.join(self.graph.outputs)} (intermediate tensor names are accepted too)"
+                + "".join(f"; {h}" for h in hints)
             )
         return list(outputs)
 

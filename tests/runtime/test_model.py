@@ -99,6 +99,8 @@ def test_lists_are_converted_to_the_declared_dtype() -> None:
 def test_unknown_requested_output() -> None:
     with pytest.raises(InputError, match="unknown output name"):
         two_layer_model().run(np.ones((1, 3), np.float32), outputs=["nope"])
+    with pytest.raises(InputError, match=r"'leaky' is a node; its output tensor\(s\): y"):
+        two_layer_model().run(np.ones((1, 3), np.float32), outputs=["leaky"])
 
 
 def test_plans_are_cached_per_input_shape() -> None:

@@ -1,0 +1,5 @@
+"""`python -m edgecnn` runs the command-line interface."""
+
+from edgecnn.cli.app import main
+
+main()

@@ -1,0 +1,87 @@
+"""The `edgecnn` command: run, info, time, demo.
+
+Every command reports failures as one line on stderr and a non-zero exit status; `--debug`
+(before the command) shows the traceback instead."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import typer
+
+from edgecnn import __version__
+from edgecnn.cli import demo_cmd, info_cmd, run_cmd, time_cmd
+from edgecnn.cli.console import error_console
+from edgecnn.errors import EdgeCNNError
+
+app = typer.Typer(
+    name="edgecnn",
+    help="A CNN inference engine for the CPUs of edge and embedded devices.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+_settings = {"debug": False}
+
+EXIT_ERROR = 1  # bad model, bad input, bad option
+EXIT_INTERNAL = 2  # a bug in edgecnn
+EXIT_INTERRUPTED = 130
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def reports_errors(command: F) -> F:
+    """Turn edgecnn's exceptions into one line on stderr and an exit status (unless --debug)."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if _settings["debug"]:
+            return command(*args, **kwargs)
+        try:
+            return command(*args, **kwargs)
+        except EdgeCNNError as exc:
+            error_console.print(f"error: {exc}", markup=False, highlight=False)
+            raise typer.Exit(EXIT_ERROR) from None
+        except KeyboardInterrupt:
+            error_console.print("interrupted")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except (typer.Exit, typer.Abort):
+            raise
+        except Exception as exc:
+            error_console.print(
+                f"internal error: {type(exc).__name__}: {exc} (run `edgecnn --debug ...` for the traceback)",
+                markup=False,
+                highlight=False,
+            )
+            raise typer.Exit(EXIT_INTERNAL) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"edgecnn {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def options(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks instead of one-line errors."),
+    version: bool = typer.Option(
+        False, "--version", callback=_show_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Run, inspect and time CNN models (ONNX, Caffe, Darknet, .ecnn) on the CPU."""
+    _settings["debug"] = debug
+
+
+for module in (run_cmd, info_cmd, time_cmd, demo_cmd):
+    app.command(name=module.NAME, help=module.command.__doc__)(reports_errors(module.command))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

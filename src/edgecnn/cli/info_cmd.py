@@ -1,0 +1,98 @@
+"""`edgecnn info`: what a model is made of — layers, shapes, parameters, MACs, memory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from edgecnn.analysis import ModelAnalysis, analyze
+from edgecnn.cli.console import console, human_bytes, human_count
+from edgecnn.ir.graph import format_shape
+from edgecnn.model import Model
+from edgecnn.runtime.feeds import random_feeds
+from edgecnn.vision.preprocess import parse_shape
+
+NAME = "info"
+
+
+def command(
+    model: Path = typer.Argument(..., help="Model file (.onnx, .prototxt, .cfg, .ecnn)."),
+    weights: Path | None = typer.Option(None, help="Weights file (.caffemodel, .weights)."),
+    shape: str | None = typer.Option(
+        None, help="Input shape for models with symbolic dimensions, e.g. 1x3x224x224 (one-input models)."
+    ),
+    passes: bool = typer.Option(False, "--passes", help="Show the graph after the optimisation passes."),
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+) -> None:
+    """Print MODEL's layer table: op, output shape, parameters and MACs, with totals."""
+    import edgecnn
+
+    net = edgecnn.load(model, weights, threads=1)
+    shapes = {net.inputs[0].name: parse_shape(shape)} if shape and net.inputs else None
+    feeds = random_feeds(net.inputs, shapes=shapes)
+    plan = net.plan_for(feeds, optimized=passes)
+    analysis = analyze(plan, net.graph.outputs)
+    if as_json:
+        print(json.dumps(to_json(net, analysis, feeds), indent=2))
+        return
+    console.print(f"[bold]{model}[/bold]  ({len(analysis.layers)} layers)")
+    for spec in net.inputs:
+        console.print(
+            f"  input   {spec.name}: {spec.dtype}{format_shape(spec.shape)}"
+            f"  (analysed as {list(feeds[spec.name].shape)})"
+        )
+    for spec in net.outputs:
+        console.print(f"  output  {spec.name}: {spec.dtype}{format_shape(spec.shape)}")
+    console.print(layer_table(analysis))
+    console.print(
+        f"total: {human_count(analysis.params)} parameters, {human_count(analysis.macs)} MACs; "
+        f"activation memory {human_bytes(analysis.naive_activation_bytes)} naive, "
+        f"{human_bytes(analysis.planned_activation_bytes)} planned"
+    )
+    if passes:
+        for report in net.pass_reports:
+            console.print(f"[bold]{report.name}[/bold]: {len(report.changes)} change(s)")
+            for change in report.changes:
+                console.print(f"  {change}", markup=False)
+
+
+def layer_table(analysis: ModelAnalysis) -> Table:
+    table = Table(box=None, header_style="bold")
+    for column in ("#", "name", "op", "output", "params", "MACs"):
+        table.add_column(column, justify="right" if column in ("#", "params", "MACs") else "left")
+    for index, layer in enumerate(analysis.layers):
+        table.add_row(
+            str(index),
+            layer.name,
+            layer.op,
+            str(layer.output) if layer.output else "?",
+            human_count(layer.params) if layer.params else "",
+            human_count(layer.macs) if layer.macs else "",
+        )
+    return table
+
+
+def to_json(net: Model, analysis: ModelAnalysis, feeds: dict) -> dict:
+    return {
+        "inputs": [{"name": n, "shape": list(a.shape), "dtype": a.dtype.name} for n, a in feeds.items()],
+        "outputs": [{"name": s.name, "shape": list(s.shape or []), "dtype": s.dtype} for s in net.outputs],
+        "layers": [
+            {
+                "name": layer.name,
+                "op": layer.op,
+                "output_shape": list(layer.output.shape or []) if layer.output else None,
+                "params": layer.params,
+                "macs": layer.macs,
+            }
+            for layer in analysis.layers
+        ],
+        "params": analysis.params,
+        "macs": analysis.macs,
+        "activation_bytes": {
+            "naive": analysis.naive_activation_bytes,
+            "planned": analysis.planned_activation_bytes,
+        },
+    }

@@ -1,0 +1,89 @@
+"""`edgecnn time`: the `caffe time` report — every iteration, every layer's share, the average."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from edgecnn.cli.console import console, error_console
+from edgecnn.model import Model
+from edgecnn.profiling.layer_timer import Profile
+from edgecnn.runtime.feeds import random_feeds
+from edgecnn.vision.preprocess import parse_shape
+
+NAME = "time"
+
+
+def command(
+    model: Path = typer.Argument(..., help="Model file (.onnx, .prototxt, .cfg, .ecnn)."),
+    weights: Path | None = typer.Option(None, help="Weights file (.caffemodel, .weights)."),
+    iterations: int = typer.Option(50, min=1, help="Timed forward passes."),
+    warmup: int = typer.Option(5, min=0, help="Untimed forward passes first."),
+    batch: int | None = typer.Option(None, min=1, help="Batch size (default: the model's, else 1)."),
+    shape: str | None = typer.Option(None, help="Input shape for symbolic dimensions, e.g. 1x3x224x224."),
+    threads: int | None = typer.Option(None, min=1, help="Threads (default: all cores)."),
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+) -> None:
+    """Time MODEL's forward pass per layer on random input, like `caffe time`."""
+    import edgecnn
+
+    net = edgecnn.load(model, weights, threads=threads)
+    shapes = {net.inputs[0].name: parse_shape(shape)} if shape and net.inputs else None
+    feeds = random_feeds(net.inputs, batch=batch, shapes=shapes)
+    profile = timed(net, feeds, iterations, warmup, show_progress=not as_json)
+    if as_json:
+        document = {
+            "model": str(model),
+            "inputs": {name: list(array.shape) for name, array in feeds.items()},
+            "threads": net.options.threads,
+            "warmup": warmup,
+            **profile.to_dict(),
+        }
+        print(json.dumps(document, indent=2))
+        return
+    shapes_text = ", ".join(f"{n} {list(a.shape)}" for n, a in feeds.items())
+    console.print(
+        f"[bold]{model}[/bold]: {shapes_text}; {net.options.threads} thread(s); "
+        f"{iterations} iteration(s) after {warmup} warm-up"
+    )
+    print_report(profile)
+
+
+def timed(net: Model, feeds: dict, iterations: int, warmup: int, show_progress: bool) -> Profile:
+    """Model.profile with a progress bar on stderr (hidden once done)."""
+    with Progress(
+        TextColumn("timing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=error_console,
+        transient=True,
+        disable=not show_progress,
+    ) as progress:
+        task = progress.add_task("timing", total=iterations + warmup)
+        return net.profile(feeds, iterations, warmup, on_iteration=lambda: progress.advance(task))
+
+
+def print_report(profile: Profile) -> None:
+    console.print("iteration times (ms): " + " ".join(f"{t:.3f}" for t in profile.iteration_ms))
+    table = Table(box=None, header_style="bold")
+    for column in ("layer", "op", "kernel", "avg ms", "min ms", "share"):
+        table.add_column(column, justify="right" if "ms" in column or column == "share" else "left")
+    for layer in profile.layers:
+        table.add_row(
+            layer.name,
+            layer.op,
+            layer.kernel,
+            f"{layer.mean_ms:.3f}",
+            f"{layer.min_ms:.3f}",
+            f"{layer.share:.1%}",
+        )
+    console.print(table)
+    console.print(
+        f"average forward: {profile.mean_ms:.3f} ms (median {profile.median_ms:.3f}, "
+        f"min {profile.min_ms:.3f}); total: {profile.total_ms:.1f} ms"
+    )

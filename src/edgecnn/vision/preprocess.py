@@ -1,0 +1,118 @@
+"""Turning image files (or saved arrays) into the float tensor a CNN expects.
+
+The same steps every training pipeline applies, in this order: decode, resize, channel order,
+``x * scale``, ``(x - mean) / std``, layout. Mean and std are given in the scale's units
+(e.g. ``scale=1/255, mean=0.485,0.456,0.406``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from edgecnn.errors import InputError
+
+LAYOUTS = ("nchw", "nhwc")
+
+
+@dataclass(frozen=True)
+class Preprocess:
+    size: tuple[int, int] | None = None  # (height, width); None keeps the image's own size
+    channel_order: str = "rgb"  # "rgb" or "bgr" (Caffe- and OpenCV-trained models)
+    scale: float = 1.0
+    mean: tuple[float, ...] = ()
+    std: tuple[float, ...] = ()
+    layout: str = "nchw"
+    grayscale: bool = False
+
+    def __post_init__(self) -> None:
+        if self.channel_order not in ("rgb", "bgr"):
+            raise InputError(f"channel order must be 'rgb' or 'bgr', got {self.channel_order!r}")
+        if self.layout not in LAYOUTS:
+            raise InputError(f"layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
+        if self.size is not None and (len(self.size) != 2 or min(self.size) < 1):
+            raise InputError(f"size must be two positive integers (height, width), got {self.size}")
+        channels = 1 if self.grayscale else 3
+        for label, values in (("mean", self.mean), ("std", self.std)):
+            if len(values) not in (0, 1, channels):
+                raise InputError(f"{label} needs 1 or {channels} values, got {len(values)}")
+        if any(s == 0 for s in self.std):
+            raise InputError("std values must be non-zero")
+
+    def image(self, path: str | os.PathLike[str]) -> np.ndarray:
+        """One image file -> float32 array of shape [1, C, H, W] (or [1, H, W, C])."""
+        from PIL import Image, UnidentifiedImageError
+
+        try:
+            with Image.open(path) as img:
+                img = img.convert("L" if self.grayscale else "RGB")
+                if self.size is not None and img.size != (self.size[1], self.size[0]):
+                    img = img.resize((self.size[1], self.size[0]), Image.Resampling.BILINEAR)
+                pixels = np.asarray(img, dtype=np.float32)
+        except FileNotFoundError:
+            raise InputError(f"input file not found: {path}") from None
+        except (UnidentifiedImageError, OSError) as exc:
+            raise InputError(f"{path}: not an image Pillow can read ({exc})") from None
+        if pixels.ndim == 2:
+            pixels = pixels[:, :, None]
+        if self.channel_order == "bgr":
+            pixels = pixels[:, :, ::-1]
+        return self.normalize(pixels)[None]
+
+    def normalize(self, pixels: np.ndarray) -> np.ndarray:
+        """HWC pixels -> scaled, normalised CHW or HWC float32 array."""
+        x = pixels.astype(np.float32) * np.float32(self.scale)
+        if self.mean:
+            x = x - np.asarray(self.mean, dtype=np.float32)
+        if self.std:
+            x = x / np.asarray(self.std, dtype=np.float32)
+        if self.layout == "nchw":
+            x = x.transpose(2, 0, 1)
+        return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def parse_shape(text: str, label: str = "shape", example: str = "1x3x224x224") -> tuple[int, ...]:
+    """'1x3x224x224' -> (1, 3, 224, 224)."""
+    try:
+        dims = tuple(int(p) for p in text.lower().split("x"))
+    except ValueError:
+        raise InputError(f"{label} must look like {example}, got {text!r}") from None
+    if min(dims) < 1:
+        raise InputError(f"{label} dimensions must be positive, got {text!r}")
+    return dims
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """'224x224' or '224' -> (224, 224)."""
+    dims = parse_shape(text, "size", "HxW (e.g. 224x224)")
+    if len(dims) == 1:
+        dims = dims * 2
+    if len(dims) != 2:
+        raise InputError(f"size must look like HxW (e.g. 224x224), got {text!r}")
+    return dims  # type: ignore[return-value]
+
+
+def parse_floats(text: str, label: str) -> tuple[float, ...]:
+    """'0.485,0.456,0.406' -> (0.485, 0.456, 0.406)."""
+    try:
+        return tuple(float(p) for p in text.split(","))
+    except ValueError:
+        raise InputError(f"{label} must be comma-separated numbers, got {text!r}") from None
+
+
+def load_array(path: str | os.PathLike[str]) -> np.ndarray:
+    """A saved .npy tensor, refused if it holds Python objects (which could run code)."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise InputError(f"input file not found: {path}") from None
+    except ValueError as exc:
+        raise InputError(f"{path}: not a plain .npy array ({exc})") from None
+
+
+def load_inputs(paths: Sequence[str | os.PathLike[str]], preprocess: Preprocess) -> list[np.ndarray]:
+    """Each path as one input tensor: .npy files as saved, anything else decoded as an image."""
+    return [load_array(p) if Path(p).suffix.lower() == ".npy" else preprocess.image(p) for p in paths]

@@ -1,0 +1,164 @@
+"""The `edgecnn` command: run/info/time/demo output, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from edgecnn.cli.app import EXIT_ERROR, app
+from edgecnn.cli.demo_cmd import bundled
+
+FACE_MODEL = bundled("simplecnn/face_binary_cls.onnx")
+FACE_JPG = bundled("simplecnn/samples/face.jpg")
+BG_JPG = bundled("simplecnn/samples/bg.jpg")
+FACE_ARGS = ["--bgr", "--scale", "0.00392156862745098", "--softmax"]
+
+
+def invoke(*args: object) -> object:
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def test_run_face_classifier_prints_the_reference_score() -> None:
+    result = invoke("run", FACE_MODEL, FACE_JPG, BG_JPG, *FACE_ARGS)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[1].split() == ["conf:", "0.007086", "0.992914"]
+    assert lines[3].split()[0] == "conf:" and float(lines[3].split()[1]) > 0.99
+
+
+def test_run_json_top_k_and_labels(tmp_path: Path) -> None:
+    labels = tmp_path / "labels.txt"
+    labels.write_text("background\nface\n")
+    result = invoke("run", FACE_MODEL, FACE_JPG, *FACE_ARGS, "--top", "1", "--labels", labels, "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    top = document[0]["outputs"]["conf"]["top"][0]
+    assert top == [{"index": 1, "score": pytest.approx(0.992914, abs=1e-6), "label": "face"}]
+    assert np.asarray(document[0]["outputs"]["conf"]["values"]).shape == (1, 2)
+
+
+def test_run_rgb_order_changes_the_scores() -> None:
+    result = invoke("run", FACE_MODEL, FACE_JPG, "--rgb", "--scale", "0.00392156862745098", "--softmax")
+    assert result.exit_code == 0
+    assert result.stdout.splitlines()[1].split()[2] != "0.992914"
+
+
+def test_run_npy_input_matches_the_python_api(tmp_path: Path) -> None:
+    import edgecnn
+
+    x = np.random.default_rng(0).standard_normal((1, 3, 128, 128)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    result = invoke("run", FACE_MODEL, tmp_path / "x.npy", "--json")
+    assert result.exit_code == 0, result.output
+    got = np.asarray(json.loads(result.stdout)[0]["outputs"]["conf"]["values"], dtype=np.float32)
+    np.testing.assert_allclose(got, edgecnn.load(FACE_MODEL)(x), rtol=1e-6)
+
+
+def test_info_lists_layers_and_totals() -> None:
+    result = invoke("info", FACE_MODEL, "--json")
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.stdout)
+    ops = [layer["op"] for layer in info["layers"]]
+    assert ops == ["Conv", "Relu", "MaxPool", "Conv", "Relu", "MaxPool", "Conv", "Relu", "Flatten", "Gemm"]
+    # first conv: 16 x 64 x 64 outputs, each summing 3 x 3 x 3 products
+    assert info["layers"][0]["macs"] == 16 * 64 * 64 * 27
+    assert info["layers"][0]["params"] == 16 * 27 + 16
+    assert info["params"] == sum(layer["params"] for layer in info["layers"])
+    assert 0 < info["activation_bytes"]["planned"] <= info["activation_bytes"]["naive"]
+    text = invoke("info", FACE_MODEL)
+    assert text.exit_code == 0 and "Gemm_9" in text.stdout and "MACs" in text.stdout
+
+
+def test_time_reports_every_iteration_and_layer() -> None:
+    result = invoke("time", FACE_MODEL, "--iterations", 3, "--warmup", 1, "--threads", 1, "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert len(report["iteration_ms"]) == 3 and report["threads"] == 1
+    assert [layer["name"] for layer in report["layers"]][:2] == ["Conv_0", "Relu_1"]
+    assert sum(layer["share"] for layer in report["layers"]) == pytest.approx(1.0)
+    text = invoke("time", FACE_MODEL, "--iterations", 2)
+    assert text.exit_code == 0 and "average forward" in text.stdout and "[1, 3, 128, 128]" in text.stdout
+
+
+def dynamic_relu_model(path: Path) -> Path:
+    import onnx
+    from onnx import helper
+
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3, "H", "W"])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 3, "H", "W"])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "dyn", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def test_time_and_info_with_symbolic_dimensions(tmp_path: Path) -> None:
+    model = dynamic_relu_model(tmp_path / "dyn.onnx")
+    shaped = invoke("time", model, "--iterations", 2, "--shape", "2x3x8x8", "--json")
+    assert shaped.exit_code == 0, shaped.output
+    assert json.loads(shaped.stdout)["inputs"] == {"x": [2, 3, 8, 8]}
+    unshaped = invoke("info", model)
+    assert unshaped.exit_code == EXIT_ERROR and "--shape" in unshaped.stderr
+    fixed_batch = invoke("time", FACE_MODEL, "--batch", 2)
+    assert fixed_batch.exit_code == EXIT_ERROR and "expected shape [1, 3, 128, 128]" in fixed_batch.stderr
+
+
+def test_demo_scores_both_samples() -> None:
+    result = invoke("demo", "--iterations", 2)
+    assert result.exit_code == 0, result.output
+    rows = {line.split()[0]: line.split() for line in result.stdout.splitlines() if ".jpg" in line[:12]}
+    assert rows["face.jpg"][1:] == ["0.007086", "0.992914", "face"]
+    assert rows["bg.jpg"][-1] == "background"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "missing.onnx", FACE_JPG], "model file not found: missing.onnx"),
+        (["run", FACE_MODEL, "missing.jpg"], "input file not found: missing.jpg"),
+        (["run", FACE_MODEL, bundled("simplecnn/LICENSE")], "not an image"),
+        (["run", FACE_MODEL, FACE_JPG, "--size", "abc"], "size must look like"),
+        (["run", FACE_MODEL, FACE_JPG, "--size", "64x64"], "expected shape [1, 3, 128, 128]"),
+        (["run", FACE_MODEL, FACE_JPG, "--mean", "1,2"], "mean needs 1 or 3 values"),
+        (["run", FACE_MODEL, FACE_JPG, "--std", "0"], "std values must be non-zero"),
+        (["run", FACE_MODEL, FACE_JPG, "--layout", "chw"], "layout must be one of"),
+        (["run", FACE_MODEL, FACE_JPG, "--labels", "missing.txt"], "cannot read labels file"),
+        (["run", bundled("simplecnn/LICENSE"), FACE_JPG], "not a model format"),
+        (["info", FACE_MODEL, "--shape", "1x3"], "has rank 2"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_1(args: list[object], message: str) -> None:
+    result = invoke(*args)
+    assert result.exit_code == EXIT_ERROR
+    assert result.stdout == ""
+    assert result.stderr.startswith("error: ") and message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_bad_npy_and_wrong_dtype(tmp_path: Path) -> None:
+    np.save(tmp_path / "objects.npy", np.array([object()], dtype=object), allow_pickle=True)
+    np.save(tmp_path / "f64.npy", np.zeros((1, 3, 128, 128)))
+    bad = invoke("run", FACE_MODEL, tmp_path / "objects.npy")
+    assert bad.exit_code == EXIT_ERROR and "not a plain .npy array" in bad.stderr
+    wrong = invoke("run", FACE_MODEL, tmp_path / "f64.npy")
+    assert wrong.exit_code == EXIT_ERROR and "expected dtype float32, got float64" in wrong.stderr
+
+
+def test_debug_shows_the_traceback() -> None:
+    result = invoke("--debug", "run", "missing.onnx", FACE_JPG)
+    assert result.exit_code != 0
+    assert type(result.exception).__name__ == "ModelNotFoundError"
+
+
+def test_console_script_entry_point() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "edgecnn", "--version"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.startswith("edgecnn ")
