@@ -104,7 +104,7 @@ def _encode(value: Any, tp: Any, where: str, sink: TensorSink) -> Any:
         if isinstance(value, str):
             return value
     elif _is_union(tp):
-        for member in args:
+        for member in sorted(args, key=lambda m: type(value) is not m):  # an exact type match first
             try:
                 return _encode(value, member, where, sink)
             except _Mismatch:
@@ -244,7 +244,12 @@ def _decode_union(
 ) -> Any:
     """The first member that takes the value, preferring an exact kind (a JSON integer is an int
     before it is a float)."""
-    exact_first = sorted(members, key=lambda m: m is float and isinstance(data, int))
+    if data is None and type(None) in members:
+        return None
+    non_none = [m for m in members if m is not type(None)]
+    if len(non_none) == 1:  # Optional[X]: X's own error is the most precise
+        return _decode(data, non_none[0], where, check, source)
+    exact_first = sorted(non_none, key=lambda m: m is float and isinstance(data, int))
     for member in exact_first:
         try:
             return _decode(data, member, where, check, source)

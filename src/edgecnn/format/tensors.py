@@ -67,7 +67,7 @@ def plan_tensor(name: str, value: Any, offset: int, where: str) -> PlannedTensor
     array = np.asarray(value)
     if array.dtype.name not in SUPPORTED_DTYPES:
         raise GraphError(f"cannot save {where} '{name}': dtype {array.dtype} is not one edgecnn stores")
-    array = np.ascontiguousarray(array, dtype=little_endian(array.dtype.name))
+    array = np.asarray(array, dtype=little_endian(array.dtype.name), order="C")  # keeps 0-d arrays 0-d
     return PlannedTensor(name, array, align(offset), zlib.crc32(as_blob(array)))
 
 
