@@ -175,6 +175,8 @@ _WORD_NAMES = (
 
 def _check_ranges(words: list[int], index: int, source: str) -> None:
     for j, value in enumerate(words):
+        if j == 3:
+            continue  # the pooling type has its own check, with the kind of layer
         low = 0 if j == 0 else 1
         if not low <= value <= MAX_DIM:
             raise ModelFormatError(
@@ -205,10 +207,6 @@ def _check_layer(layer: RadarLayer, index: int, source: str) -> None:
 
 def check_chain(layers: Sequence[RadarLayer], source: str = "<radar>") -> None:
     """Convolutions first, then fully connected layers, each reading what the previous one makes."""
-    if layers[-1].kind is not LayerKind.DENSE:
-        raise ModelFormatError(
-            f"{source}: the last layer (layer {len(layers) - 1}) must be fully connected (it feeds the softmax)"
-        )
     for i in range(1, len(layers)):
         prev, layer = layers[i - 1], layers[i]
         where = f"{source}: {layer.describe(i)}"
@@ -224,6 +222,10 @@ def check_chain(layers: Sequence[RadarLayer], source: str = "<radar>") -> None:
                 f"{where}: {layer.in_size} inputs at byte {at} is not a multiple of layer {i - 1}'s "
                 f"{prev.out_size} channels"
             )
+    if layers[-1].kind is not LayerKind.DENSE:
+        raise ModelFormatError(
+            f"{source}: the last layer (layer {len(layers) - 1}) must be fully connected (it feeds the softmax)"
+        )
 
 
 def conv_output_length(layers: Sequence[RadarLayer], length: int) -> int | None:

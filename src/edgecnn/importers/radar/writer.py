@@ -119,6 +119,10 @@ class _ChainReader:
             layers.append(layer)
             params.append(p)
             channels, length = layer.out_size, new_length
+        if node is not None and node.op in _POOLS:
+            raise self.fail(
+                node, "pooling must come between a convolution and its Relu (the format pools first)"
+            )
         if node is None or node.op != "Flatten":
             raise self.fail(node, "expected Conv, or Flatten before the fully connected layers")
         if getattr(node.attrs, "axis", None) not in (1, -2):
