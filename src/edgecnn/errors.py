@@ -19,8 +19,10 @@ class GraphError(EdgeCNNError):
     """The graph is inconsistent: dangling inputs, cycles, bad attributes, shape mismatches."""
 
 
-class UnsupportedOperatorError(GraphError):
-    """The graph uses operators edgecnn does not implement; lists every one of them."""
+class UnsupportedOperatorError(GraphError, ModelFormatError):
+    """The model uses operators edgecnn does not implement; lists every one of them.
+
+    Also a ModelFormatError: to someone loading a file, it is a file edgecnn cannot read."""
 
     def __init__(self, unsupported: list[tuple[str, str]], source: str = "") -> None:
         self.unsupported = list(unsupported)

@@ -45,6 +45,11 @@ def dim_add(a: Dim, b: Dim) -> Dim:
 
 
 def dim_mul(a: Dim, b: Dim) -> Dim:
+    """Product of two dimensions; multiplying by 1 keeps a symbolic name."""
+    if a == 1:
+        return b
+    if b == 1:
+        return a
     return a * b if isinstance(a, int) and isinstance(b, int) else None
 
 

@@ -102,8 +102,8 @@ def reshape_target(attrs: ReshapeAttrs, in_shape: Shape, target: list[int]) -> t
             check(t >= -1, f"shape {target} has a negative size")
             dims.append(t)
     if -1 in dims:
-        known = _product([d for d in dims if d != -1])
-        total = _product(in_shape)
+        known_dims, total_dims = _cancel_symbols([d for d in dims if d != -1], list(in_shape))
+        known, total = _product(known_dims), _product(total_dims)
         if isinstance(known, int) and isinstance(total, int):
             check(known != 0 and total % known == 0, f"cannot reshape {list(in_shape)} to {target}")
             dims[dims.index(-1)] = total // known
@@ -114,6 +114,16 @@ def reshape_target(attrs: ReshapeAttrs, in_shape: Shape, target: list[int]) -> t
         if isinstance(total, int) and isinstance(wanted, int):
             check(total == wanted, f"cannot reshape {list(in_shape)} ({total} elements) to {target}")
     return tuple(dims)
+
+
+def _cancel_symbols(a: list[Dim], b: list[Dim]) -> tuple[list[Dim], list[Dim]]:
+    """Drop symbolic dims that appear in both products (a batch dim copied through a reshape)."""
+    a, b = list(a), list(b)
+    for d in list(a):
+        if isinstance(d, str) and d in b:
+            a.remove(d)
+            b.remove(d)
+    return a, b
 
 
 def infer_reshape(attrs: ReshapeAttrs, types: Types, values: Values) -> list[TensorType]:

@@ -1,0 +1,334 @@
+"""Caffe importer: a text ``deploy.prototxt`` plus its binary ``.caffemodel`` -> Graph.
+
+Both layer forms are read: the current ``layer { type: "Convolution" }`` and the legacy V1
+``layers { type: CONVOLUTION }``; inputs may be declared with ``input:`` + ``input_shape`` /
+``input_dim`` or with an ``Input`` layer. The batch dimension becomes symbolic (``N``), so one
+model runs any batch size. In-place layers (top == bottom) get a fresh tensor named after the
+layer; the graph's outputs are the blobs no later layer reads, as in Caffe. Layers that the TEST
+phase excludes are dropped.
+
+``weights=None`` is an error (made-up weights give made-up answers); tests and benchmarks use
+``random_seed=N`` or :func:`write_random_caffemodel`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgecnn.errors import EdgeCNNError, GraphError, ModelFormatError, UnsupportedOperatorError
+from edgecnn.importers.caffe.layers import CONVERTERS
+from edgecnn.importers.caffe.reader import (
+    MAX_BLOB_ELEMENTS,
+    CaffeFormatWarning,
+    blob_from_array,
+    blob_to_array,
+    parse_prototxt,
+    read_caffemodel,
+)
+from edgecnn.importers.caffe.schema import V1_LAYER_TYPES, NetParameter
+from edgecnn.importers.darknet.weights import ParamKind, RandomWeights
+from edgecnn.ir.graph import Graph, Node, Shape, TensorSpec, TensorType
+from edgecnn.runtime.shapes import infer_node, type_of_value
+
+__all__ = ["CaffeFormatWarning", "load_caffe", "write_random_caffemodel"]
+
+TEST_PHASE = 1
+BATCH = "N"
+V1_TYPE_NAMES = {
+    "ABSVAL": "AbsVal", "CONCAT": "Concat", "CONVOLUTION": "Convolution", "DECONVOLUTION": "Deconvolution",
+    "DROPOUT": "Dropout", "ELTWISE": "Eltwise", "FLATTEN": "Flatten", "INNER_PRODUCT": "InnerProduct",
+    "LRN": "LRN", "POOLING": "Pooling", "POWER": "Power", "RELU": "ReLU", "SIGMOID": "Sigmoid",
+    "SOFTMAX": "Softmax", "SPLIT": "Split", "SLICE": "Slice", "TANH": "TanH",
+}  # fmt: skip
+V1_NUMBER_TO_NAME = {number: name for name, number in V1_LAYER_TYPES.items()}
+
+
+@dataclass(frozen=True)
+class CaffeLayer:
+    """A layer in either schema form, with its type as the current form spells it."""
+
+    name: str
+    type: str
+    bottoms: list[str]
+    tops: list[str]
+    message: Any
+
+
+def network_layers(net: Any) -> list[CaffeLayer]:
+    if net.layer and net.layers:
+        raise ModelFormatError("the net mixes `layer` and legacy `layers` entries")
+    if net.layer:
+        return [CaffeLayer(m.name, m.type, list(m.bottom), list(m.top), m) for m in net.layer]
+    layers = []
+    for m in net.layers:
+        legacy = V1_NUMBER_TO_NAME.get(m.type, str(m.type))
+        layers.append(CaffeLayer(m.name, V1_TYPE_NAMES.get(legacy, legacy), list(m.bottom), list(m.top), m))
+    return layers
+
+
+def in_test_phase(message: Any) -> bool:
+    """Caffe's NetStateRule check for phase TEST (levels and stages are not used at inference)."""
+    if any(rule.HasField("phase") and rule.phase == TEST_PHASE for rule in message.exclude):
+        return False
+    if message.include:
+        return any(not rule.HasField("phase") or rule.phase == TEST_PHASE for rule in message.include)
+    return not (
+        message.DESCRIPTOR.name == "LayerParameter"
+        and message.HasField("phase")
+        and message.phase != TEST_PHASE
+    )
+
+
+# ------------------------------------------------------------------ weights
+class FileBlobs:
+    """Blobs of a caffemodel (or of the prototxt itself), matched to layers by name."""
+
+    def __init__(self, nets: list[tuple[str, Any]]) -> None:
+        self._blobs: dict[str, tuple[str, list[Any]]] = {}
+        for source, net in nets:
+            for layer in network_layers(net):
+                if layer.message.blobs:
+                    self._blobs[layer.name] = (source, list(layer.message.blobs))
+
+    def take(self, layer: str, index: int, kind: ParamKind, shape: tuple[int, ...]) -> np.ndarray:
+        if layer not in self._blobs:
+            raise ModelFormatError(f"layer '{layer}' has no weights in the caffemodel")
+        source, blobs = self._blobs[layer]
+        where = f"{source}: layer '{layer}' blob {index} ({kind.value})"
+        if index >= len(blobs):
+            raise ModelFormatError(f"{where}: the layer has only {len(blobs)} blob(s)")
+        array = blob_to_array(blobs[index], where)
+        if array.shape != shape:
+            if array.size != int(np.prod(shape)) or array.ndim < len(shape):
+                raise ModelFormatError(
+                    f"{where}: expected shape {list(shape)}, the file has {list(array.shape)}"
+                )
+            array = array.reshape(shape)  # legacy 4-D blobs: (1, 1, outputs, inputs) for a matrix
+        return array
+
+
+class RandomBlobs:
+    """Seeded random parameters of the right laws; remembers them so they can be saved."""
+
+    def __init__(self, seed: int) -> None:
+        self._random = RandomWeights(seed)
+        self.blobs: dict[str, dict[int, np.ndarray]] = {}
+
+    def take(self, layer: str, index: int, kind: ParamKind, shape: tuple[int, ...]) -> np.ndarray:
+        if int(np.prod(shape, dtype=object)) > MAX_BLOB_ELEMENTS:
+            raise ModelFormatError(f"layer '{layer}' blob {index}: shape {list(shape)} is implausibly large")
+        values = self._random.take(layer, kind, shape)
+        if kind is ParamKind.SCALES and shape == (1,):
+            values = np.ones(1, np.float32)  # BatchNorm's scale factor: statistics stored as they are
+        self.blobs.setdefault(layer, {})[index] = values
+        return values
+
+
+WeightSource = FileBlobs | RandomBlobs
+
+
+# ------------------------------------------------------------------ builder
+class GraphBuilder:
+    """Collects nodes and constants, tracks each tensor's type, maps blob names to tensors."""
+
+    def __init__(self, source: str, weights: WeightSource) -> None:
+        self.source = source
+        self.weights = weights
+        self.nodes: list[Node] = []
+        self.initializers: dict[str, np.ndarray] = {}
+        self.types: dict[str, TensorType] = {}
+        self.blob_tensor: dict[str, str] = {}  # Caffe blob name -> current tensor
+        self.read: set[str] = set()  # tensors some layer reads
+        self.produced: list[str] = []  # tensors in the order layers wrote them
+
+    def fresh(self, *candidates: str) -> str:
+        for name in candidates:
+            if name and name not in self.types and name not in self.initializers:
+                return name
+        base, index = candidates[-1], 1
+        while f"{base}_{index}" in self.types or f"{base}_{index}" in self.initializers:
+            index += 1
+        return f"{base}_{index}"
+
+    def declare(self, name: str, t: TensorType) -> None:
+        self.types[name] = t
+        self.blob_tensor[name] = name
+
+
+class LayerContext:
+    """What a converter sees of one layer (see layers.Context)."""
+
+    def __init__(self, builder: GraphBuilder, layer: CaffeLayer) -> None:
+        self.b = builder
+        self.layer = layer
+        self.name = layer.name
+        self.type = layer.type
+        self.params = layer.message
+        self.top_count = len(layer.tops)
+        missing = [x for x in layer.bottoms if x not in builder.blob_tensor]
+        if missing:
+            raise self.fail(f"reads blob(s) {', '.join(missing)} that no earlier layer produces")
+        self.inputs = [builder.blob_tensor[x] for x in layer.bottoms]
+        if not self.inputs:
+            raise self.fail("has no bottom")
+        self._counter = 0
+
+    def fail(self, message: str) -> ModelFormatError:
+        return ModelFormatError(f"{self.b.source}: layer '{self.name}' ({self.type}): {message}")
+
+    def param(self, field: str) -> Any:
+        return getattr(self.params, field)
+
+    def shape(self, tensor: str) -> Shape:
+        t = self.b.types[tensor]
+        if t.shape is None:
+            raise self.fail(f"the shape of '{tensor}' is unknown")
+        return t.shape
+
+    def blob_value(self, index: int, kind: ParamKind, shape: tuple[int, ...]) -> np.ndarray:
+        return self.b.weights.take(self.name, index, kind, shape)
+
+    def blob(self, index: int, kind: ParamKind, shape: tuple[int, ...]) -> str:
+        return self.constant(f"blob{index}", self.blob_value(index, kind, shape))
+
+    def constant(self, suffix: str, value: np.ndarray) -> str:
+        name = self.b.fresh(f"{self.name}/{suffix}")
+        self.b.initializers[name] = value
+        self.b.types[name] = type_of_value(value)
+        return name
+
+    def node(
+        self, op: str, inputs: list[str], attrs: object, *, last: bool = False, outputs: int = 1
+    ) -> list[str]:
+        if last:
+            names = [
+                self.b.fresh(top, self.name if self.top_count == 1 else "", f"{self.name}/{top}")
+                for top in self.layer.tops
+            ]
+        else:
+            self._counter += 1
+            names = [self.b.fresh(f"{self.name}/{op.lower()}{self._counter}") for _ in range(outputs)]
+        node = Node(op, self.b.fresh(self.name) if last else names[0], list(inputs), names, attrs)
+        in_types = [self.b.types[x] for x in inputs]
+        in_values = [self.b.initializers.get(x) for x in inputs]
+        try:
+            out_types = infer_node(node, in_types, in_values)  # type: ignore[arg-type]
+        except GraphError as exc:
+            raise self.fail(str(exc)) from None
+        for name, t in zip(names, out_types):
+            self.b.types[name] = t
+        self.b.nodes.append(node)
+        return names
+
+
+def declared_inputs(net: Any, layers: list[CaffeLayer], source: str) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, shape) of every input: the net's `input` fields and its Input layers."""
+    inputs: list[tuple[str, tuple[int, ...]]] = []
+    if net.input:
+        if net.input_shape:
+            shapes = [tuple(int(d) for d in s.dim) for s in net.input_shape]
+        else:
+            dims = [int(d) for d in net.input_dim]
+            shapes = [tuple(dims[i : i + 4]) for i in range(0, len(dims), 4)]
+        if len(shapes) != len(net.input):
+            raise ModelFormatError(f"{source}: {len(net.input)} input(s) but {len(shapes)} input shape(s)")
+        inputs.extend(zip(net.input, shapes))
+    for layer in layers:
+        if layer.type != "Input":
+            continue
+        shapes = [tuple(int(d) for d in s.dim) for s in layer.message.input_param.shape]
+        if len(shapes) == 1 and len(layer.tops) > 1:
+            shapes *= len(layer.tops)
+        if len(shapes) != len(layer.tops):
+            raise ModelFormatError(
+                f"{source}: Input layer '{layer.name}' has {len(layer.tops)} tops but {len(shapes)} shapes"
+            )
+        inputs.extend(zip(layer.tops, shapes))
+    for name, shape in inputs:
+        if not shape or any(d < 1 or d > 1 << 24 for d in shape):
+            raise ModelFormatError(f"{source}: input '{name}' has an invalid shape {list(shape)}")
+    if not inputs:
+        raise ModelFormatError(
+            f"{source}: the net declares no input (input: / input_shape or an Input layer)"
+        )
+    return inputs
+
+
+def build_graph(net: Any, weights: WeightSource, source: str) -> Graph:
+    """Convert a parsed NetParameter, taking blobs from ``weights``."""
+    layers = [layer for layer in network_layers(net) if in_test_phase(layer.message)]
+    unsupported = [
+        (layer.type, layer.name) for layer in layers if layer.type != "Input" and layer.type not in CONVERTERS
+    ]
+    if unsupported:
+        raise UnsupportedOperatorError(unsupported, source)
+    builder = GraphBuilder(source, weights)
+    specs = []
+    for name, shape in declared_inputs(net, layers, source):
+        spec = TensorSpec(name, "float32", (BATCH, *shape[1:]))
+        builder.declare(name, spec.type)
+        specs.append(spec)
+    for layer in layers:
+        if layer.type == "Input":
+            continue
+        ctx = LayerContext(builder, layer)
+        builder.read.update(ctx.inputs)
+        try:
+            tops = CONVERTERS[layer.type](ctx)
+        except EdgeCNNError:
+            raise
+        except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError) as exc:
+            raise ctx.fail(f"cannot convert: {exc}") from None
+        for top, tensor in zip(layer.tops, tops):
+            builder.blob_tensor[top] = tensor
+            builder.produced.append(tensor)
+    outputs = list(dict.fromkeys(t for t in builder.produced if t not in builder.read))
+    if not outputs:
+        raise ModelFormatError(f"{source}: the net has no layer whose output nothing reads")
+    return Graph(specs, outputs, builder.nodes, builder.initializers, name=net.name or Path(source).stem)
+
+
+def load_caffe(
+    path: str | os.PathLike[str],
+    weights: str | os.PathLike[str] | None = None,
+    *,
+    random_seed: int | None = None,
+) -> Graph:
+    """Read a prototxt and its caffemodel; see the module docstring for ``random_seed``."""
+    path = Path(path)
+    net = parse_prototxt(path)
+    source: WeightSource
+    if weights is not None:
+        source = FileBlobs([(str(weights), read_caffemodel(Path(weights))), (str(path), net)])
+    elif random_seed is not None:
+        source = RandomBlobs(random_seed)
+    elif any(layer.message.blobs for layer in network_layers(net)):
+        source = FileBlobs([(str(path), net)])
+    else:
+        raise ModelFormatError(
+            f"{path}: a prototxt holds no weights; pass weights='<name>.caffemodel' "
+            f"(tests and benchmarks may call load_caffe(..., random_seed=N) for random weights)"
+        )
+    return build_graph(net, source, str(path))
+
+
+def write_random_caffemodel(
+    prototxt: str | os.PathLike[str], out: str | os.PathLike[str], seed: int = 0
+) -> None:
+    """Write a caffemodel of seeded random blobs that fits ``prototxt`` (for tests and benchmarks)."""
+    path = Path(prototxt)
+    net = parse_prototxt(path)
+    blobs = RandomBlobs(seed)
+    build_graph(net, blobs, str(path))
+    model = NetParameter(name=net.name)
+    for layer in network_layers(net):
+        if layer.name in blobs.blobs:
+            entry = model.layer.add(name=layer.name, type=layer.type)
+            by_index = blobs.blobs[layer.name]
+            entry.blobs.extend(blob_from_array(by_index[i]) for i in sorted(by_index))
+    Path(out).write_bytes(model.SerializeToString())
