@@ -101,7 +101,7 @@ def parse_frame(buf: bytes | memoryview, actual_size: int, source: str) -> Heade
     """
     if actual_size < len(MAGIC) or bytes(buf[: len(MAGIC)]) != MAGIC:
         raise EcnnFormatError(
-            source, "not an .ecnn file: it does not start with the magic bytes b'ECNN'", "0"
+            source, "not an .ecnn file: it does not start with the magic bytes b'ECNN'", "byte 0"
         )
     if actual_size < HEADER.size:
         raise EcnnFormatError(source, f"truncated: {actual_size} bytes, the header alone needs {HEADER.size}")
@@ -111,12 +111,12 @@ def parse_frame(buf: bytes | memoryview, actual_size: int, source: str) -> Heade
             source,
             f"written by a newer edgecnn: format {major}.x (file says {major}.{minor}), "
             f"this reader supports {FORMAT_MAJOR}.x; upgrade edgecnn to read it",
-            "4",
+            "byte 4",
         )
     if major < 1:
-        raise EcnnVersionError(source, f"format version {major}.{minor} was never released", "4")
+        raise EcnnVersionError(source, f"format version {major}.{minor} was never released", "byte 4")
     if count < 2 or count > MAX_SECTIONS:
-        raise EcnnFormatError(source, f"section count {count} is outside 2..{MAX_SECTIONS}", "12")
+        raise EcnnFormatError(source, f"section count {count} is outside 2..{MAX_SECTIONS}", "byte 12")
     if actual_size < table_end(count) + DIGEST_SIZE:
         raise EcnnFormatError(
             source,
@@ -132,14 +132,14 @@ def parse_frame(buf: bytes | memoryview, actual_size: int, source: str) -> Heade
             source,
             f"header CRC-32 mismatch: stored {header_crc:#010x}, computed {computed:#010x} "
             "(the header or section table is damaged)",
-            str(HEADER_CRC_AT),
+            f"byte {HEADER_CRC_AT}",
         )
     if file_size != actual_size:
         raise EcnnFormatError(
             source,
             f"the header says the file is {file_size} bytes but it is {actual_size} "
             f"({'truncated' if actual_size < file_size else 'extra bytes appended'})",
-            "16",
+            "byte 16",
         )
     unknown_required = flags & REQUIRED_FLAGS_MASK & ~KNOWN_REQUIRED_FLAGS
     if unknown_required:
@@ -147,7 +147,7 @@ def parse_frame(buf: bytes | memoryview, actual_size: int, source: str) -> Heade
             source,
             f"the file needs feature flag(s) {unknown_required:#06x}, unknown to this reader "
             f"(format {FORMAT_MAJOR}.{FORMAT_MINOR}; file is {major}.{minor}); upgrade edgecnn",
-            "8",
+            "byte 8",
         )
     sections = _parse_table(table, count, file_size, source)
     return Header(major, minor, flags, file_size, header_crc, sections)
