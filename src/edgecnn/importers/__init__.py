@@ -33,6 +33,12 @@ def sniff_format(path: Path) -> str:
         return "caffe"
     if suffix == ".cfg":
         return "darknet"
+    if suffix == ".bin":
+        return "radar"
+    from edgecnn.importers.radar import looks_like_radar
+
+    if looks_like_radar(path):  # no magic: the header must parse and predict the exact file size
+        return "radar"
     if head[:1] == b"\x08":  # ONNX ModelProto starts with ir_version (field 1, varint)
         return "onnx"
     return "unknown"
@@ -58,11 +64,20 @@ def _load_ecnn(path: Path, weights: Path | None) -> Graph:
     return load_ecnn(path)
 
 
+def _load_radar(path: Path, weights: Path | None) -> Graph:
+    from edgecnn.importers.radar import load_radar
+
+    if weights is not None:
+        raise ModelFormatError(f"{path}: radar .bin files carry their weights; do not pass weights=")
+    return load_radar(path)
+
+
 LOADERS: dict[str, GraphLoader] = {
     "onnx": _load_onnx,
     "caffe": _load_caffe,
     "darknet": _load_darknet,
     "ecnn": _load_ecnn,
+    "radar": _load_radar,
 }
 
 
