@@ -5,6 +5,7 @@ from edgecnn.ops import (  # noqa: F401
     conv,
     dense,
     elementwise,
+    fused,
     norm,
     pool,
     reduce,

@@ -1,0 +1,91 @@
+"""Fused operators that the optimisation passes create: a convolution or dense layer with its
+bias and activation applied in one step (seed 004: fuse conv + bias + ReLU, so the output is
+written once). Their reference kernels are the unfused ops in sequence."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from edgecnn.ir.graph import TensorType
+from edgecnn.ops.activation import sigmoid_of
+from edgecnn.ops.conv import ConvAttrs, conv, infer_conv
+from edgecnn.ops.dense import GemmAttrs, gemm, infer_gemm
+from edgecnn.ops.registry import register_op
+
+ACTIVATIONS = ("none", "relu", "leaky_relu", "clip", "sigmoid", "hard_swish", "silu")
+"""What a fused step may apply to its output; the order matches the compiled epilogue's codes."""
+
+
+@dataclass(frozen=True)
+class FusedActivation:
+    """``activation`` with its parameters: ``alpha`` (leaky_relu), ``low``/``high`` (clip)."""
+
+    activation: str = "none"
+    alpha: float = 0.01
+    low: float = -math.inf
+    high: float = math.inf
+
+    def __post_init__(self) -> None:
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"unknown fused activation {self.activation!r} (known: {', '.join(ACTIVATIONS)})"
+            )
+
+    def apply(self, y: np.ndarray) -> np.ndarray:
+        """The numpy reference of the activation, in y's dtype."""
+        kind = self.activation
+        if kind == "relu":
+            out = np.maximum(y, 0)
+        elif kind == "leaky_relu":
+            out = np.where(y >= 0, y, y * y.dtype.type(self.alpha))
+        elif kind == "clip":
+            out = np.clip(y, self.low, self.high)
+        elif kind == "sigmoid":
+            out = sigmoid_of(y)
+        elif kind == "hard_swish":
+            out = y * np.clip(y / 6 + 0.5, 0, 1)
+        elif kind == "silu":
+            out = y * sigmoid_of(y)
+        else:
+            out = y
+        return np.asarray(out, dtype=y.dtype)
+
+
+@dataclass(frozen=True)
+class FusedConvAttrs(ConvAttrs, FusedActivation):
+    """Conv attributes plus the activation applied to its output."""
+
+
+@dataclass(frozen=True)
+class FusedGemmAttrs(GemmAttrs, FusedActivation):
+    """Gemm attributes plus the activation applied to its output."""
+
+
+def infer_fused_conv(
+    attrs: FusedConvAttrs, types: Sequence[TensorType | None], values: object
+) -> list[TensorType]:
+    return infer_conv(attrs, types, values)
+
+
+def infer_fused_gemm(
+    attrs: FusedGemmAttrs, types: Sequence[TensorType | None], values: object
+) -> list[TensorType]:
+    return infer_gemm(attrs, types, values)
+
+
+@register_op("FusedConv", attrs=FusedConvAttrs, infer=infer_fused_conv, inputs=(2, 3))
+def fused_conv(
+    attrs: FusedConvAttrs, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None
+) -> np.ndarray:
+    return attrs.apply(conv(attrs, x, w, b))
+
+
+@register_op("FusedGemm", attrs=FusedGemmAttrs, infer=infer_fused_gemm, inputs=(2, 3))
+def fused_gemm(
+    attrs: FusedGemmAttrs, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None
+) -> np.ndarray:
+    return attrs.apply(gemm(attrs, a, b, c))
