@@ -84,12 +84,16 @@ def test_truncated_and_byte_flipped_files(workdir: Path, original: bytes, data: 
 
 @FUZZ
 @given(data=st.data())
-def test_header_and_section_table_fields_overwritten(workdir: Path, original: bytes, data: st.DataObject) -> None:
+def test_header_and_section_table_fields_overwritten(
+    workdir: Path, original: bytes, data: st.DataObject
+) -> None:
     raw = bytearray(original)
     for _ in range(data.draw(st.integers(1, 3), "fields")):
         at, fmt = data.draw(st.sampled_from(FIELDS), "field")
         top = 2 ** (8 * struct.calcsize(fmt)) - 1
-        value = data.draw(st.one_of(st.sampled_from([v for v in INTERESTING if v <= top]), st.integers(0, top)))
+        value = data.draw(
+            st.one_of(st.sampled_from([v for v in INTERESTING if v <= top]), st.integers(0, top))
+        )
         struct.pack_into(fmt, raw, at, value)
     if data.draw(st.booleans(), "reseal"):
         raw = bytearray(reseal(raw))
@@ -115,7 +119,9 @@ JSON_VALUES = st.recursive(
         st.text(max_size=8),
         st.sampled_from(["float32", "raw", "Conv", "x", "conv.w", "NOTSET", "inf"]),
     ),
-    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
     max_leaves=8,
 )
 

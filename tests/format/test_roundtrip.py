@@ -169,6 +169,10 @@ def test_sections_are_listed_for_info(tmp_path: Path, cnn_graph: Graph) -> None:
             "attrs.alpha",
         ),
         (
+            Graph([TensorSpec("x", "float32", (1,))], ["y"], [Node("Gemm", "g", ["x"], ["y"], None)]),
+            "needs a GemmAttrs",
+        ),
+        (
             Graph([TensorSpec("x", "float32", (-1,))], ["y"], [Node("Relu", "i", ["x"], ["y"], NoAttrs())]),
             "dimension -1",
         ),

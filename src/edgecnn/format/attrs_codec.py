@@ -54,9 +54,18 @@ def _is_enum_type(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, enum.Enum)
 
 
+def _takes_no_attrs(cls: type) -> bool:
+    """Ops whose attrs class has no fields may keep ``attrs=None`` (Node's default)."""
+    return dataclasses.is_dataclass(cls) and not dataclasses.fields(cls)
+
+
 # ------------------------------------------------------------------ encode
 def encode_attrs(node: Node, attrs_type: type, sink: TensorSink) -> dict[str, Any] | None:
     """JSON object for ``node.attrs`` (None stays None); GraphError if it cannot be stored."""
+    if node.attrs is None and not _takes_no_attrs(attrs_type):
+        raise GraphError(
+            f"cannot save node {node}: it has no attrs, but {node.op} needs a {attrs_type.__name__}"
+        )
     if node.attrs is None:
         return None
     if type(node.attrs) is not attrs_type:
@@ -145,6 +154,8 @@ def _encode(value: Any, tp: Any, where: str, sink: TensorSink) -> Any:
 def decode_attrs(data: Any, attrs_type: type, where: str, check: CheckedJson, source: TensorSource) -> Any:
     """Rebuild an attrs object from its JSON; every problem is an EcnnFormatError at ``where``."""
     if data is None:
+        if not _takes_no_attrs(attrs_type):
+            check.fail(f"attrs is null, but this operator needs a {attrs_type.__name__}", where)
         return None
     try:
         field_types(attrs_type)
@@ -219,7 +230,7 @@ def _decode(data: Any, tp: Any, where: str, check: CheckedJson, source: TensorSo
     elif _is_enum_type(tp):
         name = check.expect(data, str, where)
         if name not in tp.__members__:
-            check.fail(f"'{name}' is not a {tp.__name__} (one of {', '.join(tp.__members__)})", where)
+            check.fail(f"'{name}' is not a valid {tp.__name__} (one of {', '.join(tp.__members__)})", where)
         return tp[name]
     elif dataclasses.is_dataclass(tp) and isinstance(tp, type):
         return _decode_dataclass(data, tp, where, check, source)
