@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -106,6 +107,12 @@ class Model:
             if on_iteration is not None:
                 on_iteration()
         return Profile(layers=timer.layers(), iteration_ms=iteration_ms)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the model as it was imported (before optimisation) to an ``.ecnn`` file."""
+        from edgecnn.format import save_ecnn
+
+        save_ecnn(self.graph, path)
 
     def plan_for(self, feeds: Any, *, optimized: bool = True) -> Plan:
         """The prepared plan for these inputs' shapes (built on first use, then cached)."""

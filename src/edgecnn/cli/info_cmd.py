@@ -10,6 +10,7 @@ from rich.table import Table
 
 from edgecnn.analysis import ModelAnalysis, analyze
 from edgecnn.cli.console import console, human_bytes, human_count
+from edgecnn.importers import sniff_format
 from edgecnn.ir.graph import format_shape
 from edgecnn.model import Model
 from edgecnn.runtime.feeds import random_feeds
@@ -52,11 +53,38 @@ def command(
         f"activation memory {human_bytes(analysis.naive_activation_bytes)} naive, "
         f"{human_bytes(analysis.planned_activation_bytes)} planned"
     )
+    if sniff_format(model) == "ecnn":
+        console.print(file_sections(model))
     if passes:
         for report in net.pass_reports:
             console.print(f"[bold]{report.name}[/bold]: {len(report.changes)} change(s)")
             for change in report.changes:
                 console.print(f"  {change}", markup=False)
+
+
+def file_sections(path: Path) -> Table:
+    """The .ecnn file's header and section table."""
+    from edgecnn.format import read_header
+
+    header = read_header(path)
+    table = Table(
+        title=f".ecnn format {header.major}.{header.minor}, flags {header.flags:#x}, "
+        f"{human_bytes(header.file_size)}",
+        box=None,
+        header_style="bold",
+        title_justify="left",
+    )
+    for column in ("section", "offset", "length", "crc32", "required"):
+        table.add_column(column, justify="left" if column == "section" else "right")
+    for section in header.sections:
+        table.add_row(
+            section.name,
+            str(section.offset),
+            human_bytes(section.length),
+            f"{section.crc32:08x}",
+            "yes" if section.required else "no",
+        )
+    return table
 
 
 def layer_table(analysis: ModelAnalysis) -> Table:
