@@ -69,14 +69,23 @@ def sample(tp: Any, variant: int) -> Any:
 
 
 def build(cls: type, variant: int, *, all_fields: bool) -> Any:
-    """An instance: required fields sampled, the others left at their defaults unless ``all_fields``."""
+    """An instance: required fields sampled; with ``all_fields`` every other field takes its sample
+    too, unless the class's own validation refuses that value (then it keeps its default)."""
     hints = field_types(cls)
-    values = {
-        f.name: sample(hints[f.name], variant)
-        for f in dataclasses.fields(cls)
-        if f.init
-        and (all_fields or (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING))
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    optional = {
+        f.name
+        for f in fields
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
     }
+    values = {f.name: sample(hints[f.name], variant) for f in fields if f.name not in optional}
+    for name in sorted(optional) if all_fields else ():
+        trial = {**values, name: sample(hints[name], variant)}
+        try:
+            cls(**trial)
+        except (ValueError, TypeError):
+            continue
+        values = trial
     return cls(**values)
 
 
@@ -210,6 +219,8 @@ def test_codec_handles_unions_containers_literals_enums_and_nested_dataclasses(a
 def test_codec_refuses_values_that_do_not_match_their_declared_types() -> None:
     with pytest.raises(GraphError, match=r"attrs\.pair\[1\]"):
         codec_round_trip(EveryKindAttrs(pair=(1, 2)))  # type: ignore[arg-type]
+    with pytest.raises(GraphError, match="outside the int64 range"):
+        codec_round_trip(EveryKindAttrs(pair=(2**64, "a")))
     with pytest.raises(GraphError, match=r"attrs\.colour"):
         codec_round_trip(EveryKindAttrs(colour="RED"))  # type: ignore[arg-type]
 

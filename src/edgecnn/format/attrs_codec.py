@@ -100,6 +100,8 @@ def _encode(value: Any, tp: Any, where: str, sink: TensorSink) -> Any:
             return bool(value)
     elif tp is int:
         if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+            if not INT64_MIN <= int(value) <= INT64_MAX:
+                raise _Mismatch(f"{where}: {value} is outside the int64 range")
             return int(value)
     elif tp is float:
         if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
