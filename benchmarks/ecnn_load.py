@@ -140,12 +140,15 @@ def touch_every_page(graph: Graph) -> int:
 def machine() -> str:
     cpu = platform.processor() or platform.machine()
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+        info = Path("/proc/cpuinfo").read_text()
     except OSError:
-        pass
+        info = ""
+    for line in info.splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    if " hypervisor" in info:
+        cpu += " (a virtual machine: 'cold' drops the guest's page cache, the host may still cache the file)"
     import onnx
 
     return (
