@@ -81,6 +81,19 @@ def test_info_shows_the_sections_of_an_ecnn_file(tmp_path: Path) -> None:
     ]
 
 
+def test_info_verify_catches_a_flipped_weight_bit(tmp_path: Path) -> None:
+    out = tmp_path / "face.ecnn"
+    edgecnn.load(bundled("simplecnn/face_binary_cls.onnx")).save(out)
+    good = CliRunner().invoke(app, ["info", str(out), "--verify"])
+    assert good.exit_code == 0 and "checksums:" in good.stdout
+    data = bytearray(out.read_bytes())
+    data[-100] ^= 0x10  # inside the last tensor's bytes, before the SHA-256 trailer
+    out.write_bytes(bytes(data))
+    assert CliRunner().invoke(app, ["info", str(out)]).exit_code == 0  # structure only: not noticed
+    bad = CliRunner().invoke(app, ["info", str(out), "--verify"])
+    assert bad.exit_code == EXIT_ERROR and bad.stderr.startswith("error: ")
+
+
 def test_convert_to_the_radar_format_and_back(tmp_path: Path) -> None:
     ecnn, back = tmp_path / "radar.ecnn", tmp_path / "radar.bin"
     assert CliRunner().invoke(app, ["convert", str(RADAR), "-o", str(ecnn)]).exit_code == 0

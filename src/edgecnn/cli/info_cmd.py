@@ -26,6 +26,9 @@ def command(
         None, help="Input shape for models with symbolic dimensions, e.g. 1x3x224x224 (one-input models)."
     ),
     passes: bool = typer.Option(False, "--passes", help="Show the graph after the optimisation passes."),
+    verify: bool = typer.Option(
+        False, "--verify", help="For .ecnn files: check every tensor's CRC-32 and the file's SHA-256."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
     """Print MODEL's layer table: op, output shape, parameters and MACs, with totals."""
@@ -55,6 +58,11 @@ def command(
     )
     if sniff_format(model) == "ecnn":
         console.print(file_sections(model))
+        if verify:
+            from edgecnn.format import load_ecnn
+
+            load_ecnn(model, verify=True)
+            console.print("checksums: every section and tensor CRC-32 and the SHA-256 match")
     if passes:
         for report in net.pass_reports:
             console.print(f"[bold]{report.name}[/bold]: {len(report.changes)} change(s)")
