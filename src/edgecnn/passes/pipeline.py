@@ -9,7 +9,10 @@ from edgecnn.ir.graph import Graph
 from edgecnn.passes.base import PassResult
 from edgecnn.passes.eliminate_dead import eliminate_dead
 from edgecnn.passes.eliminate_noop import eliminate_noop
+from edgecnn.passes.fold_batch_norm import fold_batch_norm
+from edgecnn.passes.fold_channel_affine import fold_channel_affine
 from edgecnn.passes.fold_constants import fold_constants
+from edgecnn.passes.fuse_activation import fuse_activation
 
 GraphPass = Callable[[Graph], PassResult]
 
@@ -23,6 +26,10 @@ class PassReport:
 PIPELINE: tuple[tuple[str, GraphPass], ...] = (
     ("fold_constants", fold_constants),
     ("eliminate_noop", eliminate_noop),
+    # affine maps first (BN, then Caffe's Scale as Mul/Add), so the activation lands on the final conv
+    ("fold_batch_norm", fold_batch_norm),
+    ("fold_channel_affine", fold_channel_affine),
+    ("fuse_activation", fuse_activation),
     ("eliminate_dead", eliminate_dead),
 )
 

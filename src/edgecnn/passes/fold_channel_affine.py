@@ -1,0 +1,166 @@
+"""Fold a per-channel affine map (x * scale + shift) that follows a convolution or dense layer
+into that layer's weights and bias, so it costs nothing at run time.
+
+Caffe's BatchNorm + Scale(bias_term) imports as BatchNormalization, Mul and Add by per-channel
+constants; ``fold_batch_norm`` removes the first, this pass the others (Sub and Div by constants too).
+The helpers here are the shared core: which producers can absorb an affine map, and the rewrite.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from edgecnn.ir.graph import Graph, Node
+from edgecnn.ops.fused import FusedActivation
+from edgecnn.passes.base import PassResult
+
+CONV_OPS = frozenset({"Conv", "FusedConv"})
+GEMM_OPS = frozenset({"Gemm", "FusedGemm"})
+
+
+@dataclass(frozen=True)
+class LinearLayer:
+    """A Conv/Gemm with constant weights whose output channels an affine map can be folded into."""
+
+    node: Node
+    weights: np.ndarray
+    bias: np.ndarray  # float64, one value per output channel (zeros when the layer has none)
+    channels: int
+    output_rank: int
+
+
+def reader_counts(graph: Graph) -> Counter[str]:
+    """How many node inputs read each tensor (a node reading a tensor twice counts twice)."""
+    return Counter(x for node in graph.nodes for x in node.inputs if x)
+
+
+def linear_producer(
+    graph: Graph, tensor: str, producers: dict[str, Node], readers: Counter[str]
+) -> LinearLayer | None:
+    """The layer writing ``tensor`` if a per-channel map on ``tensor`` can move into its weights:
+    a Conv/Gemm (or fused one without activation) with constant float weights and bias, whose
+    output only the map reads and which is not a graph output."""
+    node = producers.get(tensor)
+    if node is None or node.op not in CONV_OPS | GEMM_OPS or node.outputs[0] != tensor:
+        return None
+    if isinstance(node.attrs, FusedActivation) and node.attrs.activation != "none":
+        return None
+    if readers[tensor] != 1 or tensor in graph.outputs:
+        return None
+    weights = graph.initializers.get(node.inputs[1]) if len(node.inputs) > 1 else None
+    if weights is None or weights.dtype.kind != "f":
+        return None
+    bias_name = node.inputs[2] if len(node.inputs) > 2 else ""
+    bias = graph.initializers.get(bias_name) if bias_name else None
+    if bias_name and (bias is None or bias.dtype.kind != "f"):
+        return None
+    if node.op in CONV_OPS:
+        channels = weights.shape[0]
+        if weights.ndim < 3 or (bias is not None and bias.shape != (channels,)):
+            return None
+        vector = np.zeros(channels) if bias is None else bias.astype(np.float64)
+        return LinearLayer(node, weights, vector, channels, weights.ndim)
+    if weights.ndim != 2:
+        return None
+    channels = weights.shape[0] if node.attrs.trans_b else weights.shape[1]
+    vector = gemm_bias_vector(bias, channels, node.attrs.beta)
+    return None if vector is None else LinearLayer(node, weights, vector, channels, 2)
+
+
+def gemm_bias_vector(bias: np.ndarray | None, channels: int, beta: float) -> np.ndarray | None:
+    """beta * C as one value per output column, or None when C varies over rows (shape [M, F])."""
+    if bias is None:
+        return np.zeros(channels)
+    if bias.size == 1:
+        return np.full(channels, float(bias.reshape(())) * beta)
+    if bias.shape in ((channels,), (1, channels)):
+        return bias.reshape(-1).astype(np.float64) * beta
+    return None
+
+
+def channel_vector(value: np.ndarray, output_rank: int, channels: int) -> np.ndarray | None:
+    """``value`` as one float64 per channel when, broadcast against an (N, C, ...) output, it
+    varies only along axis 1; None otherwise (e.g. a [C] constant on NCHW varies along W)."""
+    if value.dtype.kind != "f" or value.ndim > output_rank:
+        return None
+    shape = (1,) * (output_rank - value.ndim) + value.shape
+    if any(size != 1 for axis, size in enumerate(shape) if axis != 1) or shape[1] not in (1, channels):
+        return None
+    return np.broadcast_to(value.reshape(-1).astype(np.float64), (channels,))
+
+
+def fresh_name(graph: Graph, base: str) -> str:
+    """A tensor name not yet used in ``graph`` (as input, initializer or node output)."""
+    taken = set(graph.initializers) | set(graph.input_names)
+    taken.update(out for node in graph.nodes for out in node.outputs)
+    name, index = base, 1
+    while name in taken:
+        index += 1
+        name = f"{base}_{index}"
+    return name
+
+
+def fold_affine(graph: Graph, layer: LinearLayer, scale: np.ndarray, shift: np.ndarray, output: str) -> None:
+    """Rewrite ``layer`` (in ``graph``, in place) to compute its old output * scale + shift into
+    ``output``. New weights and bias get fresh initializers (computed in float64, stored in the
+    weights' dtype); the old ones stay for eliminate_dead to drop when nothing else reads them."""
+    node = layer.node
+    if node.op in CONV_OPS:
+        factor = scale.reshape(-1, *([1] * (layer.weights.ndim - 1)))
+    else:
+        factor = scale.reshape(-1, 1) if node.attrs.trans_b else scale.reshape(1, -1)
+        node.attrs = replace(node.attrs, beta=1.0)  # beta is now inside the new bias
+    weights = (layer.weights.astype(np.float64) * factor).astype(layer.weights.dtype)
+    bias = (layer.bias * scale + shift).astype(layer.weights.dtype)
+    base = node.name or node.outputs[0]
+    weights_name = fresh_name(graph, f"{base}.weights.folded")
+    graph.initializers[weights_name] = weights
+    bias_name = fresh_name(graph, f"{base}.bias.folded")
+    graph.initializers[bias_name] = bias
+    node.inputs = [node.inputs[0], weights_name, bias_name]
+    node.outputs = [output]
+
+
+def _affine_of(node: Node, graph: Graph) -> tuple[str, np.ndarray, str] | None:
+    """(data input, constant, role) of a Mul/Add by a constant, or Sub/Div of the data by one."""
+    if len(node.inputs) != 2 or len(node.outputs) != 1:
+        return None
+    a, b = node.inputs
+    if b in graph.initializers and a not in graph.initializers:
+        return a, graph.initializers[b], node.op
+    if node.op in ("Mul", "Add") and a in graph.initializers and b not in graph.initializers:
+        return b, graph.initializers[a], node.op
+    return None
+
+
+def _scale_and_shift(op: str, vector: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The map x -> x * scale + shift that ``op`` with constant ``vector`` applies."""
+    if op == "Mul":
+        return vector, np.zeros_like(vector)
+    if op == "Div":
+        return None if np.any(vector == 0) else (1.0 / vector, np.zeros_like(vector))
+    return np.ones_like(vector), (vector if op == "Add" else -vector)
+
+
+def fold_channel_affine(graph: Graph) -> PassResult:
+    result = graph.copy()
+    producers = result.producers()
+    readers = reader_counts(result)
+    changes = []
+    kept = []
+    for node in result.nodes:
+        matched = _affine_of(node, result) if node.op in ("Mul", "Add", "Sub", "Div") else None
+        layer = None if matched is None else linear_producer(result, matched[0], producers, readers)
+        vector = None if layer is None else channel_vector(matched[1], layer.output_rank, layer.channels)  # type: ignore[index]
+        affine = None if vector is None else _scale_and_shift(node.op, vector)
+        if layer is None or affine is None:
+            kept.append(node)
+            continue
+        fold_affine(result, layer, *affine, output=node.outputs[0])
+        producers[node.outputs[0]] = layer.node
+        changes.append(f"folded {node} into {layer.node}")
+    result.nodes = kept
+    return PassResult(result, changes)
