@@ -178,6 +178,11 @@ def test_batch_norm_is_left_alone_when_not_foldable() -> None:
         assert_outputs_unchanged(graph, feeds)
 
 
+def test_batch_norm_with_negative_variance_is_left_alone() -> None:
+    params = {**bn_params("bn", 4, 20), "bn.var": np.array([1.0, -0.5, 2.0, 1.0], np.float32)}
+    assert fold_batch_norm(conv_graph([bn_node("bn", "c", "y")], params, ["y"])).changes == []
+
+
 def test_batch_norm_after_an_activated_conv_is_left_alone() -> None:
     conv = Node("FusedConv", "conv", ["x", "w"], ["c"], FusedConvAttrs(activation="relu"))
     graph = Graph(

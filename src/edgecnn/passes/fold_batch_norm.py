@@ -11,39 +11,41 @@ import numpy as np
 
 from edgecnn.ir.graph import Graph, Node
 from edgecnn.passes.base import PassResult
-from edgecnn.passes.fold_channel_affine import fold_affine, linear_producer, reader_counts
+from edgecnn.passes.fold_channel_affine import AffineFolder
 
 
-def _statistics(node: Node, graph: Graph, channels: int) -> list[np.ndarray] | None:
-    """scale, bias, mean, var as float64 vectors of ``channels`` values, if all are constants."""
+def _channel_affine(node: Node, graph: Graph, channels: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """BN's (factor, shift) per channel in float64, if its statistics are constants of the right
+    size and every var + epsilon is positive (otherwise the unfused op's NaNs are left as they are)."""
     names = node.inputs[1:5]
     if len(names) != 4 or not all(name in graph.initializers for name in names):
         return None
     vectors = [graph.initializers[name] for name in names]
     if any(v.dtype.kind != "f" or v.size != channels for v in vectors):
         return None
-    return [v.reshape(-1).astype(np.float64) for v in vectors]
+    scale, bias, mean, var = (v.reshape(-1).astype(np.float64) for v in vectors)
+    spread = var + node.attrs.epsilon
+    if not np.all(spread > 0):
+        return None
+    factor = scale / np.sqrt(spread)
+    return factor, bias - mean * factor
 
 
 def fold_batch_norm(graph: Graph) -> PassResult:
     result = graph.copy()
-    producers = result.producers()
-    readers = reader_counts(result)
+    folder = AffineFolder(result)
     changes = []
     kept = []
     for node in result.nodes:
         single_output = len([o for o in node.outputs if o]) == 1 and bool(node.outputs[0])
         layer = None
         if node.op == "BatchNormalization" and single_output and node.inputs:
-            layer = linear_producer(result, node.inputs[0], producers, readers)
-        stats = None if layer is None else _statistics(node, result, layer.channels)
-        if layer is None or stats is None:
+            layer = folder.layer_before(node.inputs[0])
+        affine = None if layer is None else _channel_affine(node, result, layer.channels)
+        if layer is None or affine is None:
             kept.append(node)
             continue
-        scale, bias, mean, var = stats
-        factor = scale / np.sqrt(var + node.attrs.epsilon)
-        fold_affine(result, layer, factor, bias - mean * factor, output=node.outputs[0])
-        producers[node.outputs[0]] = layer.node
+        folder.fold(layer, *affine, output=node.outputs[0])
         changes.append(f"folded {node} into {layer.node}")
     result.nodes = kept
     return PassResult(result, changes)

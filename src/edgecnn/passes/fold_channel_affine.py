@@ -32,42 +32,74 @@ class LinearLayer:
     output_rank: int
 
 
-def reader_counts(graph: Graph) -> Counter[str]:
-    """How many node inputs read each tensor (a node reading a tensor twice counts twice)."""
-    return Counter(x for node in graph.nodes for x in node.inputs if x)
+class AffineFolder:
+    """Folds per-channel affine maps into the layers before them, in one graph being rewritten;
+    keeps the producer map and the taken tensor names current as layers change outputs."""
 
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.producers = graph.producers()
+        self.readers = Counter(x for node in graph.nodes for x in node.inputs if x)
+        self.taken = set(graph.initializers) | set(graph.input_names) | set(self.producers)
 
-def linear_producer(
-    graph: Graph, tensor: str, producers: dict[str, Node], readers: Counter[str]
-) -> LinearLayer | None:
-    """The layer writing ``tensor`` if a per-channel map on ``tensor`` can move into its weights:
-    a Conv/Gemm (or fused one without activation) with constant float weights and bias, whose
-    output only the map reads and which is not a graph output."""
-    node = producers.get(tensor)
-    if node is None or node.op not in CONV_OPS | GEMM_OPS or node.outputs[0] != tensor:
-        return None
-    if isinstance(node.attrs, FusedActivation) and node.attrs.activation != "none":
-        return None
-    if readers[tensor] != 1 or tensor in graph.outputs:
-        return None
-    weights = graph.initializers.get(node.inputs[1]) if len(node.inputs) > 1 else None
-    if weights is None or weights.dtype.kind != "f":
-        return None
-    bias_name = node.inputs[2] if len(node.inputs) > 2 else ""
-    bias = graph.initializers.get(bias_name) if bias_name else None
-    if bias_name and (bias is None or bias.dtype.kind != "f"):
-        return None
-    if node.op in CONV_OPS:
-        channels = weights.shape[0]
-        if weights.ndim < 3 or (bias is not None and bias.shape != (channels,)):
+    def layer_before(self, tensor: str) -> LinearLayer | None:
+        """The layer writing ``tensor`` if a per-channel map on ``tensor`` can move into its weights:
+        a Conv/Gemm (or fused one without activation) with constant float weights and bias, whose
+        output only the map reads and which is not a graph output."""
+        graph = self.graph
+        node = self.producers.get(tensor)
+        if node is None or node.op not in CONV_OPS | GEMM_OPS or node.outputs[0] != tensor:
             return None
-        vector = np.zeros(channels) if bias is None else bias.astype(np.float64)
-        return LinearLayer(node, weights, vector, channels, weights.ndim)
-    if weights.ndim != 2:
-        return None
-    channels = weights.shape[0] if node.attrs.trans_b else weights.shape[1]
-    vector = gemm_bias_vector(bias, channels, node.attrs.beta)
-    return None if vector is None else LinearLayer(node, weights, vector, channels, 2)
+        if isinstance(node.attrs, FusedActivation) and node.attrs.activation != "none":
+            return None
+        if self.readers[tensor] != 1 or tensor in graph.outputs:
+            return None
+        weights = graph.initializers.get(node.inputs[1]) if len(node.inputs) > 1 else None
+        if weights is None or weights.dtype.kind != "f":
+            return None
+        bias_name = node.inputs[2] if len(node.inputs) > 2 else ""
+        bias = graph.initializers.get(bias_name) if bias_name else None
+        if bias_name and (bias is None or bias.dtype.kind != "f"):
+            return None
+        if node.op in CONV_OPS:
+            channels = weights.shape[0]
+            if weights.ndim < 3 or (bias is not None and bias.shape != (channels,)):
+                return None
+            vector = np.zeros(channels) if bias is None else bias.astype(np.float64)
+            return LinearLayer(node, weights, vector, channels, weights.ndim)
+        if weights.ndim != 2:
+            return None
+        channels = weights.shape[0] if node.attrs.trans_b else weights.shape[1]
+        vector = gemm_bias_vector(bias, channels, node.attrs.beta)
+        return None if vector is None else LinearLayer(node, weights, vector, channels, 2)
+
+    def fold(self, layer: LinearLayer, scale: np.ndarray, shift: np.ndarray, output: str) -> None:
+        """Rewrite ``layer`` in place to compute its old output * scale + shift into ``output``.
+        New weights and bias get fresh initializers (computed in float64, stored in the weights'
+        dtype); the old ones stay for eliminate_dead to drop when nothing else reads them."""
+        node = layer.node
+        if node.op in CONV_OPS:
+            factor = scale.reshape(-1, *([1] * (layer.weights.ndim - 1)))
+        else:
+            factor = scale.reshape(-1, 1) if node.attrs.trans_b else scale.reshape(1, -1)
+            node.attrs = replace(node.attrs, beta=1.0)  # beta is now inside the new bias
+        base = node.name or node.outputs[0]
+        weights_name = self._fresh_name(f"{base}.weights.folded")
+        bias_name = self._fresh_name(f"{base}.bias.folded")
+        dtype = layer.weights.dtype
+        self.graph.initializers[weights_name] = (layer.weights.astype(np.float64) * factor).astype(dtype)
+        self.graph.initializers[bias_name] = (layer.bias * scale + shift).astype(dtype)
+        node.inputs = [node.inputs[0], weights_name, bias_name]
+        node.outputs = [output]
+        self.producers[output] = node
+
+    def _fresh_name(self, base: str) -> str:
+        name, index = base, 1
+        while name in self.taken:
+            index += 1
+            name = f"{base}_{index}"
+        self.taken.add(name)
+        return name
 
 
 def gemm_bias_vector(bias: np.ndarray | None, channels: int, beta: float) -> np.ndarray | None:
@@ -92,47 +124,15 @@ def channel_vector(value: np.ndarray, output_rank: int, channels: int) -> np.nda
     return np.broadcast_to(value.reshape(-1).astype(np.float64), (channels,))
 
 
-def fresh_name(graph: Graph, base: str) -> str:
-    """A tensor name not yet used in ``graph`` (as input, initializer or node output)."""
-    taken = set(graph.initializers) | set(graph.input_names)
-    taken.update(out for node in graph.nodes for out in node.outputs)
-    name, index = base, 1
-    while name in taken:
-        index += 1
-        name = f"{base}_{index}"
-    return name
-
-
-def fold_affine(graph: Graph, layer: LinearLayer, scale: np.ndarray, shift: np.ndarray, output: str) -> None:
-    """Rewrite ``layer`` (in ``graph``, in place) to compute its old output * scale + shift into
-    ``output``. New weights and bias get fresh initializers (computed in float64, stored in the
-    weights' dtype); the old ones stay for eliminate_dead to drop when nothing else reads them."""
-    node = layer.node
-    if node.op in CONV_OPS:
-        factor = scale.reshape(-1, *([1] * (layer.weights.ndim - 1)))
-    else:
-        factor = scale.reshape(-1, 1) if node.attrs.trans_b else scale.reshape(1, -1)
-        node.attrs = replace(node.attrs, beta=1.0)  # beta is now inside the new bias
-    weights = (layer.weights.astype(np.float64) * factor).astype(layer.weights.dtype)
-    bias = (layer.bias * scale + shift).astype(layer.weights.dtype)
-    base = node.name or node.outputs[0]
-    weights_name = fresh_name(graph, f"{base}.weights.folded")
-    graph.initializers[weights_name] = weights
-    bias_name = fresh_name(graph, f"{base}.bias.folded")
-    graph.initializers[bias_name] = bias
-    node.inputs = [node.inputs[0], weights_name, bias_name]
-    node.outputs = [output]
-
-
-def _affine_of(node: Node, graph: Graph) -> tuple[str, np.ndarray, str] | None:
-    """(data input, constant, role) of a Mul/Add by a constant, or Sub/Div of the data by one."""
-    if len(node.inputs) != 2 or len(node.outputs) != 1:
+def _affine_of(node: Node, graph: Graph) -> tuple[str, np.ndarray] | None:
+    """(data input, constant) of a Mul/Add by a constant, or of a Sub/Div of the data by one."""
+    if node.op not in ("Mul", "Add", "Sub", "Div") or len(node.inputs) != 2 or len(node.outputs) != 1:
         return None
     a, b = node.inputs
     if b in graph.initializers and a not in graph.initializers:
-        return a, graph.initializers[b], node.op
+        return a, graph.initializers[b]
     if node.op in ("Mul", "Add") and a in graph.initializers and b not in graph.initializers:
-        return b, graph.initializers[a], node.op
+        return b, graph.initializers[a]
     return None
 
 
@@ -147,20 +147,18 @@ def _scale_and_shift(op: str, vector: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 def fold_channel_affine(graph: Graph) -> PassResult:
     result = graph.copy()
-    producers = result.producers()
-    readers = reader_counts(result)
+    folder = AffineFolder(result)
     changes = []
     kept = []
     for node in result.nodes:
-        matched = _affine_of(node, result) if node.op in ("Mul", "Add", "Sub", "Div") else None
-        layer = None if matched is None else linear_producer(result, matched[0], producers, readers)
+        matched = _affine_of(node, result)
+        layer = None if matched is None else folder.layer_before(matched[0])
         vector = None if layer is None else channel_vector(matched[1], layer.output_rank, layer.channels)  # type: ignore[index]
         affine = None if vector is None else _scale_and_shift(node.op, vector)
         if layer is None or affine is None:
             kept.append(node)
             continue
-        fold_affine(result, layer, *affine, output=node.outputs[0])
-        producers[node.outputs[0]] = layer.node
+        folder.fold(layer, *affine, output=node.outputs[0])
         changes.append(f"folded {node} into {layer.node}")
     result.nodes = kept
     return PassResult(result, changes)
