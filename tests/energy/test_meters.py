@@ -83,6 +83,12 @@ def test_missing_sensors_are_device_errors(tmp_path: Path) -> None:
             meter(tmp_path)
     with pytest.raises(DeviceError, match="unknown energy meter"):
         open_meter("thermocouple")
+    with pytest.raises(DeviceError, match="no energy meter is known for device 'tpu:0'"):
+        open_meter(device="tpu:0")
+
+
+def test_auto_never_measures_a_cpu_run_with_a_gpu_meter() -> None:
+    assert open_meter(device="cpu").name in ("rapl", "hwmon", "power_supply", "estimate")
 
 
 def test_unreadable_counter(tmp_path: Path) -> None:

@@ -243,15 +243,27 @@ METERS: dict[str, Callable[[], EnergyMeter]] = {
 }
 
 
-def open_meter(name: str = "auto") -> EnergyMeter:
-    """The named meter, or with "auto" the first that works here (estimate last)."""
+AUTO_ORDER = {
+    "cpu": ("rapl", "hwmon", "power_supply", "estimate"),
+    "cuda": ("nvml",),
+}
+"""Meters that cover each kind of device, best first (a GPU board meter says nothing of the CPU)."""
+
+
+def open_meter(name: str = "auto", device: str = "cpu") -> EnergyMeter:
+    """The named meter, or with "auto" the first that works here for ``device`` (the estimate last)."""
     if name != "auto":
         if name not in METERS:
             raise DeviceError(f"unknown energy meter {name!r} (known: auto, {', '.join(METERS)})")
         return METERS[name]()
-    for factory in METERS.values():
+    kind = device.split(":")[0]
+    candidates = AUTO_ORDER.get(kind)
+    if candidates is None:
+        raise DeviceError(f"no energy meter is known for device {device!r}; name one with meter=")
+    failures = []
+    for candidate in candidates:
         try:
-            return factory()
-        except DeviceError:
-            continue
-    raise DeviceError("no energy meter available")  # unreachable: the estimate always opens
+            return METERS[candidate]()
+        except DeviceError as exc:
+            failures.append(str(exc))
+    raise DeviceError(f"no energy meter works for {device!r}: {'; '.join(failures)}")
