@@ -483,7 +483,7 @@ def test_caffe_conv_batchnorm_scale_relu_becomes_one_fused_conv() -> None:
 
 def test_caffe_batchnorm_scale_after_concat_stays() -> None:
     graph = load_caffe(REPO / "tests" / "importers" / "caffe" / "nets" / "branches.prototxt", random_seed=0)
-    graph.outputs.append("scale")  # the BN + Scale branch (Caffe's in-place 'concat' blob)
+    assert graph.outputs == ["scaled", "concat"]  # 'concat': the in-place BN + Scale + Dropout branch
     optimized, reports = optimize(graph.topologically_sorted())
     ops = [n.op for n in optimized.nodes]
     assert "BatchNormalization" in ops and "Concat" in ops

@@ -143,8 +143,7 @@ class GraphBuilder:
         self.initializers: dict[str, np.ndarray] = {}
         self.types: dict[str, TensorType] = {}
         self.blob_tensor: dict[str, str] = {}  # Caffe blob name -> current tensor
-        self.read: set[str] = set()  # tensors some layer reads
-        self.produced: list[str] = []  # tensors in the order layers wrote them
+        self.unread: dict[str, None] = {}  # blobs no later layer has read yet, in the order written
 
     def fresh(self, *candidates: str) -> str:
         for name in candidates:
@@ -259,6 +258,25 @@ def declared_inputs(net: Any, layers: list[CaffeLayer], source: str) -> list[tup
     return inputs
 
 
+def give_blob_names_to_final_versions(builder: GraphBuilder, inputs: set[str]) -> None:
+    """After in-place layers, a Caffe blob name means the blob's last value (what Caffe shows
+    after a forward pass): the final tensor takes the blob's name, the first version is renamed
+    ``<blob>/<its layer>``."""
+    producer = {out: node for node in builder.nodes for out in node.outputs}
+    for blob, final in list(builder.blob_tensor.items()):
+        if final == blob or blob in inputs or blob not in producer or final not in producer:
+            continue
+        first = builder.fresh(f"{blob}/{producer[blob].name}")
+        for old, new in ((blob, first), (final, blob)):
+            for node in builder.nodes:
+                node.inputs = [new if x == old else x for x in node.inputs]
+                node.outputs = [new if x == old else x for x in node.outputs]
+            builder.types[new] = builder.types.pop(old)
+            for name, tensor in builder.blob_tensor.items():
+                if tensor == old:
+                    builder.blob_tensor[name] = new
+
+
 def build_graph(net: Any, weights: WeightSource, source: str) -> Graph:
     """Convert a parsed NetParameter, taking blobs from ``weights``."""
     layers = [layer for layer in network_layers(net) if in_test_phase(layer.message)]
@@ -277,7 +295,8 @@ def build_graph(net: Any, weights: WeightSource, source: str) -> Graph:
         if layer.type == "Input":
             continue
         ctx = LayerContext(builder, layer)
-        builder.read.update(ctx.inputs)
+        for bottom in layer.bottoms:
+            builder.unread.pop(bottom, None)
         try:
             tops = CONVERTERS[layer.type](ctx)
         except EdgeCNNError:
@@ -286,8 +305,10 @@ def build_graph(net: Any, weights: WeightSource, source: str) -> Graph:
             raise ctx.fail(f"cannot convert: {exc}") from None
         for top, tensor in zip(layer.tops, tops):
             builder.blob_tensor[top] = tensor
-            builder.produced.append(tensor)
-    outputs = list(dict.fromkeys(t for t in builder.produced if t not in builder.read))
+            builder.unread.pop(top, None)
+            builder.unread[top] = None
+    give_blob_names_to_final_versions(builder, {spec.name for spec in specs})
+    outputs = list(dict.fromkeys(builder.blob_tensor[blob] for blob in builder.unread))
     if not outputs:
         raise ModelFormatError(f"{source}: the net has no layer whose output nothing reads")
     return Graph(specs, outputs, builder.nodes, builder.initializers, name=net.name or Path(source).stem)
