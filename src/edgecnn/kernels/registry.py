@@ -70,6 +70,8 @@ def select_kernel(
     backend: str = "cpu",
 ) -> KernelChoice:
     """Best registered kernel for the node on ``backend``; the reference kernel otherwise."""
+    if backend == "cpu":
+        import edgecnn.kernels.cpu  # noqa: F401  (registers the compiled kernels on first use)
     if backend != "reference":
         for entry in _KERNELS.get((node.op, backend), ()):
             if entry.when is None or entry.when(node, input_types, input_values):

@@ -1,4 +1,8 @@
-"""Compiled 2-D max and average pooling, parallel over (image, channel) planes."""
+"""Compiled 2-D max and average pooling, and the global forms, parallel over (image, channel).
+
+The window taps inside the input (and, for count_include_pad, inside the padded input) are found
+once per output row and column, so the reduction loops carry no bounds tests.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,23 @@ import numba
 import numpy as np
 
 from edgecnn.kernels.cpu.epilogue import activate
+from edgecnn.kernels.cpu.im2col import valid_range
+
+
+@numba.njit(cache=True)
+def _tap_ranges(
+    out_size: int, stride: int, pad_begin: int, pad_end: int, dilation: int, size: int, taps: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per output index: first and end tap inside the input, and the taps inside the padded input."""
+    lo = np.empty(out_size, dtype=np.int64)
+    hi = np.empty(out_size, dtype=np.int64)
+    padded = np.empty(out_size, dtype=np.int64)
+    for o in range(out_size):
+        start = o * stride - pad_begin
+        lo[o], hi[o] = valid_range(start, dilation, size, taps)
+        p_lo, p_hi = valid_range(start + pad_begin, dilation, size + pad_begin + pad_end, taps)
+        padded[o] = p_hi - p_lo
+    return lo, hi, padded
 
 
 @numba.njit(parallel=True, cache=True)
@@ -17,48 +38,75 @@ def pool_2d(
     stride_w: int,
     pad_top: int,
     pad_left: int,
+    pad_bottom: int,
+    pad_right: int,
     dilation_h: int,
     dilation_w: int,
     is_max: bool,
     count_include_pad: bool,
-    pad_bottom: int,
-    pad_right: int,
     kind: int,
     alpha: float,
     low: float,
     high: float,
     out: np.ndarray,  # (N, C, OH, OW), written
 ) -> None:
-    """Windows may run past the padded input (ceil_mode): those taps never count.
-    With count_include_pad, average divides by the taps inside the *padded* input."""
+    """Windows may run past the padded input (ceil_mode): those taps never count. With
+    count_include_pad, average divides by the taps inside the *padded* input. Max propagates NaN."""
     batch, channels, height, width = x.shape
     out_h, out_w = out.shape[2], out.shape[3]
+    y_lo, y_hi, y_padded = _tap_ranges(out_h, stride_h, pad_top, pad_bottom, dilation_h, height, kernel_h)
+    x_lo, x_hi, x_padded = _tap_ranges(out_w, stride_w, pad_left, pad_right, dilation_w, width, kernel_w)
     for job in numba.prange(batch * channels):
         n = job // channels
         c = job % channels
         plane = x[n, c]
+        dest = out[n, c]
         for oy in range(out_h):
+            y0 = oy * stride_h - pad_top
             for ox in range(out_w):
-                best = -np.inf
-                total = 0.0
-                count = 0
-                padded_count = 0
-                for ki in range(kernel_h):
-                    iy = oy * stride_h - pad_top + ki * dilation_h
-                    inside_padded_y = -pad_top <= iy < height + pad_bottom
-                    for kj in range(kernel_w):
-                        ix = ox * stride_w - pad_left + kj * dilation_w
-                        if inside_padded_y and -pad_left <= ix < width + pad_right:
-                            padded_count += 1
-                        if 0 <= iy < height and 0 <= ix < width:
-                            v = plane[iy, ix]
-                            if v > best:
-                                best = v
-                            total += v
-                            count += 1
+                x0 = ox * stride_w - pad_left
                 if is_max:
+                    best = -np.inf
+                    for ki in range(y_lo[oy], y_hi[oy]):
+                        row = plane[y0 + ki * dilation_h]
+                        for kj in range(x_lo[ox], x_hi[ox]):
+                            v = row[x0 + kj * dilation_w]
+                            if v > best or v != v:
+                                best = v
                     result = best
                 else:
-                    divisor = padded_count if count_include_pad else count
-                    result = total / divisor if divisor > 0 else 0.0
-                out[n, c, oy, ox] = activate(result, kind, alpha, low, high)
+                    total = 0.0
+                    for ki in range(y_lo[oy], y_hi[oy]):
+                        row = plane[y0 + ki * dilation_h]
+                        for kj in range(x_lo[ox], x_hi[ox]):
+                            total += row[x0 + kj * dilation_w]
+                    if count_include_pad:
+                        divisor = y_padded[oy] * x_padded[ox]
+                    else:
+                        divisor = (y_hi[oy] - y_lo[oy]) * (x_hi[ox] - x_lo[ox])
+                    result = total / divisor if divisor > 0 else np.nan
+                dest[oy, ox] = activate(result, kind, alpha, low, high)
+
+
+@numba.njit(parallel=True, cache=True)
+def global_pool(
+    planes: np.ndarray,  # (N*C, H*W)
+    is_max: bool,
+    out: np.ndarray,  # (N*C,), written
+) -> None:
+    """Mean (accumulated in float64) or max (NaN-propagating) of every plane."""
+    count, size = planes.shape
+    for p in numba.prange(count):
+        row = planes[p]
+        if is_max:
+            best = -np.inf
+            for i in range(size):
+                v = row[i]
+                if v > best or v != v:
+                    best = v
+            out[p] = best
+        else:
+            total = 0.0
+            for i in range(size):
+                total += row[i]
+            out[p] = total / size

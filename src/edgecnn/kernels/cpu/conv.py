@@ -1,0 +1,172 @@
+"""2-D Conv and FusedConv on the CPU, by three algorithms chosen per layer:
+
+- ``depthwise``: group == C_in > 1 (one filter set per channel) -> the direct depthwise loop;
+- ``gemm_1x1``: 1x1 kernel, unit strides, no padding -> the input already *is* the im2col matrix;
+- ``im2col_gemm``: everything else -> im2col, one GEMM per group and tile, the fused epilogue.
+
+Weights are reshaped to the GEMM's layout once, when the plan is built. The GEMM kernels run as
+tiles on numba's threads with single-threaded BLAS (conv_gemm.py); where compiled code cannot call
+the BLAS library, they fall back to ``np.matmul`` (conv_matmul.py) under the same names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numba
+import numpy as np
+
+from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu import blas
+from edgecnn.kernels.cpu.common import constant_float32, scratch, single_output
+from edgecnn.kernels.cpu.conv_gemm import conv_gemm_2d
+from edgecnn.kernels.cpu.conv_matmul import Im2colMatmul, PointwiseMatmul
+from edgecnn.kernels.cpu.conv_setup import ConvKernel, conv_setup
+from edgecnn.kernels.cpu.depthwise import depthwise_conv_2d
+from edgecnn.kernels.cpu.threads import GEMM_GRAIN, blas_single_threaded, call, is_small
+from edgecnn.kernels.cpu.tiling import Tiling, plan_tiles
+from edgecnn.kernels.registry import StepFn, register_kernel
+
+
+def _compiled(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
+    return (
+        single_output(node)
+        and constant_float32(node, values, 1)
+        and constant_float32(node, values, 2, optional=True)
+        and conv_setup(node, types) is not None
+    )
+
+
+def when_depthwise(
+    node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
+) -> bool:
+    return _compiled(node, types, values) and conv_setup(node, types).depthwise  # type: ignore[union-attr]
+
+
+def when_pointwise(
+    node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
+) -> bool:
+    return _compiled(node, types, values) and conv_setup(node, types).pointwise  # type: ignore[union-attr]
+
+
+class TiledConvGemm(ConvKernel):
+    """im2col (skipped for 1x1) + GEMM + epilogue per output tile, tiles spread over numba's threads."""
+
+    def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
+        super().__init__(node, types, values)
+        s = self.setup
+        w = values[1]
+        assert w is not None
+        self.group_rows = s.in_channels // s.group * s.kernel[0] * s.kernel[1]  # Kg
+        self.weights = np.ascontiguousarray(
+            w.reshape(s.group, s.out_channels // s.group, self.group_rows), dtype=np.float32
+        )
+        self.pointwise = s.pointwise
+        macs = s.batch * s.out_channels * self.pixels * self.group_rows
+        self.small = macs < GEMM_GRAIN
+        self._tilings: dict[int, Tiling] = {}
+
+    def tiling(self, threads: int) -> Tiling:
+        """The tiles for a thread count (computed once per count)."""
+        tiling = self._tilings.get(threads)
+        if tiling is None:
+            s = self.setup
+            tiling = plan_tiles(
+                s.batch * s.group,
+                s.out_channels // s.group,
+                self.pixels,
+                self.group_rows,
+                threads,
+                limit_columns=not self.pointwise,
+            )
+            self._tilings[threads] = tiling
+        return tiling
+
+    def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
+        s = self.setup
+        tiling = self.tiling(1 if self.small else numba.get_num_threads())
+        if self.pointwise:
+            columns = np.empty((tiling.workers, 1, 1), dtype=np.float32)
+        else:
+            size = tiling.workers * self.group_rows * tiling.column_step
+            columns = scratch(size).reshape(tiling.workers, self.group_rows, tiling.column_step)
+        out = np.empty(self.out_shape, dtype=np.float32)
+        with blas_single_threaded():
+            call(
+                conv_gemm_2d,
+                tiling.workers == 1,
+                np.ascontiguousarray(x),
+                self.weights,
+                self.bias,
+                self.has_bias,
+                s.kernel[0],
+                s.kernel[1],
+                s.strides[0],
+                s.strides[1],
+                s.pads[0],
+                s.pads[1],
+                s.dilations[0],
+                s.dilations[1],
+                self.pointwise,
+                self.kind,
+                self.alpha,
+                self.low,
+                self.high,
+                tiling.row_step,
+                tiling.column_step,
+                columns,
+                out,
+            )
+        return out
+
+
+class Depthwise(ConvKernel):
+    """The direct depthwise loop with bias and activation fused into it."""
+
+    def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
+        super().__init__(node, types, values)
+        s = self.setup
+        w = values[1]
+        assert w is not None
+        self.weights = np.ascontiguousarray(w.reshape(s.out_channels, s.kernel[0], s.kernel[1]))
+        self.small = is_small(int(np.prod(self.out_shape)) * s.kernel[0] * s.kernel[1])
+
+    def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
+        s = self.setup
+        out = np.empty(self.out_shape, dtype=np.float32)
+        call(
+            depthwise_conv_2d,
+            self.small,
+            np.ascontiguousarray(x),
+            self.weights,
+            self.bias,
+            self.has_bias,
+            s.strides[0],
+            s.strides[1],
+            s.pads[0],
+            s.pads[1],
+            s.dilations[0],
+            s.dilations[1],
+            self.kind,
+            self.alpha,
+            self.low,
+            self.high,
+            out,
+        )
+        return out
+
+
+def im2col_gemm(
+    node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
+) -> StepFn:
+    return TiledConvGemm(node, types, values) if blas.AVAILABLE else Im2colMatmul(node, types, values)
+
+
+def gemm_1x1(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> StepFn:
+    return TiledConvGemm(node, types, values) if blas.AVAILABLE else PointwiseMatmul(node, types, values)
+
+
+for _op in ("Conv", "FusedConv"):
+    register_kernel(_op, when=when_depthwise, priority=30, name="depthwise")(Depthwise)
+    register_kernel(_op, when=when_pointwise, priority=20, name="gemm_1x1")(gemm_1x1)
+    register_kernel(_op, when=_compiled, priority=10, name="im2col_gemm")(im2col_gemm)

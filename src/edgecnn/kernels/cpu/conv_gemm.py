@@ -1,0 +1,169 @@
+"""Convolution as tiled GEMMs on numba's threads: each task owns one tile of the output
+(image, group, rows of output channels, range of output pixels) and, on its own thread, builds
+that tile's im2col columns (unless the conv is 1x1 and the input already is the matrix), calls
+single-threaded BLAS, then applies bias and activation while the tile is still in cache.
+
+One parallel region per layer; ``workers`` tasks lists run side by side, each with its own
+columns buffer, so the scratch memory is bounded by workers x Kg x tile width, not by the layer.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from edgecnn.kernels.cpu.blas import gemm_into
+from edgecnn.kernels.cpu.epilogue import activate
+from edgecnn.kernels.cpu.im2col import valid_range
+
+
+@numba.njit(cache=True)
+def im2col_range(
+    image: np.ndarray,  # (Cg, H, W): one group's channels of one image
+    kernel_h: int,
+    kernel_w: int,
+    stride_h: int,
+    stride_w: int,
+    pad_top: int,
+    pad_left: int,
+    dilation_h: int,
+    dilation_w: int,
+    out_w: int,
+    p0: int,
+    p1: int,
+    dest: np.ndarray,  # (Cg*KH*KW, >= p1 - p0): columns p0..p1 of the im2col matrix
+) -> None:
+    channels, height, width = image.shape
+    taps = kernel_h * kernel_w
+    first_row, last_row = p0 // out_w, (p1 - 1) // out_w
+    for row in range(channels * taps):
+        c = row // taps
+        ki = (row % taps) // kernel_w
+        kj = row % kernel_w
+        out = dest[row]
+        x_offset = kj * dilation_w - pad_left
+        x_lo, x_hi = valid_range(x_offset, stride_w, width, out_w)
+        for oy in range(first_row, last_row + 1):
+            base = oy * out_w
+            begin = max(p0 - base, 0)
+            end = min(p1 - base, out_w)
+            at = base - p0  # dest index of output column ox is at + ox
+            iy = oy * stride_h - pad_top + ki * dilation_h
+            if iy < 0 or iy >= height:
+                for ox in range(begin, end):
+                    out[at + ox] = 0.0
+                continue
+            src = image[c, iy]
+            lo = min(max(x_lo, begin), end)
+            hi = max(min(x_hi, end), lo)
+            for ox in range(begin, lo):
+                out[at + ox] = 0.0
+            if stride_w == 1:
+                for ox in range(lo, hi):
+                    out[at + ox] = src[ox + x_offset]
+            else:
+                for ox in range(lo, hi):
+                    out[at + ox] = src[ox * stride_w + x_offset]
+            for ox in range(hi, end):
+                out[at + ox] = 0.0
+
+
+@numba.njit(inline="always", cache=True)
+def rows_epilogue(
+    tile: np.ndarray,  # (rows, pixels) view of the output
+    bias: np.ndarray,
+    bias_start: int,
+    has_bias: bool,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+) -> None:
+    """tile[r, p] = act(tile[r, p] + bias[bias_start + r]) in place."""
+    rows, pixels = tile.shape
+    for r in range(rows):
+        b = bias[bias_start + r] if has_bias else np.float32(0.0)
+        row = tile[r]
+        if kind == 0:
+            for p in range(pixels):
+                row[p] = row[p] + b
+        elif kind == 1:
+            for p in range(pixels):
+                row[p] = max(row[p] + b, np.float32(0.0))
+        else:
+            for p in range(pixels):
+                row[p] = activate(row[p] + b, kind, alpha, low, high)
+
+
+@numba.njit(parallel=True, cache=True)
+def conv_gemm_2d(
+    x: np.ndarray,  # (N, C, H, W)
+    weights: np.ndarray,  # (G, Mg, Kg), Kg = Cg * KH * KW
+    bias: np.ndarray,  # (M,)
+    has_bias: bool,
+    kernel_h: int,
+    kernel_w: int,
+    stride_h: int,
+    stride_w: int,
+    pad_top: int,
+    pad_left: int,
+    dilation_h: int,
+    dilation_w: int,
+    pointwise: bool,  # 1x1, stride 1, no padding: the input is the column matrix
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    m_step: int,  # output channels per tile
+    p_step: int,  # output pixels per tile
+    columns: np.ndarray,  # (workers, Kg, p_step) scratch; unused when pointwise
+    out: np.ndarray,  # (N, M, OH, OW), written
+) -> None:
+    batch, channels = x.shape[0], x.shape[1]
+    groups, out_per_group = weights.shape[0], weights.shape[1]
+    in_per_group = channels // groups
+    out_h, out_w = out.shape[2], out.shape[3]
+    pixels = out_h * out_w
+    out_rows = out.reshape(batch, groups * out_per_group, pixels)
+    x_rows = x.reshape(batch, channels, x.shape[2] * x.shape[3])
+    m_tiles = (out_per_group + m_step - 1) // m_step
+    p_tiles = (pixels + p_step - 1) // p_step
+    tasks = batch * groups * m_tiles * p_tiles
+    workers = columns.shape[0]
+    for worker in numba.prange(workers):
+        buffer = columns[worker]
+        for task in range(worker, tasks, workers):
+            p_tile = task % p_tiles
+            rest = task // p_tiles
+            m_tile = rest % m_tiles
+            rest //= m_tiles
+            g = rest % groups
+            n = rest // groups
+            p0 = p_tile * p_step
+            p1 = min(p0 + p_step, pixels)
+            m0 = m_tile * m_step
+            m1 = min(m0 + m_step, out_per_group)
+            if pointwise:
+                b = x_rows[n, g * in_per_group : (g + 1) * in_per_group, p0:p1]
+            else:
+                b = buffer[:, : p1 - p0]
+                im2col_range(
+                    x[n, g * in_per_group : (g + 1) * in_per_group],
+                    kernel_h,
+                    kernel_w,
+                    stride_h,
+                    stride_w,
+                    pad_top,
+                    pad_left,
+                    dilation_h,
+                    dilation_w,
+                    out_w,
+                    p0,
+                    p1,
+                    b,
+                )
+            first = g * out_per_group + m0
+            tile = out_rows[n, first : g * out_per_group + m1, p0:p1]
+            gemm_into(weights[g, m0:m1], b, False, tile)
+            if has_bias or kind != 0:
+                rows_epilogue(tile, bias, first, has_bias, kind, alpha, low, high)

@@ -1,0 +1,86 @@
+"""What every 2-D convolution kernel prepares the same way: the geometry with defaults and SAME
+padding resolved (``ConvSetup``), and the bias and activation of its epilogue (``ConvKernel``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu.common import is_float32, shape_of
+from edgecnn.kernels.cpu.epilogue import activation_args
+from edgecnn.ops.conv import ConvAttrs, conv_geometry
+from edgecnn.ops.spatial import output_dims
+
+
+@dataclass(frozen=True)
+class ConvSetup:
+    """A 2-D convolution's geometry with every default and SAME padding resolved."""
+
+    batch: int
+    in_channels: int
+    height: int
+    width: int
+    out_channels: int
+    kernel: tuple[int, int]
+    strides: tuple[int, int]
+    dilations: tuple[int, int]
+    pads: tuple[int, int, int, int]  # top, left, bottom, right
+    out: tuple[int, int]
+    group: int
+
+    @property
+    def depthwise(self) -> bool:
+        return self.group == self.in_channels > 1 and self.out_channels % self.in_channels == 0
+
+    @property
+    def pointwise(self) -> bool:
+        return self.kernel == (1, 1) and self.strides == (1, 1) and not any(self.pads)
+
+
+def conv_setup(node: Node, types: Sequence[TensorType | None]) -> ConvSetup | None:
+    """The setup if a compiled kernel can run this node (float32, 4-D, known shapes), else None."""
+    attrs = node.attrs
+    if not isinstance(attrs, ConvAttrs) or len(types) < 2:
+        return None
+    x, w = types[0], types[1]
+    if not (is_float32(x, 4) and is_float32(w, 4)):
+        return None
+    x_shape, w_shape = shape_of(x), shape_of(w)
+    geo = conv_geometry(attrs, x_shape, w_shape)
+    if geo.pads is None:
+        return None
+    out = output_dims(x_shape[2:], geo.kernel, geo.strides, geo.dilations, geo.pads)
+    if not all(isinstance(d, int) and d > 0 for d in out):
+        return None
+    top, left, bottom, right = geo.pads
+    return ConvSetup(
+        batch=x_shape[0],
+        in_channels=x_shape[1],
+        height=x_shape[2],
+        width=x_shape[3],
+        out_channels=w_shape[0],
+        kernel=(int(geo.kernel[0]), int(geo.kernel[1])),
+        strides=(geo.strides[0], geo.strides[1]),
+        dilations=(geo.dilations[0], geo.dilations[1]),
+        pads=(top, left, bottom, right),
+        out=(int(out[0]), int(out[1])),  # type: ignore[arg-type]
+        group=attrs.group,
+    )
+
+
+class ConvKernel:
+    """Shared preparation: geometry, bias, activation, the output shape."""
+
+    def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
+        setup = conv_setup(node, types)
+        assert setup is not None
+        self.setup = setup
+        self.kind, self.alpha, self.low, self.high = activation_args(node.attrs)
+        bias = values[2] if len(values) > 2 else None
+        self.has_bias = bias is not None
+        self.bias = np.ascontiguousarray(bias if bias is not None else np.zeros(1), dtype=np.float32)
+        self.out_shape = (setup.batch, setup.out_channels, *setup.out)
+        self.pixels = setup.out[0] * setup.out[1]

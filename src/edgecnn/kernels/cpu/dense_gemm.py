@@ -1,0 +1,47 @@
+"""Dense layers as tiled GEMMs on numba's threads: each task computes a block of Y = A @ W.T with
+single-threaded BLAS and applies the addend and activation to it at once. W is stored (N, K), one
+output's weights per row, so a block of outputs reads a contiguous slab of weights (GEMV-friendly)."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from edgecnn.kernels.cpu.blas import gemm_into
+from edgecnn.kernels.cpu.epilogue import activate
+
+
+@numba.njit(parallel=True, cache=True)
+def dense_gemm(
+    a: np.ndarray,  # (M, K), rows contiguous
+    weights: np.ndarray,  # (N, K)
+    addend: np.ndarray,  # (M, N) beta * C broadcast, or (1, 1) when absent
+    has_addend: bool,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    row_step: int,
+    column_step: int,
+    workers: int,
+    out: np.ndarray,  # (M, N), written
+) -> None:
+    rows, columns = out.shape
+    row_tiles = (rows + row_step - 1) // row_step
+    column_tiles = (columns + column_step - 1) // column_step
+    tasks = row_tiles * column_tiles
+    for worker in numba.prange(workers):
+        for task in range(worker, tasks, workers):
+            m0 = (task // column_tiles) * row_step
+            n0 = (task % column_tiles) * column_step
+            m1 = min(m0 + row_step, rows)
+            n1 = min(n0 + column_step, columns)
+            tile = out[m0:m1, n0:n1]
+            gemm_into(a[m0:m1], weights[n0:n1], True, tile)
+            if not has_addend and kind == 0:
+                continue
+            for i in range(m1 - m0):
+                row = tile[i]
+                for j in range(n1 - n0):
+                    v = row[j] + addend[m0 + i, n0 + j] if has_addend else row[j]
+                    row[j] = activate(v, kind, alpha, low, high)

@@ -1,0 +1,98 @@
+"""MaxPool, AveragePool (2-D: pads, ceil_mode, count_include_pad, dilations, SAME padding) and
+GlobalAveragePool/GlobalMaxPool on the CPU, through the compiled loops of pool2d.py."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu.common import is_float32, shape_of, single_output
+from edgecnn.kernels.cpu.epilogue import ActivationKind
+from edgecnn.kernels.cpu.pool2d import global_pool, pool_2d
+from edgecnn.kernels.cpu.threads import call, is_small
+from edgecnn.kernels.registry import register_kernel
+from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs, pool_geometry
+
+
+def when_pool_2d(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
+    if not (single_output(node) and types and is_float32(types[0], 4)):
+        return False
+    if not isinstance(node.attrs, MaxPoolAttrs | AveragePoolAttrs):
+        return False
+    geo = pool_geometry(node.attrs, shape_of(types[0]))
+    return geo.pads is not None and all(isinstance(d, int) and d > 0 for d in geo.out)
+
+
+class Pool2d:
+    """Max or average pooling over 2-D windows, parallel over (image, channel) planes."""
+
+    def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
+        attrs = node.attrs
+        x_shape = shape_of(types[0])
+        geo = pool_geometry(attrs, x_shape)
+        assert geo.pads is not None
+        self.kernel = (int(geo.kernel[0]), int(geo.kernel[1]))
+        self.strides = (geo.strides[0], geo.strides[1])
+        self.dilations = (geo.dilations[0], geo.dilations[1])
+        self.pads = tuple(int(p) for p in geo.pads)  # top, left, bottom, right
+        self.is_max = isinstance(attrs, MaxPoolAttrs)
+        self.count_include_pad = bool(getattr(attrs, "count_include_pad", False))
+        self.out_shape = (x_shape[0], x_shape[1], int(geo.out[0]), int(geo.out[1]))
+        self.small = is_small(int(np.prod(self.out_shape)) * self.kernel[0] * self.kernel[1])
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        out = np.empty(self.out_shape, dtype=np.float32)
+        top, left, bottom, right = self.pads
+        call(
+            pool_2d,
+            self.small,
+            np.ascontiguousarray(x),
+            self.kernel[0],
+            self.kernel[1],
+            self.strides[0],
+            self.strides[1],
+            top,
+            left,
+            bottom,
+            right,
+            self.dilations[0],
+            self.dilations[1],
+            self.is_max,
+            self.count_include_pad,
+            int(ActivationKind.NONE),
+            0.0,
+            0.0,
+            0.0,
+            out,
+        )
+        return out
+
+
+def when_global(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
+    return single_output(node) and bool(types) and is_float32(types[0]) and len(shape_of(types[0])) >= 3
+
+
+class GlobalPool:
+    """Mean or max over all spatial positions of every (image, channel) plane."""
+
+    def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
+        shape = shape_of(types[0])
+        self.is_max = node.op == "GlobalMaxPool"
+        self.planes = shape[0] * shape[1]
+        self.plane_size = int(np.prod(shape[2:]))
+        self.out_shape = (shape[0], shape[1], *([1] * (len(shape) - 2)))
+        self.small = is_small(self.planes * self.plane_size)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        out = np.empty(self.out_shape, dtype=np.float32)
+        planes = np.ascontiguousarray(x).reshape(self.planes, self.plane_size)
+        call(global_pool, self.small, planes, self.is_max, out.reshape(self.planes))
+        return out
+
+
+for _op in ("MaxPool", "AveragePool"):
+    register_kernel(_op, when=when_pool_2d, priority=10, name="pool_2d")(Pool2d)
+for _op in ("GlobalAveragePool", "GlobalMaxPool"):
+    register_kernel(_op, when=when_global, priority=10, name="global_pool")(GlobalPool)

@@ -1,0 +1,125 @@
+"""One thread pool for the compiled kernels (issue 4: no oversubscription).
+
+Numba's pool runs every parallel kernel; GEMMs are called from its threads, tile by tile, with the
+BLAS library held to one thread (blas.py). Two pools that spin-wait on the same cores — numba's
+OpenMP workers and OpenBLAS's — slow each other down several-fold on a 2-core machine.
+
+``cpu_threads(n)`` sets that budget for the duration of a run (the executor wraps each run in it).
+Kernels whose work is below a grain run on one thread: waking a second thread costs more than it
+saves (thresholds measured with benchmarks/kernels.py).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numba
+
+if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+    # Numba's OpenMP workers sleep between parallel regions instead of spinning: a spinning worker
+    # takes the core that the other thread of the next region (or another process) needs, and
+    # that costs a scheduler time slice (milliseconds) whenever the CPU is not entirely ours.
+    # Read by the OpenMP runtime when numba first starts its pool, i.e. after this import.
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+
+GRAIN = 65536
+"""Elements a compiled loop touches (outputs x taps, roughly) below which it stays on one thread."""
+
+GEMM_GRAIN = 1 << 19
+"""Multiply-adds below which a GEMM-based kernel stays on one thread (BLAS does ~8 per loop element)."""
+
+_blas_lock = threading.Lock()
+_blas_libraries: list[Any] | None = None
+
+
+def _blas() -> list[Any]:
+    """The BLAS libraries loaded in this process (found once; numpy has loaded its BLAS by now)."""
+    global _blas_libraries
+    if _blas_libraries is None:
+        with _blas_lock:
+            if _blas_libraries is None:
+                from threadpoolctl import ThreadpoolController
+
+                controller = ThreadpoolController()
+                _blas_libraries = [lib for lib in controller.lib_controllers if lib.user_api == "blas"]
+    return _blas_libraries
+
+
+def max_threads() -> int:
+    """The most threads numba's pool can run (NUMBA_NUM_THREADS, fixed at start-up)."""
+    return int(numba.config.NUMBA_NUM_THREADS)
+
+
+def blas_threads() -> int:
+    """Threads the BLAS pool uses now (the largest, if several BLAS libraries are loaded)."""
+    return max((lib.get_num_threads() or 1 for lib in _blas()), default=1)
+
+
+def set_blas_threads(n: int) -> None:
+    for lib in _blas():
+        if lib.get_num_threads() != n:
+            lib.set_num_threads(n)
+
+
+@contextmanager
+def blas_single_threaded() -> Iterator[None]:
+    """BLAS on the calling thread only, for GEMMs called from numba's workers (restored after)."""
+    previous = blas_threads()
+    if previous == 1:
+        yield
+        return
+    set_blas_threads(1)
+    try:
+        yield
+    finally:
+        set_blas_threads(previous)
+
+
+@contextmanager
+def cpu_threads(n: int) -> Iterator[None]:
+    """Run with ``n`` threads: numba's pool (for the calling thread) gets them, BLAS one (our GEMMs
+    run on numba's threads), or ``n`` where the compiled kernels cannot call BLAS themselves.
+
+    Restores both afterwards. Numba's setting is per calling thread; BLAS's is process-wide, so
+    concurrent runs with different budgets share the last one set.
+    """
+    if n < 1:
+        raise ValueError(f"threads must be >= 1, got {n}")
+    from edgecnn.kernels.cpu import blas
+
+    previous_numba = numba.get_num_threads()
+    previous_blas = blas_threads()
+    numba.set_num_threads(min(n, max_threads()))
+    set_blas_threads(1 if blas.AVAILABLE else n)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(previous_numba)
+        set_blas_threads(previous_blas)
+
+
+def is_small(work: int) -> bool:
+    """Whether a compiled loop over ``work`` elements should stay on one thread."""
+    return work < GRAIN
+
+
+def call(kernel: Callable[..., Any], small: bool, *args: Any) -> Any:
+    """``kernel(*args)``, on one numba thread if ``small``.
+
+    The switch happens here, in Python, because a compiled function that sets numba's thread count
+    itself cannot be written to the on-disk cache.
+    """
+    if not small:
+        return kernel(*args)
+    previous = numba.get_num_threads()
+    if previous == 1:
+        return kernel(*args)
+    numba.set_num_threads(1)
+    try:
+        return kernel(*args)
+    finally:
+        numba.set_num_threads(previous)

@@ -1,0 +1,65 @@
+"""How a GEMM-shaped layer is cut into per-thread tiles (conv_gemm.py, dense_gemm.py).
+
+Rules, in order: a tile's im2col columns fit in about half of a core's L2 cache; there are at least
+as many tiles as threads, and their count is a multiple of the threads where that costs little
+(static scheduling: unequal shares leave a core idle); the pixel (column) dimension is cut before
+the channel (row) dimension, because cutting rows repeats the im2col work.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+COLUMNS_BYTES = 1 << 18
+"""Target size of one tile's im2col columns (half of a 512 KiB L2)."""
+
+MIN_COLUMNS = 64
+"""Narrowest tile worth a GEMM call (a few of the BLAS micro-kernel's column blocks)."""
+
+MIN_ROWS = 16
+
+
+@dataclass(frozen=True)
+class Tiling:
+    row_step: int  # output channels (or dense rows) per tile
+    column_step: int  # output pixels (or dense columns) per tile
+    tasks: int
+    workers: int  # tiles processed side by side, each with its own columns buffer
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def plan_tiles(
+    outer: int, rows: int, columns: int, depth: int, threads: int, *, limit_columns: bool
+) -> Tiling:
+    """Tiles for ``outer`` independent (rows x depth) @ (depth x columns) products (images x groups).
+
+    ``limit_columns`` bounds a tile's width so its (depth x width) im2col buffer stays in cache.
+    """
+    column_step = columns
+    if limit_columns:
+        column_step = min(columns, max(MIN_COLUMNS, COLUMNS_BYTES // (4 * max(depth, 1))))
+    column_tiles = math.ceil(columns / column_step)
+    row_tiles = 1
+    per_product = math.ceil(threads / outer)  # tiles each product needs for every thread to get one
+    if column_tiles < per_product:
+        if columns // per_product >= MIN_COLUMNS or rows // per_product < MIN_ROWS:
+            column_tiles = min(columns, per_product)
+        else:
+            row_tiles = min(rows, math.ceil(per_product / column_tiles))
+    total = outer * row_tiles * column_tiles
+    if threads > 1 and total % threads and total > threads:
+        balanced = _round_up(total, threads) // (outer * row_tiles)
+        if balanced <= columns and columns / balanced >= MIN_COLUMNS / 2:
+            column_tiles = balanced
+    column_step = math.ceil(columns / column_tiles)
+    if column_step > 16 and column_tiles > 1:
+        column_step = min(columns, _round_up(column_step, 16))  # whole SIMD blocks per tile
+    column_tiles = math.ceil(columns / column_step)
+    row_step = math.ceil(rows / row_tiles)
+    row_tiles = math.ceil(rows / row_step)
+    tasks = outer * row_tiles * column_tiles
+    return Tiling(row_step, column_step, tasks, max(1, min(threads, tasks)))

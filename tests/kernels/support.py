@@ -1,0 +1,55 @@
+"""Run one node with the fast CPU kernels and with the numpy reference, and compare."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from edgecnn.ir.dtypes import dtype_name
+from edgecnn.ir.graph import Graph, Node, TensorSpec
+from edgecnn.kernels.cpu.threads import cpu_threads
+from edgecnn.model import Model
+from edgecnn.runtime.options import RuntimeOptions
+from edgecnn.testing import run_node
+
+
+def fast_run(
+    op: str, attrs: Any, inputs: Sequence[np.ndarray | None], constant_inputs: Sequence[int], threads: int
+) -> tuple[np.ndarray, str]:
+    """The node's output on device "cpu" (no graph passes) and the name of the kernel that ran."""
+    names = ["" if x is None else f"in{i}" for i, x in enumerate(inputs)]
+    runtime = [i for i, x in enumerate(inputs) if x is not None and i not in constant_inputs]
+    graph = Graph(
+        [TensorSpec(names[i], dtype_name(inputs[i].dtype), tuple(inputs[i].shape)) for i in runtime],  # type: ignore[union-attr]
+        ["out"],
+        [Node(op, "node", names, ["out"], attrs)],
+        {names[i]: np.asarray(inputs[i]) for i in constant_inputs if inputs[i] is not None},
+        name=op,
+    )
+    model = Model(graph, RuntimeOptions.resolve(threads=threads, device="cpu", optimize=False))
+    feeds = {names[i]: inputs[i] for i in runtime}
+    (step,) = model.plan_for(feeds).steps
+    with cpu_threads(threads):
+        out = model.run(feeds)["out"]
+    return out, step.kernel.name
+
+
+def reference_run(
+    op: str, attrs: Any, inputs: Sequence[np.ndarray | None], constant_inputs: Sequence[int]
+) -> np.ndarray:
+    (out,) = run_node(op, attrs, inputs, constant_inputs=constant_inputs, device="reference")
+    return out
+
+
+def assert_matches(actual: np.ndarray, expected: np.ndarray, magnitude: float | np.ndarray = 1.0) -> None:
+    """Within rtol 1e-4 and atol 1e-5, the atol scaled by the magnitude of the summed terms (a
+    float32 sum of large terms that cancel is only exact to its terms' size)."""
+    assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape}"
+    assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != {expected.dtype}"
+    atol = 1e-5 * np.maximum(1.0, magnitude)
+    error = np.abs(actual.astype(np.float64) - expected) - 1e-4 * np.abs(expected.astype(np.float64))
+    worst = np.nanmax(error - atol) if error.size else 0.0
+    same_nan = np.array_equal(np.isnan(actual), np.isnan(expected))
+    assert same_nan and worst <= 0, f"max excess error {worst:.3g} (atol {np.max(atol):.3g})"

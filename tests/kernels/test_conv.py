@@ -1,0 +1,198 @@
+"""Conv and FusedConv CPU kernels (im2col_gemm, gemm_1x1, depthwise) against the numpy reference:
+random geometry with hypothesis, odd sizes, every fused activation, 1 and 2 threads, and the
+np.matmul fallback used where compiled code cannot call BLAS."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest import mock
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from edgecnn.kernels.cpu import blas, tiling
+from edgecnn.kernels.cpu import conv as conv_kernels
+from edgecnn.kernels.cpu import threads as thread_budget
+from edgecnn.ops.common import AutoPad
+from edgecnn.ops.conv import ConvAttrs, conv
+from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
+from edgecnn.testing import ODD_SIZES
+from kernels.support import assert_matches, fast_run, reference_run
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def activations(draw: st.DrawFn) -> dict[str, Any]:
+    kind = draw(st.sampled_from(ACTIVATIONS))
+    low = draw(st.floats(-2.0, 0.5))
+    return {
+        "activation": kind,
+        "alpha": draw(st.floats(0.0, 0.5)),
+        "low": low,
+        "high": low + draw(st.floats(0.1, 3.0)),
+    }
+
+
+@st.composite
+def conv_cases(draw: st.DrawFn) -> dict[str, Any]:
+    """A valid 2-D convolution: groups incl. depthwise (with channel multiplier), 1x1 layers."""
+    layout = draw(st.sampled_from(["dense", "grouped", "depthwise", "pointwise"]))
+    if layout == "depthwise":
+        group = draw(st.integers(2, 17))
+        in_channels, out_channels = group, group * draw(st.integers(1, 2))
+    else:
+        group = draw(st.integers(2, 4)) if layout == "grouped" else 1
+        in_channels = group * draw(st.integers(1, 17 // group))
+        out_channels = group * draw(st.integers(1, 17 // group))
+    if layout == "pointwise":
+        kernel, strides, dilations, pads = (1, 1), (1, 1), (1, 1), (0, 0, 0, 0)
+    else:
+        kernel = (draw(st.integers(1, 5)), draw(st.integers(1, 5)))
+        strides = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+        dilations = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+        pads = tuple(draw(st.integers(0, 2)) for _ in range(4))
+    auto_pad = AutoPad.NOTSET
+    if layout != "pointwise" and draw(st.integers(0, 5)) == 0:
+        auto_pad = draw(st.sampled_from([AutoPad.SAME_UPPER, AutoPad.SAME_LOWER, AutoPad.VALID]))
+    spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    padded = [0, 0] if auto_pad is AutoPad.VALID else [pads[0] + pads[2], pads[1] + pads[3]]
+    if auto_pad in (AutoPad.SAME_UPPER, AutoPad.SAME_LOWER):
+        padded = spans  # SAME always leaves an output
+    height = draw(st.integers(max(1, spans[0] - padded[0]), 19))
+    width = draw(st.integers(max(1, spans[1] - padded[1]), 19))
+    batch = draw(st.integers(1, 3))
+    geometry = {
+        "kernel_shape": kernel,
+        "strides": strides,
+        "dilations": dilations,
+        "pads": pads if auto_pad is AutoPad.NOTSET else (),
+        "group": group,
+        "auto_pad": auto_pad,
+    }
+    return {
+        "layout": layout,
+        "x_shape": (batch, in_channels, height, width),
+        "w_shape": (out_channels, in_channels // group, *kernel),
+        "geometry": geometry,
+        "bias": draw(st.booleans()),
+        "activation": draw(activations()),
+        "threads": draw(st.sampled_from([1, 2])),
+        "seed": draw(st.integers(0, 2**16)),
+    }
+
+
+def expected_kernel(case: dict[str, Any]) -> str:
+    """The heuristic: depthwise for group == C_in > 1, direct GEMM for unpadded 1x1 stride 1."""
+    geometry, channels = case["geometry"], case["x_shape"][1]
+    if geometry.get("group", 1) == channels > 1:
+        return "depthwise"
+    same = geometry.get("auto_pad", AutoPad.NOTSET) is not AutoPad.NOTSET
+    unpadded = same or not any(geometry.get("pads", ()))
+    if geometry["kernel_shape"] == (1, 1) and geometry.get("strides", (1, 1)) == (1, 1) and unpadded:
+        return "gemm_1x1"
+    return "im2col_gemm"
+
+
+def check_conv(case: dict[str, Any]) -> str:
+    """Run the case both ways, compare, and return the fast kernel's name."""
+    rng = np.random.default_rng(case["seed"])
+    x = rng.standard_normal(case["x_shape"], dtype=np.float32)
+    w = rng.standard_normal(case["w_shape"], dtype=np.float32)
+    b = rng.standard_normal(case["w_shape"][0], dtype=np.float32) if case["bias"] else None
+    plain = ConvAttrs(**case["geometry"])
+    fused = case["activation"]["activation"] != "none"
+    op, attrs = (
+        ("FusedConv", FusedConvAttrs(**case["geometry"], **case["activation"])) if fused else ("Conv", plain)
+    )
+    inputs = [x, w] if b is None else [x, w, b]
+    constants = tuple(range(1, len(inputs)))
+    actual, kernel = fast_run(op, attrs, inputs, constants, case["threads"])
+    expected = reference_run(op, attrs, inputs, constants)
+    magnitude = conv(plain, np.abs(x), np.abs(w), None if b is None else np.abs(b)).max()
+    assert_matches(actual, expected, magnitude)
+    return kernel
+
+
+@SETTINGS
+@given(conv_cases())
+def test_conv_kernels_match_reference(case: dict[str, Any]) -> None:
+    assert check_conv(case) == expected_kernel(case)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conv_cases())
+def test_matmul_fallback_matches_reference(case: dict[str, Any]) -> None:
+    """The np.matmul kernels that replace the tiled ones when BLAS cannot be called from numba."""
+    with mock.patch.object(blas, "AVAILABLE", False):
+        assert check_conv(case) == expected_kernel(case)
+
+
+def odd_case(size: int, layout: str, threads: int) -> dict[str, Any]:
+    depthwise = layout == "depthwise"
+    channels = max(size, 2) if depthwise else size
+    kernel = (1, 1) if layout == "pointwise" else (3, 3)
+    pads = (0, 0, 0, 0) if layout == "pointwise" else (1, 1, 1, 1)
+    return {
+        "layout": layout,
+        "x_shape": (1, channels, size, size + 2),
+        "w_shape": (channels if depthwise else 5, 1 if depthwise else channels, *kernel),
+        "geometry": {"kernel_shape": kernel, "pads": pads, "group": channels if depthwise else 1},
+        "bias": True,
+        "activation": {"activation": "relu"},
+        "threads": threads,
+        "seed": size,
+    }
+
+
+@pytest.mark.parametrize("layout", ["dense", "pointwise", "depthwise"])
+@pytest.mark.parametrize("size", ODD_SIZES)
+def test_odd_sizes(size: int, layout: str) -> None:
+    for threads in (1, 2):
+        case = odd_case(size, layout, threads)
+        assert check_conv(case) == expected_kernel(case)
+
+
+def test_large_layer_is_tiled_across_threads() -> None:
+    """A layer big enough to be cut into several tiles per image (the cache-sized im2col tiles)."""
+    case = odd_case(31, "dense", 2)
+    case["x_shape"] = (2, 64, 40, 41)
+    case["w_shape"] = (24, 64, 3, 3)
+    assert check_conv(case) == "im2col_gemm"
+    case["threads"] = 1
+    case["activation"] = {"activation": "clip", "low": 0.0, "high": 6.0}
+    assert check_conv(case) == "im2col_gemm"
+
+
+def test_runtime_weights_use_the_reference() -> None:
+    """Weights that are graph inputs (not constants) are not packed: the reference kernel runs."""
+    x = np.ones((1, 2, 5, 5), np.float32)
+    w = np.ones((3, 2, 3, 3), np.float32)
+    _, kernel = fast_run("Conv", ConvAttrs(), [x, w], (), 1)
+    assert kernel == "reference"
+
+
+def test_same_padding_is_resolved_per_input_shape() -> None:
+    case = odd_case(13, "dense", 2)
+    case["geometry"] = {"kernel_shape": (4, 4), "strides": (2, 2), "auto_pad": AutoPad.SAME_LOWER}
+    case["w_shape"] = (5, 13, 4, 4)
+    assert check_conv(case) == "im2col_gemm"
+    case["geometry"] = {**case["geometry"], "auto_pad": AutoPad.SAME_UPPER}
+    assert check_conv(case) == "im2col_gemm"
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conv_cases())
+def test_tiny_tiles_across_threads(case: dict[str, Any]) -> None:
+    """Small layers cut into many narrow tiles on 2 threads: tile edges inside and across output rows."""
+    case["threads"] = 2
+    with (
+        mock.patch.object(conv_kernels, "GEMM_GRAIN", 0),
+        mock.patch.object(thread_budget, "GRAIN", 0),
+        mock.patch.object(tiling, "COLUMNS_BYTES", 256),
+        mock.patch.object(tiling, "MIN_COLUMNS", 3),
+        mock.patch.object(tiling, "MIN_ROWS", 1),
+    ):
+        assert check_conv(case) == expected_kernel(case)
