@@ -1,0 +1,44 @@
+"""Whole models: the fast CPU kernels give the reference kernels' outputs."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+import edgecnn
+from edgecnn.kernels.cpu import cpu_threads
+from edgecnn.model import Model
+from edgecnn.runtime.options import RuntimeOptions
+from kernels.support import assert_matches
+
+
+def test_bundled_face_classifier_matches_reference() -> None:
+    path = resources.files("edgecnn") / "data" / "simplecnn" / "face_binary_cls.onnx"
+    fast = edgecnn.load(str(path), threads=2)
+    reference = Model(fast.graph, RuntimeOptions.resolve(device="reference"))
+    x = np.random.default_rng(0).standard_normal((1, 3, 128, 128), dtype=np.float32)
+    kernels = {step.kernel.name for step in fast.plan_for(x).steps}
+    assert {"im2col_gemm", "pool_2d", "gemm"} <= kernels
+    expected = reference(x)
+    for threads in (1, 2):
+        with cpu_threads(threads):
+            actual = fast(x)
+        assert_matches(actual, expected, np.abs(expected).max())
+
+
+def test_alexnet_with_groups_and_caffe_pooling_matches_reference() -> None:
+    from edgecnn.importers.caffe import load_caffe
+
+    fixture = Path(__file__).parents[1] / "fixtures" / "caffe" / "bvlc_alexnet.deploy.prototxt"
+    graph = load_caffe(str(fixture), random_seed=0)
+    fast = Model(graph, RuntimeOptions.resolve(threads=2))
+    reference = Model(graph, RuntimeOptions.resolve(device="reference"))
+    x = np.random.default_rng(1).standard_normal((1, 3, 227, 227), dtype=np.float32)
+    kernels = [step.kernel.name for step in fast.plan_for(x).steps]
+    assert kernels.count("im2col_gemm") == 5 and kernels.count("pool_2d") == 3
+    expected = reference(x)
+    with cpu_threads(2):
+        actual = fast(x)
+    assert_matches(actual, expected)
