@@ -49,7 +49,9 @@ def assert_matches(actual: np.ndarray, expected: np.ndarray, magnitude: float | 
     assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape}"
     assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != {expected.dtype}"
     atol = 1e-5 * np.maximum(1.0, magnitude)
-    error = np.abs(actual.astype(np.float64) - expected) - 1e-4 * np.abs(expected.astype(np.float64))
-    worst = np.nanmax(error - atol) if error.size else 0.0
     same_nan = np.array_equal(np.isnan(actual), np.isnan(expected))
+    comparable = ~np.isnan(expected) & (actual != expected)  # equal infinities are exact
+    a, e = actual[comparable].astype(np.float64), expected[comparable].astype(np.float64)
+    error = np.abs(a - e) - 1e-4 * np.abs(e) - (atol[comparable] if np.ndim(atol) else atol)
+    worst = error.max() if error.size else 0.0
     assert same_nan and worst <= 0, f"max excess error {worst:.3g} (atol {np.max(atol):.3g})"
