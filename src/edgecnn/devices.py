@@ -1,0 +1,237 @@
+"""Devices a model can run on: ``cpu``, every OpenCL device (``opencl:N``) and CUDA GPUs
+(``cuda:N``, through CuPy). Names are parsed and checked here once, at the API boundary.
+
+``opencl:N`` counts devices over all OpenCL platforms in the order the ICD loader reports them
+(platforms in order, then each platform's devices in order), so the numbering is stable on a machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import re
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from edgecnn.errors import DeviceError
+
+KINDS = ("cpu", "reference", "opencl", "cuda")
+"""Device kinds: the compiled CPU kernels, the numpy reference kernels, OpenCL, CUDA."""
+
+_INDEXED = ("opencl", "cuda")
+_PATTERN = re.compile(r"^(?P<kind>[a-z]+)(?::(?P<index>.*))?$")
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """A parsed device name: its kind (the kernel backend) and, for OpenCL/CUDA, its index."""
+
+    kind: str
+    index: int | None = None
+
+    @property
+    def name(self) -> str:
+        """Canonical name: ``cpu``, ``opencl:0``..."""
+        return self.kind if self.index is None else f"{self.kind}:{self.index}"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One device this machine offers, as `edgecnn devices` lists it."""
+
+    name: str  # canonical name to pass as device=...
+    kind: str
+    index: int | None
+    label: str  # the hardware's own name
+    vendor: str
+    compute_units: int
+    memory_bytes: int
+    platform: str = ""  # OpenCL platform / CUDA runtime; empty for the CPU
+    device_type: str = ""  # "CPU", "GPU", "ACCELERATOR"...
+    version: str = ""
+
+
+def parse_device(text: str) -> DeviceSpec:
+    """Parse ``cpu``, ``reference``, ``opencl``, ``opencl:N``, ``cuda``, ``cuda:N`` (``opencl`` means
+    ``opencl:0``). Checks the syntax only; :func:`find_device` checks the device exists."""
+    if not isinstance(text, str):
+        raise DeviceError(f"a device name must be a string, got {type(text).__name__}")
+    match = _PATTERN.match(text.strip().lower())
+    kind = match.group("kind") if match else ""
+    if kind not in KINDS:
+        raise DeviceError(
+            f"unknown device {text!r}: expected cpu, reference, opencl[:N] or cuda[:N] "
+            "(`edgecnn devices` lists this machine's)"
+        )
+    raw_index = match.group("index") if match else None
+    if kind not in _INDEXED:
+        if raw_index is not None:
+            raise DeviceError(f"device {text!r}: '{kind}' takes no index")
+        return DeviceSpec(kind)
+    if raw_index is None:
+        return DeviceSpec(kind, 0)
+    if not raw_index.isdigit():
+        raise DeviceError(f"device {text!r}: the index after '{kind}:' must be a number >= 0")
+    return DeviceSpec(kind, int(raw_index))
+
+
+# ------------------------------------------------------------------ the device kernels run on
+CPU = DeviceSpec("cpu")
+_active: ContextVar[DeviceSpec] = ContextVar("edgecnn_active_device", default=CPU)
+
+
+def active_device() -> DeviceSpec:
+    """The device that kernel factories prepare for (set by :func:`using_device` while a plan is built)."""
+    return _active.get()
+
+
+@contextlib.contextmanager
+def using_device(device: DeviceSpec | str) -> Iterator[DeviceSpec]:
+    """Within the block, kernel factories prepare their steps for ``device``."""
+    spec = parse_device(device) if isinstance(device, str) else device
+    token = _active.set(spec)
+    try:
+        yield spec
+    finally:
+        _active.reset(token)
+
+
+# ------------------------------------------------------------------------------ discovery
+def list_devices() -> list[DeviceInfo]:
+    """Every device this machine offers: the CPU first, then OpenCL devices, then CUDA GPUs."""
+    return [cpu_device(), *opencl_device_infos(), *cuda_device_infos()]
+
+
+def find_device(text: str) -> DeviceInfo:
+    """The named device if this machine has it; a DeviceError naming the ones it has otherwise."""
+    spec = parse_device(text)
+    if spec.kind in ("cpu", "reference"):
+        return cpu_device()
+    found = opencl_device_infos() if spec.kind == "opencl" else cuda_device_infos()
+    for info in found:
+        if info.index == spec.index:
+            return info
+    have = ", ".join(f"{d.name} ({d.label})" for d in found) or "none"
+    raise DeviceError(f"no device {spec.name} on this machine; {spec.kind} devices here: {have}")
+
+
+def cpu_device() -> DeviceInfo:
+    from edgecnn.runtime.options import available_cores
+
+    label, vendor = _cpu_model()
+    return DeviceInfo(
+        name="cpu",
+        kind="cpu",
+        index=None,
+        label=label,
+        vendor=vendor,
+        compute_units=available_cores(),
+        memory_bytes=_physical_memory(),
+        device_type="CPU",
+        version=platform.machine(),
+    )
+
+
+def _cpu_model() -> tuple[str, str]:
+    """(model name, vendor) from /proc/cpuinfo where there is one."""
+    label, vendor = "", ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key in ("model name", "Model", "Hardware") and not label:
+                label = value.strip()
+            elif key in ("vendor_id", "CPU implementer") and not vendor:
+                vendor = value.strip()
+            if label and vendor:
+                break
+    return label or platform.processor() or platform.machine(), vendor
+
+
+def _physical_memory() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def opencl_devices() -> list[Any]:
+    """pyopencl Device objects in ``opencl:N`` order; empty without pyopencl or an OpenCL platform."""
+    try:
+        import pyopencl as cl
+    except ImportError:
+        return []
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error:  # no ICD installed: CL_PLATFORM_NOT_FOUND_KHR
+        return []
+    devices: list[Any] = []
+    for plat in platforms:
+        try:
+            devices.extend(plat.get_devices())
+        except cl.Error:  # a platform with no usable device
+            continue
+    return devices
+
+
+def opencl_device_infos() -> list[DeviceInfo]:
+    devices = opencl_devices()
+    if not devices:
+        return []
+    import pyopencl as cl
+
+    infos = []
+    for index, dev in enumerate(devices):
+        infos.append(
+            DeviceInfo(
+                name=f"opencl:{index}",
+                kind="opencl",
+                index=index,
+                label=dev.name.strip(),
+                vendor=dev.vendor.strip(),
+                compute_units=int(dev.max_compute_units),
+                memory_bytes=int(dev.global_mem_size),
+                platform=dev.platform.name.strip(),
+                device_type=cl.device_type.to_string(dev.type).replace("ALL | ", ""),
+                version=dev.version.strip(),
+            )
+        )
+    return infos
+
+
+def cuda_device_infos() -> list[DeviceInfo]:
+    """CUDA GPUs through CuPy; empty when CuPy is absent or finds no GPU."""
+    try:
+        import cupy
+    except ImportError:
+        return []
+    try:
+        count = int(cupy.cuda.runtime.getDeviceCount())
+        runtime = cupy.cuda.runtime.runtimeGetVersion()
+    except Exception:  # CuPy without a driver or GPU raises its own CUDARuntimeError
+        return []
+    infos = []
+    for index in range(count):
+        props = cupy.cuda.runtime.getDeviceProperties(index)
+        name = props.get("name", b"")
+        infos.append(
+            DeviceInfo(
+                name=f"cuda:{index}",
+                kind="cuda",
+                index=index,
+                label=name.decode(errors="replace") if isinstance(name, bytes) else str(name),
+                vendor="NVIDIA",
+                compute_units=int(props.get("multiProcessorCount", 0)),
+                memory_bytes=int(props.get("totalGlobalMem", 0)),
+                platform=f"CUDA runtime {runtime // 1000}.{runtime % 1000 // 10}",
+                device_type="GPU",
+                version=f"compute {props.get('major', '?')}.{props.get('minor', '?')}",
+            )
+        )
+    return infos
