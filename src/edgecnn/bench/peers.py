@@ -214,7 +214,8 @@ class NcnnEngine(Engine):
 
         sample_shape = [1, *input_shape[1:]]
         stem = _converted_path(model, work_dir, f"-{'x'.join(map(str, sample_shape))}")
-        param, weights = stem.with_suffix(".ncnn.param"), stem.with_suffix(".ncnn.bin")
+        # not with_suffix: zoo names hold dots ("squeezenet1.1", "w0.5") that it would cut at
+        param, weights = (stem.parent / f"{stem.name}.ncnn.{ext}" for ext in ("param", "bin"))
         if not weights.exists():
             _convert_pnnx(model, sample_shape, param, weights)
         net = ncnn.Net()

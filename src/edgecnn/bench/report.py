@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from edgecnn.bench.runner import REFERENCE_ENGINE, TOLERANCE, BenchResult, Measurement
+from edgecnn.bench.runner import BASELINE_ENGINE, REFERENCE_ENGINE, TOLERANCE, BenchResult, Measurement
 
 NOTES_BEGIN = "<!-- notes: hand-written, kept when the file is regenerated -->"
 NOTES_END = "<!-- end of notes -->"
@@ -71,18 +71,63 @@ def console_table(result: BenchResult) -> Table:
 
 
 def ratio_summary(
-    result: BenchResult, engine: str = REFERENCE_ENGINE
+    result: BenchResult, engine: str = REFERENCE_ENGINE, statistic: str = "median"
 ) -> dict[int, tuple[dict[str, float], float]]:
-    """Per batch: {model: engine's median / onnxruntime's median} and their geometric mean."""
+    """Per batch: {model: engine's latency / onnxruntime's} and their geometric mean."""
     by_batch: dict[int, dict[str, float]] = {}
     for m in result.measurements:
-        ratio = result.ratio(m)
+        ratio = result.ratio(m, statistic)
         if m.engine == engine and ratio is not None:
             by_batch.setdefault(m.batch, {})[m.model] = ratio
     return {
         batch: (ratios, math.exp(sum(math.log(r) for r in ratios.values()) / len(ratios)))
         for batch, ratios in sorted(by_batch.items())
     }
+
+
+def summary_tables(result: BenchResult) -> list[str]:
+    """Per batch, one line per model: latency ratios to onnxruntime of edgecnn (median and min) and of each peer."""
+    peers = [
+        e
+        for e in dict.fromkeys(m.engine for m in result.measurements)
+        if e not in (REFERENCE_ENGINE, BASELINE_ENGINE)
+    ]
+    medians = {e: ratio_summary(result, e) for e in [REFERENCE_ENGINE, *peers]}
+    mins = ratio_summary(result, REFERENCE_ENGINE, "min")
+    lines: list[str] = []
+    for batch, (ratios, geomean) in medians[REFERENCE_ENGINE].items():
+        header = [
+            "model",
+            "edgecnn ms",
+            "onnxruntime ms",
+            "edgecnn / ORT (median)",
+            "(min)",
+            *[f"{p} / ORT" for p in peers],
+        ]
+        lines += [
+            f"Batch {batch}:",
+            "",
+            "| " + " | ".join(header) + " |",
+            "|---|" + "---:|" * (len(header) - 1),
+        ]
+        for model, ratio in ratios.items():
+            ours, base = (_find(result, model, batch, e) for e in (REFERENCE_ENGINE, BASELINE_ENGINE))
+            cells = [model, f"{ours.median_ms:.2f}", f"{base.median_ms:.2f}", f"**{ratio:.2f}**"]
+            cells.append(f"{mins[batch][0][model]:.2f}")
+            cells += [_cell(medians[p].get(batch, ({}, 0.0))[0].get(model)) for p in peers]
+            lines.append("| " + " | ".join(cells) + " |")
+        geo = ["geometric mean", "", "", f"**{geomean:.2f}**", f"{mins[batch][1]:.2f}"]
+        geo += [_cell(medians[p][batch][1] if batch in medians[p] else None) for p in peers]
+        lines += ["| " + " | ".join(geo) + " |", ""]
+    return lines
+
+
+def _find(result: BenchResult, model: str, batch: int, engine: str) -> Measurement:
+    return next(m for m in result.measurements if (m.model, m.batch, m.engine) == (model, batch, engine))
+
+
+def _cell(ratio: float | None) -> str:
+    return "" if ratio is None else f"{ratio:.2f}"
 
 
 def to_markdown(result: BenchResult, chart_name: str | None, notes: str = "") -> str:
@@ -118,17 +163,13 @@ def to_markdown(result: BenchResult, chart_name: str | None, notes: str = "") ->
         + (f", {s.resolution}px input" if s.resolution else ", native input sizes")
         + "); ratio = median latency / onnxruntime's median on the same model and batch (< 1 is faster).",
         f"- GEMM peak: {result.gemm_peak_gflops:.1f} GFLOP/s (np.matmul float32 1024x1024x1024 on {s.threads}"
-        " BLAS threads, best of 5); GFLOP/s = 2 x MACs / median time, MACs from edgecnn's static analysis.",
+        " BLAS threads, best of 5 before and 5 after the run); GFLOP/s = 2 x MACs / median time, MACs from edgecnn's static analysis.",
         f"- Outputs: each engine's output vs edgecnn's, max |diff| / max |edgecnn|; above {TOLERANCE:g} is in bold.",
         "",
     ]
-    summary = ratio_summary(result)
+    summary = summary_tables(result)
     if summary:
-        lines += ["## edgecnn vs onnxruntime (median latency ratio)", ""]
-        for batch, (ratios, geomean) in summary.items():
-            cells = " | ".join(f"{model} {ratio:.2f}" for model, ratio in ratios.items())
-            lines.append(f"- batch {batch}: geometric mean **{geomean:.2f}x** ({cells})")
-        lines.append("")
+        lines += ["## Latency relative to onnxruntime (< 1: faster than onnxruntime)", "", *summary]
     if chart_name:
         lines += [f"![median latency relative to onnxruntime]({chart_name})", ""]
     lines += ["## Results", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]

@@ -245,10 +245,12 @@ class BenchResult:
                 return m
         return None
 
-    def ratio(self, m: Measurement) -> float | None:
-        """Median latency relative to onnxruntime's on the same case (< 1: faster)."""
+    def ratio(self, m: Measurement, statistic: str = "median") -> float | None:
+        """Latency (median, or min) relative to onnxruntime's on the same case (< 1: faster)."""
         base = self.baseline(m.model, m.batch)
-        return m.median_ms / base.median_ms if base is not None and m.ok else None
+        if base is None or not m.ok:
+            return None
+        return m.min_ms / base.min_ms if statistic == "min" else m.median_ms / base.median_ms
 
     def to_dict(self) -> dict[str, object]:
         rows = []
@@ -309,7 +311,9 @@ class BenchResult:
                 **self.skipped_engines,
             },
             skipped_cases=skipped,
-            gemm_peak_gflops=self.gemm_peak_gflops,
+            gemm_peak_gflops=max(
+                self.gemm_peak_gflops, previous.gemm_peak_gflops
+            ),  # the best seen is the roofline
             machine=self.machine,
             commands=list(dict.fromkeys(previous.commands + self.commands)),
             date=self.date,
@@ -327,6 +331,7 @@ def run_benchmark(
     from edgecnn.bench.machine import load_average, machine_info
 
     load_before = load_average()
+    peak_before = gemm_peak_gflops(settings.threads)  # measured again at the end: other load makes one low
     measurements: list[Measurement] = []
     all_cases = cases(settings)
     for case in all_cases:
@@ -340,7 +345,7 @@ def run_benchmark(
         measurements=measurements,
         skipped_engines=dict(skipped_engines),
         skipped_cases=[c for c in all_cases if c.skipped],
-        gemm_peak_gflops=gemm_peak_gflops(settings.threads),
+        gemm_peak_gflops=max(peak_before, gemm_peak_gflops(settings.threads)),
         machine=machine,
         date=time.strftime("%Y-%m-%d %H:%M %Z"),
     )
