@@ -1,0 +1,96 @@
+"""MaxPool, AveragePool (1-D and 2-D, pads, strides, dilations, ceil_mode, count_include_pad) and the
+global pools on OpenCL: one work item per output."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.opencl.array import DeviceArray
+from edgecnn.kernels.opencl.step import OpenCLStep, device_for_plan, is_float32, opencl_kernel, shape_of
+from edgecnn.ops.pool import pool_geometry
+
+Types = Sequence["TensorType | None"]
+Values = Sequence["np.ndarray | None"]
+
+
+def pool_supported(node: Node, types: Types, values: Values) -> bool:
+    return is_float32(types[0], (3, 4))
+
+
+def pool_args(
+    node: Node, x_shape: tuple[int, ...]
+) -> tuple[tuple[int, ...], tuple[np.int32, ...], tuple[int, int]]:
+    """(output shape, POOL_GEOMETRY of pool.cl, end pads (rows, cols)); 1-D pools as 2-D with height 1."""
+    geo = pool_geometry(node.attrs, x_shape)
+    assert geo.pads is not None
+    out_shape = (*x_shape[:2], *geo.out)
+    if len(geo.kernel) == 1:
+        size, out = (1, x_shape[2]), (1, geo.out[0])
+        kernel, strides, dilations = (1, *geo.kernel), (1, *geo.strides), (1, *geo.dilations)
+        begins, ends = (0, geo.pads[0]), (0, geo.pads[1])
+    else:
+        size, out = x_shape[2:], geo.out
+        kernel, strides, dilations = geo.kernel, geo.strides, geo.dilations
+        begins, ends = geo.pads[:2], geo.pads[2:]
+    values = (*size, *out, *kernel, *strides, *begins, *dilations)
+    return out_shape, tuple(np.int32(v) for v in values), (int(ends[0]), int(ends[1]))
+
+
+@opencl_kernel("MaxPool", when=pool_supported, name="opencl_max_pool")
+def opencl_max_pool(node: Node, types: Types, values: Values) -> OpenCLStep:
+    device = device_for_plan()
+    out_shape, geometry, _ = pool_args(node, shape_of(types[0]))
+    total = int(np.prod(out_shape))
+
+    def launch(x: DeviceArray) -> DeviceArray:
+        y = DeviceArray.empty(device, out_shape)
+        device.launch_1d("max_pool2d", total, x.buffer, y.buffer, *geometry)
+        return y
+
+    return OpenCLStep(device, launch, (0,))
+
+
+@opencl_kernel("AveragePool", when=pool_supported, name="opencl_average_pool")
+def opencl_average_pool(node: Node, types: Types, values: Values) -> OpenCLStep:
+    device = device_for_plan()
+    out_shape, geometry, (end_h, end_w) = pool_args(node, shape_of(types[0]))
+    total = int(np.prod(out_shape))
+    extra = (np.int32(end_h), np.int32(end_w), np.int32(node.attrs.count_include_pad))
+
+    def launch(x: DeviceArray) -> DeviceArray:
+        y = DeviceArray.empty(device, out_shape)
+        device.launch_1d("avg_pool2d", total, x.buffer, y.buffer, *geometry, *extra)
+        return y
+
+    return OpenCLStep(device, launch, (0,))
+
+
+def global_supported(node: Node, types: Types, values: Values) -> bool:
+    return is_float32(types[0]) and (types[0].rank or 0) >= 3  # type: ignore[union-attr]
+
+
+def _global_pool(node: Node, types: Types, is_max: bool) -> OpenCLStep:
+    device = device_for_plan()
+    shape = shape_of(types[0])
+    planes, size = shape[0] * shape[1], int(np.prod(shape[2:]))
+    out_shape = (*shape[:2], *([1] * (len(shape) - 2)))
+
+    def launch(x: DeviceArray) -> DeviceArray:
+        y = DeviceArray.empty(device, out_shape)
+        device.launch_1d("global_pool", planes, x.buffer, y.buffer, np.int32(size), np.int32(is_max))
+        return y
+
+    return OpenCLStep(device, launch, (0,))
+
+
+@opencl_kernel("GlobalAveragePool", when=global_supported, name="opencl_global_average_pool")
+def opencl_global_average_pool(node: Node, types: Types, values: Values) -> OpenCLStep:
+    return _global_pool(node, types, is_max=False)
+
+
+@opencl_kernel("GlobalMaxPool", when=global_supported, name="opencl_global_max_pool")
+def opencl_global_max_pool(node: Node, types: Types, values: Values) -> OpenCLStep:
+    return _global_pool(node, types, is_max=True)
