@@ -30,7 +30,7 @@ def activations(draw: st.DrawFn) -> dict[str, Any]:
     low = draw(st.floats(-2.0, 0.5))
     return {
         "activation": kind,
-        "alpha": draw(st.floats(0.0, 0.5)),
+        "negative_slope": draw(st.floats(0.0, 0.5)),
         "low": low,
         "high": low + draw(st.floats(0.1, 3.0)),
     }

@@ -376,7 +376,7 @@ def test_activation_fuses_into_conv(case: str) -> None:
 
 def test_activation_parameters_are_carried() -> None:
     leaky, _ = ACTIVATION_CASES["leaky_relu"]
-    assert fuse_activation(conv_graph(leaky, {}, ["y"])).graph.nodes[0].attrs.alpha == pytest.approx(0.2)
+    assert fuse_activation(conv_graph(leaky, {}, ["y"])).graph.nodes[0].attrs.negative_slope == pytest.approx(0.2)
     clip, constants = ACTIVATION_CASES["relu6"]
     attrs = fuse_activation(conv_graph(clip, dict(constants), ["y"])).graph.nodes[0].attrs
     assert (attrs.low, attrs.high) == (0.0, 6.0)
@@ -398,14 +398,16 @@ def test_activation_fuses_into_gemm_keeping_its_alpha(op: str) -> None:
     assert_outputs_unchanged(graph, {"a": random((3, 8), 81, -3.0, 3.0)})
 
 
-def test_leaky_relu_stays_after_gemm() -> None:
-    """FusedGemmAttrs has one ``alpha`` (Gemm's scale), so it cannot also hold a leaky slope."""
+def test_leaky_relu_after_gemm_keeps_gemm_alpha_apart_from_the_slope() -> None:
+    """FusedGemm holds Gemm's ``alpha`` (a scale) and the activation's ``negative_slope`` apart."""
     nodes = [
         Node("Gemm", "fc", ["a", "b"], ["g"], GemmAttrs(alpha=0.5, trans_b=True)),
         Node("LeakyRelu", "act", ["g"], ["y"], LeakyReluAttrs(0.1)),
     ]
     graph = Graph([TensorSpec("a", "float32", (3, 8))], ["y"], nodes, {"b": random((5, 8), 80)})
-    assert fuse_activation(graph).changes == []
+    fused = fuse_activation(graph).graph.nodes
+    assert [n.op for n in fused] == ["FusedGemm"]
+    assert (fused[0].attrs.alpha, fused[0].attrs.negative_slope) == (0.5, pytest.approx(0.1))
     assert_outputs_unchanged(graph, {"a": random((3, 8), 81)})
 
 
@@ -466,7 +468,7 @@ def test_darknet_bn_and_leaky_disappear(cfg: str) -> None:
     assert len(optimized.nodes) == len(graph.nodes) - counts["BatchNormalization"] - counts["LeakyRelu"]
     for node in optimized.nodes:
         if node.op == "FusedConv":
-            assert node.attrs.activation == "leaky_relu" and node.attrs.alpha == pytest.approx(0.1)
+            assert node.attrs.activation == "leaky_relu" and node.attrs.negative_slope == pytest.approx(0.1)
         assert all(producers.get(x, node).op != "BatchNormalization" for x in node.inputs)
     assert_outputs_unchanged(graph, {"input": random((1, 3, 64, 64), 5, 0.0, 1.0)}, rtol=1e-4)
 

@@ -22,10 +22,12 @@ ACTIVATIONS = ("none", "relu", "leaky_relu", "clip", "sigmoid", "hard_swish", "s
 
 @dataclass(frozen=True)
 class FusedActivation:
-    """``activation`` with its parameters: ``alpha`` (leaky_relu), ``low``/``high`` (clip)."""
+    """``activation`` with its parameters: ``negative_slope`` (leaky_relu), ``low``/``high`` (clip).
+
+    Field names must not clash with the layer attrs they are combined with (Gemm has ``alpha``)."""
 
     activation: str = "none"
-    alpha: float = 0.01
+    negative_slope: float = 0.01
     low: float = -math.inf
     high: float = math.inf
 
@@ -41,7 +43,7 @@ class FusedActivation:
         if kind == "relu":
             out = np.maximum(y, 0)
         elif kind == "leaky_relu":
-            out = np.where(y >= 0, y, y * y.dtype.type(self.alpha))
+            out = np.where(y >= 0, y, y * y.dtype.type(self.negative_slope))
         elif kind == "clip":
             out = np.clip(y, self.low, self.high)
         elif kind == "sigmoid":

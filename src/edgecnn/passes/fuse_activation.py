@@ -43,7 +43,7 @@ def _single_activation(graph: Graph, node: Node, x: str) -> FusedActivation | No
     if node.op in UNARY and len(node.inputs) == 1:
         return FusedActivation(UNARY[node.op])
     if node.op == "LeakyRelu" and len(node.inputs) == 1:
-        return FusedActivation("leaky_relu", alpha=float(node.attrs.alpha))
+        return FusedActivation("leaky_relu", negative_slope=float(node.attrs.alpha))
     if node.op == "Clip" and x not in node.inputs[1:]:
         low, high = _clip_bound(graph, node, 1, -math.inf), _clip_bound(graph, node, 2, math.inf)
         if low is not None and high is not None:
@@ -64,14 +64,6 @@ def _silu(graph: Graph, readers: list[Node], consumers: dict[str, list[Node]], x
     if consumers.get(gate) != [mul] or gate in graph.outputs:
         return []
     return [sigmoid, mul]
-
-
-def _representable(node: Node, activation: FusedActivation) -> bool:
-    """False when the fused attrs cannot hold both the layer's and the activation's settings:
-    FusedGemmAttrs has a single ``alpha`` field, which is Gemm's scale, so no leaky slope fits."""
-    _, base, _ = FUSIBLE[node.op]
-    shared = {f.name for f in fields(base)} & {f.name for f in fields(FusedActivation)}
-    return not ("alpha" in shared and activation.activation == "leaky_relu")
 
 
 def _fused(node: Node, activation: FusedActivation, output: str) -> Node:
@@ -121,6 +113,6 @@ def _match(
     else:
         pattern = _silu(graph, readers, consumers, x)
         activation = FusedActivation("silu") if pattern else None
-    if activation is None or not _representable(node, activation):
+    if activation is None:
         return [], None
     return pattern, activation

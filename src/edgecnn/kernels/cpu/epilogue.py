@@ -31,7 +31,7 @@ def activation_args(attrs: object) -> tuple[int, float, float, float]:
     if not isinstance(attrs, FusedActivation):
         return int(ActivationKind.NONE), 0.0, 0.0, 0.0
     kind = ActivationKind[attrs.activation.upper()]
-    return int(kind), float(attrs.alpha), float(attrs.low), float(attrs.high)
+    return int(kind), float(attrs.negative_slope), float(attrs.low), float(attrs.high)
 
 
 @numba.njit(inline="always", cache=True)
