@@ -14,61 +14,10 @@ import numpy as np
 
 from edgecnn.kernels.cpu.blas import gemm_into
 from edgecnn.kernels.cpu.epilogue import activate
-from edgecnn.kernels.cpu.im2col import valid_range
+from edgecnn.kernels.cpu.im2col import im2col_range
 
 
 @numba.njit(cache=True)
-def im2col_range(
-    image: np.ndarray,  # (Cg, H, W): one group's channels of one image
-    kernel_h: int,
-    kernel_w: int,
-    stride_h: int,
-    stride_w: int,
-    pad_top: int,
-    pad_left: int,
-    dilation_h: int,
-    dilation_w: int,
-    out_w: int,
-    p0: int,
-    p1: int,
-    dest: np.ndarray,  # (Cg*KH*KW, >= p1 - p0): columns p0..p1 of the im2col matrix
-) -> None:
-    channels, height, width = image.shape
-    taps = kernel_h * kernel_w
-    first_row, last_row = p0 // out_w, (p1 - 1) // out_w
-    for row in range(channels * taps):
-        c = row // taps
-        ki = (row % taps) // kernel_w
-        kj = row % kernel_w
-        out = dest[row]
-        x_offset = kj * dilation_w - pad_left
-        x_lo, x_hi = valid_range(x_offset, stride_w, width, out_w)
-        for oy in range(first_row, last_row + 1):
-            base = oy * out_w
-            begin = max(p0 - base, 0)
-            end = min(p1 - base, out_w)
-            at = base - p0  # dest index of output column ox is at + ox
-            iy = oy * stride_h - pad_top + ki * dilation_h
-            if iy < 0 or iy >= height:
-                for ox in range(begin, end):
-                    out[at + ox] = 0.0
-                continue
-            src = image[c, iy]
-            lo = min(max(x_lo, begin), end)
-            hi = max(min(x_hi, end), lo)
-            for ox in range(begin, lo):
-                out[at + ox] = 0.0
-            if stride_w == 1:
-                for ox in range(lo, hi):
-                    out[at + ox] = src[ox + x_offset]
-            else:
-                for ox in range(lo, hi):
-                    out[at + ox] = src[ox * stride_w + x_offset]
-            for ox in range(hi, end):
-                out[at + ox] = 0.0
-
-
-@numba.njit(inline="always", cache=True)
 def rows_epilogue(
     tile: np.ndarray,  # (rows, pixels) view of the output
     bias: np.ndarray,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
@@ -82,6 +83,7 @@ class Im2colMatmul(MatmulConvKernel):
                 s.out[0],
                 s.out[1],
                 columns,
+                1 if self.im2col_small else numba.get_num_threads(),
             )
             np.matmul(self.weights, grouped_columns, out=grouped_out[n])
         self.epilogue(out)

@@ -29,6 +29,61 @@ def _tap_ranges(
     return lo, hi, padded
 
 
+@numba.njit(cache=True)
+def _pool_plane(
+    plane: np.ndarray,  # (H, W)
+    stride_h: int,
+    stride_w: int,
+    pad_top: int,
+    pad_left: int,
+    dilation_h: int,
+    dilation_w: int,
+    y_lo: np.ndarray,
+    y_hi: np.ndarray,
+    y_padded: np.ndarray,
+    x_lo: np.ndarray,
+    x_hi: np.ndarray,
+    x_padded: np.ndarray,
+    is_max: bool,
+    count_include_pad: bool,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    dest: np.ndarray,  # (OH, OW), written
+) -> None:
+    """One (image, channel) plane. Indices are cast to unsigned once known to be inside the input:
+    numba then skips its negative-index wraparound, which otherwise costs more than the max itself."""
+    out_h, out_w = dest.shape
+    for oy in range(out_h):
+        k0, k1 = y_lo[oy], y_hi[oy]
+        y0 = oy * stride_h - pad_top
+        for ox in range(out_w):
+            j0, j1 = x_lo[ox], x_hi[ox]
+            x0 = ox * stride_w - pad_left
+            if is_max:
+                best = np.float32(-np.inf)
+                for ki in range(k0, k1):
+                    row = np.uint64(y0 + ki * dilation_h)
+                    for kj in range(j0, j1):
+                        v = plane[row, np.uint64(x0 + kj * dilation_w)]
+                        if v > best or v != v:
+                            best = v
+                result = best
+            else:
+                total = np.float32(0.0)
+                for ki in range(k0, k1):
+                    row = np.uint64(y0 + ki * dilation_h)
+                    for kj in range(j0, j1):
+                        total += plane[row, np.uint64(x0 + kj * dilation_w)]
+                divisor = y_padded[oy] * x_padded[ox] if count_include_pad else (k1 - k0) * (j1 - j0)
+                result = total / np.float32(divisor) if divisor > 0 else np.float32(np.nan)
+            if kind == 0:
+                dest[np.uint64(oy), np.uint64(ox)] = result
+            else:
+                dest[np.uint64(oy), np.uint64(ox)] = activate(result, kind, alpha, low, high)
+
+
 @numba.njit(parallel=True, cache=True)
 def pool_2d(
     x: np.ndarray,  # (N, C, H, W)
@@ -51,41 +106,37 @@ def pool_2d(
     out: np.ndarray,  # (N, C, OH, OW), written
 ) -> None:
     """Windows may run past the padded input (ceil_mode): those taps never count. With
-    count_include_pad, average divides by the taps inside the *padded* input. Max propagates NaN."""
+    count_include_pad, average divides by the taps inside the *padded* input. Max propagates NaN.
+    Parallel over planes; each plane runs in a separately compiled function (numba optimises a
+    parallel loop's body less well than a plain function)."""
     batch, channels, height, width = x.shape
     out_h, out_w = out.shape[2], out.shape[3]
     y_lo, y_hi, y_padded = _tap_ranges(out_h, stride_h, pad_top, pad_bottom, dilation_h, height, kernel_h)
     x_lo, x_hi, x_padded = _tap_ranges(out_w, stride_w, pad_left, pad_right, dilation_w, width, kernel_w)
     for job in numba.prange(batch * channels):
-        n = job // channels
-        c = job % channels
-        plane = x[n, c]
-        dest = out[n, c]
-        for oy in range(out_h):
-            y0 = oy * stride_h - pad_top
-            for ox in range(out_w):
-                x0 = ox * stride_w - pad_left
-                if is_max:
-                    best = -np.inf
-                    for ki in range(y_lo[oy], y_hi[oy]):
-                        row = plane[y0 + ki * dilation_h]
-                        for kj in range(x_lo[ox], x_hi[ox]):
-                            v = row[x0 + kj * dilation_w]
-                            if v > best or v != v:
-                                best = v
-                    result = best
-                else:
-                    total = 0.0
-                    for ki in range(y_lo[oy], y_hi[oy]):
-                        row = plane[y0 + ki * dilation_h]
-                        for kj in range(x_lo[ox], x_hi[ox]):
-                            total += row[x0 + kj * dilation_w]
-                    if count_include_pad:
-                        divisor = y_padded[oy] * x_padded[ox]
-                    else:
-                        divisor = (y_hi[oy] - y_lo[oy]) * (x_hi[ox] - x_lo[ox])
-                    result = total / divisor if divisor > 0 else np.nan
-                dest[oy, ox] = activate(result, kind, alpha, low, high)
+        n, c = job // channels, job % channels
+        _pool_plane(
+            x[n, c],
+            stride_h,
+            stride_w,
+            pad_top,
+            pad_left,
+            dilation_h,
+            dilation_w,
+            y_lo,
+            y_hi,
+            y_padded,
+            x_lo,
+            x_hi,
+            x_padded,
+            is_max,
+            count_include_pad,
+            kind,
+            alpha,
+            low,
+            high,
+            out[n, c],
+        )
 
 
 @numba.njit(parallel=True, cache=True)

@@ -56,8 +56,9 @@ def plan_tiles(
         if balanced <= columns and columns / balanced >= MIN_COLUMNS / 2:
             column_tiles = balanced
     column_step = math.ceil(columns / column_tiles)
-    if column_step > 16 and column_tiles > 1:
-        column_step = min(columns, _round_up(column_step, 16))  # whole SIMD blocks per tile
+    aligned = _round_up(column_step, 16)  # whole SIMD blocks per tile, where the tile count allows
+    if column_tiles > 1 and math.ceil(columns / aligned) == column_tiles:
+        column_step = aligned
     column_tiles = math.ceil(columns / column_step)
     row_step = math.ceil(rows / row_tiles)
     row_tiles = math.ceil(rows / row_step)
