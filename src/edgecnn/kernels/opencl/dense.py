@@ -132,7 +132,7 @@ def opencl_matmul(node: Node, types: Types, values: Values) -> OpenCLStep:
     if values[1] is not None and not b_batched:
         b_const, b_layout = packed_weights(device, values[1].reshape(k, n), False, variant)
     else:
-        b_const, b_layout = None, Operand.row_major(k, n, batched=bool(b_batched))
+        b_const, b_layout = constant_on_device(device, values, 1), Operand.row_major(k, n, bool(b_batched))
 
     def launch(a: DeviceArray, b: DeviceArray) -> DeviceArray:
         a, b = either(a_const, a), either(b_const, b)

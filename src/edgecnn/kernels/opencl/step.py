@@ -101,15 +101,13 @@ def either(constant: DeviceArray | None, value: Any) -> Any:
 
 
 def activation_params(attrs: Any) -> tuple[np.int32, np.float32, np.float32, np.float32]:
-    """(code, negative slope, low, high) of a fused op's activation. The slope is ``negative_slope``,
-    or ``alpha`` on attrs from before that field was named (FusedGemm's alpha then doubled as both)."""
-    kind = getattr(attrs, "activation", "none")
-    slope = getattr(attrs, "negative_slope", None)
-    if slope is None:
-        slope = getattr(attrs, "alpha", 0.01)
-    low = getattr(attrs, "low", -math.inf)
-    high = getattr(attrs, "high", math.inf)
-    return np.int32(ACTIVATION_CODES[kind]), np.float32(slope), np.float32(low), np.float32(high)
+    """(code, negative slope, low, high) of a fused op's activation (edgecnn.ops.fused.FusedActivation)."""
+    return (
+        np.int32(ACTIVATION_CODES[attrs.activation]),
+        np.float32(attrs.negative_slope),
+        np.float32(attrs.low),
+        np.float32(attrs.high),
+    )
 
 
 NO_ACTIVATION = (np.int32(0), np.float32(0.0), np.float32(-math.inf), np.float32(math.inf))

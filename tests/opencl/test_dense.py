@@ -1,0 +1,143 @@
+"""GEMM on OpenCL: the three kernels directly, and Gemm / FusedGemm / MatMul against the reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edgecnn.kernels.opencl import DeviceArray, get_device
+from edgecnn.kernels.opencl.gemm import VARIANTS, Epilogue, Operand, choose_variant, enqueue_gemm
+from edgecnn.kernels.opencl.step import activation_params
+from edgecnn.ops.dense import GemmAttrs
+from edgecnn.ops.fused import ACTIVATIONS, FusedGemmAttrs
+from opencl.support import check_node, rand
+
+SIZES = st.integers(1, 37)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    m=SIZES,
+    n=SIZES,
+    k=SIZES,
+    batches=st.integers(1, 3),
+    trans_a=st.booleans(),
+    trans_b=st.booleans(),
+    seed=st.integers(0, 99),
+)
+def test_every_variant_multiplies_batched_and_transposed_operands(
+    m: int, n: int, k: int, batches: int, trans_a: bool, trans_b: bool, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    device = get_device(0)
+    a, b = rand(rng, batches, m, k), rand(rng, batches, k, n)
+    bias = rand(rng, m)  # one per row, the conv layout
+    stored_a = np.ascontiguousarray(a.transpose(0, 2, 1)) if trans_a else a
+    stored_b = np.ascontiguousarray(b.transpose(0, 2, 1)) if trans_b else b
+    a_layout = Operand.col_major(m, k, batched=True) if trans_a else Operand.row_major(m, k, batched=True)
+    b_layout = Operand.col_major(k, n, batched=True) if trans_b else Operand.row_major(k, n, batched=True)
+    da, db, dbias = (DeviceArray.upload(device, v) for v in (stored_a, stored_b, bias))
+    expected = 0.5 * (a @ b) + 2.0 * bias[:, None]
+    for variant in VARIANTS:
+        y = DeviceArray.empty(device, (batches, m, n))
+        enqueue_gemm(device, variant, m, n, k, batches, da.buffer, a_layout, db.buffer, b_layout, y.buffer,
+                     0, dbias.buffer, Operand(1, 0), Epilogue(0.5, 2.0))  # fmt: skip
+        np.testing.assert_allclose(y.get(), expected, rtol=1e-4, atol=1e-5 * k, err_msg=variant)
+
+
+def test_a_shared_left_operand_wraps_with_batch_mod() -> None:
+    """Conv groups: batch b uses weights block b % groups."""
+    rng = np.random.default_rng(0)
+    device = get_device(0)
+    groups, images, m, n, k = 3, 2, 5, 7, 6
+    w, cols = rand(rng, groups, m, k), rand(rng, images * groups, k, n)
+    dw, dc = DeviceArray.upload(device, w), DeviceArray.upload(device, cols)
+    for variant in VARIANTS:
+        y = DeviceArray.empty(device, (images * groups, m, n))
+        enqueue_gemm(device, variant, m, n, k, images * groups, dw.buffer, Operand(k, 1, groups, m * k),
+                     dc.buffer, Operand.row_major(k, n, batched=True), y.buffer)  # fmt: skip
+        expected = np.stack([w[b % groups] @ cols[b] for b in range(images * groups)])
+        np.testing.assert_allclose(y.get(), expected, rtol=1e-4, atol=1e-5 * k, err_msg=variant)
+
+
+def test_unknown_variant_is_refused() -> None:
+    device = get_device(0)
+    x = DeviceArray.empty(device, (1,))
+    with pytest.raises(ValueError, match="unknown GEMM variant 'fast'"):
+        enqueue_gemm(device, "fast", 1, 1, 1, 1, x.buffer, Operand(1, 1), x.buffer, Operand(1, 1), x.buffer)
+
+
+def test_variant_choice_by_size() -> None:
+    assert choose_variant(512, 512, 1024) == "tiled"
+    assert choose_variant(1, 500, 800) == "vec4"  # one row: nothing to tile
+    assert choose_variant(3, 3, 3) == "scalar"
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    m=SIZES, n=SIZES, k=SIZES, trans_a=st.booleans(), trans_b=st.booleans(),
+    c_shape=st.sampled_from(["none", "scalar", "row", "column", "full"]),
+    alpha=st.sampled_from([1.0, 0.5]), beta=st.sampled_from([1.0, -2.0]),
+    constants=st.sampled_from([(), (1,), (1, 2), (0, 2)]), seed=st.integers(0, 99),
+)  # fmt: skip
+def test_gemm_matches_reference(
+    m: int, n: int, k: int, trans_a: bool, trans_b: bool, c_shape: str, alpha: float, beta: float,
+    constants: tuple[int, ...], seed: int,
+) -> None:  # fmt: skip
+    rng = np.random.default_rng(seed)
+    a = rand(rng, k, m) if trans_a else rand(rng, m, k)
+    b = rand(rng, n, k) if trans_b else rand(rng, k, n)
+    shapes = {"scalar": (), "row": (n,), "column": (m, 1), "full": (m, n)}
+    c = None if c_shape == "none" else rand(rng, *shapes[c_shape])
+    attrs = GemmAttrs(alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b)
+    check_node("Gemm", attrs, [a, b, c], [i for i in constants if i < 2 or c is not None], "opencl_gemm", k)
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_fused_gemm_applies_every_activation(activation: str) -> None:
+    rng = np.random.default_rng(1)
+    a, b, c = rand(rng, 3, 40), rand(rng, 17, 40), rand(rng, 17)
+    attrs = FusedGemmAttrs(trans_b=True, activation=activation, low=-0.5, high=0.75)
+    check_node("FusedGemm", attrs, [4 * a, b, c], (1, 2), "opencl_fused_gemm", 40)
+
+
+def test_leaky_slope_is_not_gemm_alpha() -> None:
+    rng = np.random.default_rng(1)
+    a, b = rand(rng, 6, 9), rand(rng, 9, 5)
+    attrs = FusedGemmAttrs(alpha=2.0, activation="leaky_relu", negative_slope=0.3)
+    assert activation_params(attrs)[1] == np.float32(0.3)
+    check_node("FusedGemm", attrs, [a, b], (1,), "opencl_fused_gemm", 9)
+
+
+@pytest.mark.parametrize(
+    ("a_shape", "b_shape"),
+    [
+        ((5, 7), (7, 3)),
+        ((7,), (7, 3)),
+        ((5, 7), (7,)),
+        ((7,), (7,)),
+        ((2, 3, 5, 7), (7, 4)),
+        ((5, 7), (2, 7, 4)),
+        ((2, 3, 5, 7), (2, 3, 7, 4)),
+        ((1, 5, 33), (1, 33, 20)),
+    ],
+)
+@pytest.mark.parametrize("constant_b", [False, True])
+def test_matmul_matches_reference(
+    a_shape: tuple[int, ...], b_shape: tuple[int, ...], constant_b: bool
+) -> None:
+    rng = np.random.default_rng(2)
+    a, b = rand(rng, *a_shape), rand(rng, *b_shape)
+    check_node("MatMul", None, [a, b], (1,) if constant_b else (), "opencl_matmul", a_shape[-1])
+
+
+def test_matmul_with_mixed_batch_broadcasting_falls_back_to_the_reference() -> None:
+    from opencl.support import opencl_run, reference_run
+
+    rng = np.random.default_rng(3)
+    a, b = rand(rng, 2, 1, 3, 4), rand(rng, 1, 3, 4, 5)
+    actual, kernel = opencl_run("MatMul", None, [a, b])
+    assert kernel == "reference"
+    np.testing.assert_allclose(actual, reference_run("MatMul", None, [a, b]), rtol=1e-6)
