@@ -3,7 +3,8 @@ and on the numpy reference; compare within the suite's 1e-4 relative bar."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ if not opencl_devices():
 import edgecnn.kernels.opencl  # noqa: F401  (registers the kernels)
 from edgecnn.ir.dtypes import dtype_name
 from edgecnn.ir.graph import Graph, Node, TensorSpec
+from edgecnn.kernels.opencl import get_device
 from edgecnn.model import Model
 from edgecnn.runtime.options import RuntimeOptions
 from edgecnn.testing import run_node
@@ -85,6 +87,22 @@ def check_node(
     assert name.startswith("opencl_"), f"{op} fell back to {name}"
     assert_matches(actual, reference_run(op, attrs, inputs, constant_inputs), magnitude)
     return name
+
+
+@contextlib.contextmanager
+def kernel_forms(cpu: bool) -> Iterator[None]:
+    """Plans built inside use the CPU-device forms of im2col and pooling (one work item per row) or
+    the GPU forms (one per element), whatever opencl:0 is."""
+    device = get_device(0)
+    saved = device.is_cpu
+    device.is_cpu = cpu
+    try:
+        yield
+    finally:
+        device.is_cpu = saved
+
+
+FORMS = (True, False)
 
 
 def rand(rng: np.random.Generator, *shape: int) -> np.ndarray:

@@ -14,7 +14,7 @@ from edgecnn.kernels.opencl import conv as opencl_conv
 from edgecnn.ops.common import AutoPad
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
-from opencl.support import check_node, rand
+from opencl.support import FORMS, check_node, kernel_forms, rand
 
 
 def out_size(size: int, kernel: int, stride: int, dilation: int, pad: int) -> int:
@@ -41,7 +41,11 @@ def test_conv2d_matches_reference(
     weights = rand(rng, groups * out_per_group, per_group, kh, kw)
     b = rand(rng, groups * out_per_group) if bias else None
     attrs = ConvAttrs(strides=stride, dilations=dilation, pads=pads, group=groups)
-    check_node("Conv", attrs, [x, weights, b], (1, 2) if constant else (), magnitude=per_group * kh * kw)
+    for cpu_forms in FORMS:
+        with kernel_forms(cpu_forms):
+            check_node(
+                "Conv", attrs, [x, weights, b], (1, 2) if constant else (), magnitude=per_group * kh * kw
+            )
 
 
 @pytest.mark.parametrize(

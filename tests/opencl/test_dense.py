@@ -8,7 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgecnn.kernels.opencl import DeviceArray, get_device
-from edgecnn.kernels.opencl.gemm import VARIANTS, Epilogue, Operand, choose_variant, enqueue_gemm
+from edgecnn.kernels.opencl.gemm import (
+    NO_WRAP,
+    VARIANTS,
+    Epilogue,
+    Operand,
+    choose_variant,
+    enqueue_gemm,
+    padded_columns,
+)
 from edgecnn.kernels.opencl.step import activation_params
 from edgecnn.ops.dense import GemmAttrs
 from edgecnn.ops.fused import ACTIVATIONS, FusedGemmAttrs
@@ -41,6 +49,12 @@ def test_every_variant_multiplies_batched_and_transposed_operands(
     da, db, dbias = (DeviceArray.upload(device, v) for v in (stored_a, stored_b, bias))
     expected = 0.5 * (a @ b) + 2.0 * bias[:, None]
     for variant in VARIANTS:
+        if variant == "blocked":  # row-major operands, B's rows padded to whole float8s
+            padded = np.zeros((batches, k, padded_columns(n)), np.float32)
+            padded[:, :, :n] = b
+            da, db = DeviceArray.upload(device, a), DeviceArray.upload(device, padded)
+            a_layout = Operand.row_major(m, k, batched=True)
+            b_layout = Operand(padded.shape[2], 1, NO_WRAP, k * padded.shape[2])
         y = DeviceArray.empty(device, (batches, m, n))
         enqueue_gemm(device, variant, m, n, k, batches, da.buffer, a_layout, db.buffer, b_layout, y.buffer,
                      0, dbias.buffer, Operand(1, 0), Epilogue(0.5, 2.0))  # fmt: skip
@@ -51,7 +65,7 @@ def test_a_shared_left_operand_wraps_with_batch_mod() -> None:
     """Conv groups: batch b uses weights block b % groups."""
     rng = np.random.default_rng(0)
     device = get_device(0)
-    groups, images, m, n, k = 3, 2, 5, 7, 6
+    groups, images, m, n, k = 3, 2, 5, 8, 6
     w, cols = rand(rng, groups, m, k), rand(rng, images * groups, k, n)
     dw, dc = DeviceArray.upload(device, w), DeviceArray.upload(device, cols)
     for variant in VARIANTS:
@@ -70,7 +84,9 @@ def test_unknown_variant_is_refused() -> None:
 
 
 def test_variant_choice_by_size() -> None:
+    assert choose_variant(512, 512, 1024, blockable=True) == "blocked"
     assert choose_variant(512, 512, 1024) == "tiled"
+    assert choose_variant(2, 512, 1024, blockable=True) == "vec4"  # too few rows to block or tile
     assert choose_variant(1, 500, 800) == "vec4"  # one row: nothing to tile
     assert choose_variant(3, 3, 3) == "scalar"
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from edgecnn.ops.common import AutoPad
 from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs
-from opencl.support import check_node, rand
+from opencl.support import FORMS, check_node, kernel_forms, rand
 
 
 @settings(max_examples=30, deadline=None)
@@ -30,11 +30,13 @@ def test_pool2d_matches_reference(
     geometry = dict(
         kernel_shape=(kh, kw), strides=(sh, sw), dilations=(dh, dw), pads=pads, ceil_mode=ceil_mode
     )
-    if kind == "max":
-        check_node("MaxPool", MaxPoolAttrs(**geometry), [x], kernel="opencl_max_pool")  # type: ignore[arg-type]
-    else:
-        attrs = AveragePoolAttrs(**geometry, count_include_pad=count_include_pad)  # type: ignore[arg-type]
-        check_node("AveragePool", attrs, [x], kernel="opencl_average_pool")
+    for cpu_forms in FORMS:
+        with kernel_forms(cpu_forms):
+            if kind == "max":
+                check_node("MaxPool", MaxPoolAttrs(**geometry), [x], kernel="opencl_max_pool")  # type: ignore[arg-type]
+            else:
+                attrs = AveragePoolAttrs(**geometry, count_include_pad=count_include_pad)  # type: ignore[arg-type]
+                check_node("AveragePool", attrs, [x], kernel="opencl_average_pool")
 
 
 @pytest.mark.parametrize(
@@ -57,7 +59,9 @@ def test_pool_special_geometries(op: str, attrs: object) -> None:
     rng = np.random.default_rng(1)
     rank = len(attrs.kernel_shape)  # type: ignore[attr-defined]
     x = rand(rng, 2, 3, *([13] * rank))
-    check_node(op, attrs, [x], kernel=f"opencl_{'max' if op == 'MaxPool' else 'average'}_pool")
+    for cpu_forms in FORMS:
+        with kernel_forms(cpu_forms):
+            check_node(op, attrs, [x], kernel=f"opencl_{'max' if op == 'MaxPool' else 'average'}_pool")
 
 
 def test_max_pool_propagates_nan() -> None:

@@ -25,7 +25,8 @@ def command(
         return
     table = Table(box=None, header_style="bold")
     for column in ("device", "type", "name", "vendor", "units", "memory", "platform"):
-        table.add_column(column, justify="right" if column in ("units", "memory") else "left", no_wrap=True)
+        justify = "right" if column in ("units", "memory") else "left"
+        table.add_column(column, justify=justify, no_wrap=column in ("device", "units", "memory"))
     for d in found:
         table.add_row(
             d.name,

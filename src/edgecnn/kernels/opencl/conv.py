@@ -10,7 +10,15 @@ import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.opencl.array import DeviceArray
-from edgecnn.kernels.opencl.gemm import NO_WRAP, Epilogue, Operand, choose_variant, enqueue_gemm
+from edgecnn.kernels.opencl.gemm import (
+    BLOCK_COLS,
+    NO_WRAP,
+    Epilogue,
+    Operand,
+    choose_variant,
+    enqueue_gemm,
+    padded_columns,
+)
 from edgecnn.kernels.opencl.runtime import OpenCLDevice
 from edgecnn.kernels.opencl.step import (
     NO_ACTIVATION,
@@ -150,16 +158,20 @@ def _conv_parts(node: Node, types: Types, values: Values) -> tuple[OpenCLDevice,
 def _gemm_conv_factory(node: Node, types: Types, values: Values) -> OpenCLStep:
     device, geo, (w_const, b_const), activation = _conv_parts(node, types, values)
     g, mg, kc, p = geo.groups, geo.m // geo.groups, geo.taps, geo.positions
-    variant = choose_variant(mg, p, kc)
+    # im2col writes rows padded for float8 loads; a 1x1 conv reads the input planes, whole float8s
+    # only when the plane size is a multiple of 8.
+    variant = choose_variant(mg, p, kc, blockable=not geo.is_pointwise or p % BLOCK_COLS == 0)
     out_shape = output_shape(node, types, values)
     weights = Operand(kc, 1, g, mg * kc)  # per group an (Mg x Kc) row-major block
     bias_layout = Operand(1, 0, g, mg)  # bias[g * Mg + i] for row i of group g
     epilogue = Epilogue(1.0, 1.0, activation)
-    per_image = g * kc * p * 4
-    chunk = max(1, min(geo.n, COLUMN_BUDGET // max(per_image, 1)))
     # Transposed columns (contiguous along k) suit the float4 kernel; K x P rows suit the others.
-    k_stride, p_stride = (1, kc) if variant == "vec4" else (p, 1)
-    columns = Operand(k_stride, p_stride, NO_WRAP, kc * p)  # element (k, p) at k * k_stride + p * p_stride
+    row = padded_columns(p) if variant == "blocked" else p
+    k_stride, p_stride = (1, kc) if variant == "vec4" else (row, 1)
+    per_image = g * kc * row * 4
+    chunk = max(1, min(geo.n, COLUMN_BUDGET // max(per_image, 1)))
+    columns = Operand(k_stride, p_stride, NO_WRAP, kc * row)  # element (k, p) at k * k_stride + p * p_stride
+    by_rows = device.is_cpu and p_stride == 1  # im2col_rows writes whole contiguous output rows
 
     def launch(x: DeviceArray, w: DeviceArray, b: DeviceArray | None = None) -> DeviceArray:
         w, b = either(w_const, w), either(b_const, b)
@@ -173,8 +185,12 @@ def _gemm_conv_factory(node: Node, types: Types, values: Values) -> OpenCLStep:
         cols = device.allocate(chunk * per_image)
         for n0 in range(0, geo.n, chunk):
             images = min(chunk, geo.n - n0)
-            device.launch_1d("im2col", images * g * kc * p, x.buffer, *geo.args(), np.int32(n0), cols,
-                             np.int32(k_stride), np.int32(p_stride))  # fmt: skip
+            if by_rows:
+                device.launch_1d("im2col_rows", images * g * kc * geo.oh, x.buffer, *geo.args(), np.int32(n0),
+                                 cols, np.int32(k_stride), np.int32(kc * row))  # fmt: skip
+            else:
+                device.launch_1d("im2col", images * g * kc * p, x.buffer, *geo.args(), np.int32(n0), cols,
+                                 np.int32(k_stride), np.int32(p_stride), np.int32(kc * row))  # fmt: skip
             enqueue_gemm(device, variant, mg, p, kc, images * g, w.buffer, weights, cols, columns,
                          y.buffer, n0 * geo.m * p, bias, bias_layout, epilogue)  # fmt: skip
         return y

@@ -9,7 +9,7 @@ import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.opencl.array import DeviceArray
-from edgecnn.kernels.opencl.gemm import Epilogue, Operand, choose_variant, enqueue_gemm
+from edgecnn.kernels.opencl.gemm import Epilogue, Operand, choose_variant, enqueue_gemm, padded_columns
 from edgecnn.kernels.opencl.step import (
     NO_ACTIVATION,
     OpenCLStep,
@@ -43,12 +43,17 @@ def broadcast_operand(shape: tuple[int, ...], rows: int, cols: int) -> Operand:
 
 
 def packed_weights(device, value: np.ndarray, transposed: bool, variant: str) -> tuple[DeviceArray, Operand]:  # type: ignore[no-untyped-def]
-    """B (K x N, stored transposed if ``transposed``) packed once: (N, K) rows for the float4 kernel,
-    which reads along k, and (K, N) rows for the others, whose neighbouring work items read along n."""
+    """B (K x N, stored transposed if ``transposed``) packed once into the layout the variant reads
+    fastest: (N, K) rows for the float4 kernel, which reads along k; (K, N) rows for the others,
+    whose neighbouring work items read along n, zero-padded to whole float8s for the blocked kernel."""
     b = value.T if transposed else value
     k, n = b.shape
     if variant == "vec4":
         return DeviceArray.upload(device, np.ascontiguousarray(b.T)), Operand.col_major(k, n)
+    if variant == "blocked":
+        padded = np.zeros((k, padded_columns(n)), np.float32)
+        padded[:, :n] = b
+        return DeviceArray.upload(device, padded), Operand(padded.shape[1], 1)
     return DeviceArray.upload(device, np.ascontiguousarray(b)), Operand.row_major(k, n)
 
 
@@ -58,7 +63,7 @@ def _gemm_factory(node: Node, types: Types, values: Values) -> OpenCLStep:
     a_shape, b_shape = shape_of(types[0]), shape_of(types[1])
     m, k = (a_shape[1], a_shape[0]) if attrs.trans_a else a_shape
     n = b_shape[0] if attrs.trans_b else b_shape[1]
-    variant = choose_variant(m, n, k)
+    variant = choose_variant(m, n, k, blockable=values[1] is not None and not attrs.trans_a)
     a_layout = Operand.col_major(m, k) if attrs.trans_a else Operand.row_major(m, k)
     a_const = constant_on_device(device, values, 0)
     if values[1] is not None:
@@ -126,7 +131,7 @@ def opencl_matmul(node: Node, types: Types, values: Values) -> OpenCLStep:
     out_shape = shape_of(out_type)
     batches, a_batched, b_batched = _matmul_batches(a_shape, b_shape)  # type: ignore[misc]
     m, k, n = a_shape[-2], a_shape[-1], b_shape[-1]
-    variant = choose_variant(m, n, k)
+    variant = choose_variant(m, n, k, blockable=values[1] is not None and not b_batched)
     a_layout = Operand.row_major(m, k, batched=bool(a_batched))
     a_const = constant_on_device(device, values, 0)
     if values[1] is not None and not b_batched:

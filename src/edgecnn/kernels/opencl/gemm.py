@@ -1,5 +1,6 @@
-"""The three GEMM kernels of seed 001 (scalar, float4-vectorised, tiled in local memory) behind one
-launcher, and the size rule that picks one. Conv, Gemm and MatMul all end here."""
+"""The three GEMM kernels of seed 001 (scalar, float4-vectorised, tiled in local memory) and a
+register-blocked one, behind one launcher, and the size rule that picks one. Conv, Gemm and MatMul
+all end here."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import numpy as np
 from edgecnn.kernels.opencl.runtime import OpenCLDevice
 from edgecnn.kernels.opencl.step import NO_ACTIVATION
 
-VARIANTS = ("scalar", "vec4", "tiled")
+VARIANTS = ("scalar", "vec4", "tiled", "blocked")
+BLOCK_ROWS, BLOCK_COLS = 4, 8
+"""Output block of one gemm_blocked work item; B's rows must be readable to a multiple of BLOCK_COLS."""
 NO_WRAP = 2**31 - 1
 """batch_mod of an operand whose batch index never wraps around."""
 
@@ -52,14 +55,26 @@ class Epilogue:
         return (np.float32(self.alpha), np.float32(self.beta), *self.activation)
 
 
-def choose_variant(m: int, n: int, k: int) -> str:
-    """Tiles pay off once both sides of the output span a tile and k spans several; float4 once k
-    has a few vectors; tiny products run scalar."""
+def choose_variant(m: int, n: int, k: int, blockable: bool = False) -> str:
+    """Register blocks once there are rows to block and B's rows are padded for float8 loads
+    (``blockable``); else tiles once both sides of the output span a tile and k spans several;
+    float4 once k has a few vectors (GEMV-like products); tiny products run scalar."""
+    if blockable and m >= BLOCK_ROWS and n >= BLOCK_COLS:
+        return "blocked"
     if m >= 16 and n >= 16 and k >= 32:
         return "tiled"
     if k >= 16:
         return "vec4"
     return "scalar"
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def padded_columns(n: int) -> int:
+    """Row length that lets gemm_blocked read float8s up to column n."""
+    return ceil_div(n, BLOCK_COLS) * BLOCK_COLS
 
 
 def enqueue_gemm(
@@ -105,10 +120,15 @@ def enqueue_gemm(
     )
     if variant == "tiled":
         ts, wpt = device.tile, device.tile_work
-        groups_n, groups_m = (n + ts - 1) // ts, (m + ts - 1) // ts
+        groups_n, groups_m = ceil_div(n, ts), ceil_div(m, ts)
         device.launch(
             "gemm_tiled", (groups_n * (ts // wpt), groups_m * ts, batches), (ts // wpt, ts, 1), *args
         )
+    elif variant == "blocked":
+        assert a_layout.col == 1 and b_layout.col == 1, "gemm_blocked reads row-major A and B"
+        step = device.local_size
+        columns = ceil_div(ceil_div(n, BLOCK_COLS), step) * step
+        device.launch("gemm_blocked", (columns, ceil_div(m, BLOCK_ROWS), batches), (step, 1, 1), *args)
     elif variant in ("scalar", "vec4"):
         device.launch_1d(f"gemm_{variant}", m * n * batches, *args)
     else:

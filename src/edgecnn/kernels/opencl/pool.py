@@ -9,6 +9,7 @@ import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.opencl.array import DeviceArray
+from edgecnn.kernels.opencl.runtime import OpenCLDevice
 from edgecnn.kernels.opencl.step import OpenCLStep, device_for_plan, is_float32, opencl_kernel, shape_of
 from edgecnn.ops.pool import pool_geometry
 
@@ -39,15 +40,21 @@ def pool_args(
     return out_shape, tuple(np.int32(v) for v in values), (int(ends[0]), int(ends[1]))
 
 
+def pool_launch(device: OpenCLDevice, kernel: str, out_shape: tuple[int, ...]) -> tuple[str, int]:
+    """(kernel, work items): one work item per output row on CPU devices (see pool.cl), else per output."""
+    rows = int(np.prod(out_shape[:-1]))
+    return (f"{kernel}_rows", rows) if device.is_cpu else (kernel, rows * out_shape[-1])
+
+
 @opencl_kernel("MaxPool", when=pool_supported, name="opencl_max_pool")
 def opencl_max_pool(node: Node, types: Types, values: Values) -> OpenCLStep:
     device = device_for_plan()
     out_shape, geometry, _ = pool_args(node, shape_of(types[0]))
-    total = int(np.prod(out_shape))
+    kernel, total = pool_launch(device, "max_pool2d", out_shape)
 
     def launch(x: DeviceArray) -> DeviceArray:
         y = DeviceArray.empty(device, out_shape)
-        device.launch_1d("max_pool2d", total, x.buffer, y.buffer, *geometry)
+        device.launch_1d(kernel, total, x.buffer, y.buffer, *geometry)
         return y
 
     return OpenCLStep(device, launch, (0,))
@@ -57,12 +64,12 @@ def opencl_max_pool(node: Node, types: Types, values: Values) -> OpenCLStep:
 def opencl_average_pool(node: Node, types: Types, values: Values) -> OpenCLStep:
     device = device_for_plan()
     out_shape, geometry, (end_h, end_w) = pool_args(node, shape_of(types[0]))
-    total = int(np.prod(out_shape))
+    kernel, total = pool_launch(device, "avg_pool2d", out_shape)
     extra = (np.int32(end_h), np.int32(end_w), np.int32(node.attrs.count_include_pad))
 
     def launch(x: DeviceArray) -> DeviceArray:
         y = DeviceArray.empty(device, out_shape)
-        device.launch_1d("avg_pool2d", total, x.buffer, y.buffer, *geometry, *extra)
+        device.launch_1d(kernel, total, x.buffer, y.buffer, *geometry, *extra)
         return y
 
     return OpenCLStep(device, launch, (0,))

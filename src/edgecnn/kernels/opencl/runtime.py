@@ -37,6 +37,8 @@ class OpenCLDevice:
         self.queue = cl.CommandQueue(self.context)
         self.pool = pyopencl.tools.MemoryPool(pyopencl.tools.ImmediateAllocator(self.queue))
         self.local_size = min(LOCAL_SIZE, int(device.max_work_group_size))
+        # CPU devices get the row-per-work-item forms of im2col and pooling (see conv.cl).
+        self.is_cpu = bool(device.type & cl.device_type.CPU)
         self.tile, self.tile_work = gemm_tile(int(device.max_work_group_size), int(device.local_mem_size))
         self._program: Any = None
         self._kernels: dict[str, Any] = {}

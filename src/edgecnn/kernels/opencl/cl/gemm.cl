@@ -92,3 +92,34 @@ __kernel __attribute__((reqd_work_group_size(TS / WPT, TS, 1))) void gemm_tiled(
         if (j < N) Y[y_off + (b * M + i) * N + j] = GEMM_FINISH(acc[w], i, j, b);
     }
 }
+
+/* Register-blocked: each work item computes a 4 x 8 block of Y from float8 rows of B, so every B load
+ * feeds 32 multiply-adds (the scalar kernel: one). Needs A and B row-major (a_cs = b_cs = 1) and B's
+ * rows readable up to a multiple of 8 columns (padded); rows of A past M are clamped, outputs past
+ * M or N are not stored. Global size: (ceil(N/8), ceil(M/4), batches), rounded up to the work-group. */
+__kernel void gemm_blocked(GEMM_ARGS) {
+    const int j = get_global_id(0) * 8, i = get_global_id(1) * 4, b = get_global_id(2);
+    if (j >= N || i >= M) return;
+    const __global float *a = A + a_off + (b % a_bmod) * a_bs;
+    const __global float *a0 = a + i * a_rs;
+    const __global float *a1 = a + min(i + 1, M - 1) * a_rs;
+    const __global float *a2 = a + min(i + 2, M - 1) * a_rs;
+    const __global float *a3 = a + min(i + 3, M - 1) * a_rs;
+    const __global float *bb = B + b_off + (b % b_bmod) * b_bs + j;
+    float8 acc0 = 0.0f, acc1 = 0.0f, acc2 = 0.0f, acc3 = 0.0f;
+    for (int k = 0; k < K; ++k) {
+        const float8 row = vload8(0, bb + k * b_rs);
+        acc0 += a0[k] * row;
+        acc1 += a1[k] * row;
+        acc2 += a2[k] * row;
+        acc3 += a3[k] * row;
+    }
+    float out[4][8];
+    vstore8(acc0, 0, out[0]);
+    vstore8(acc1, 0, out[1]);
+    vstore8(acc2, 0, out[2]);
+    vstore8(acc3, 0, out[3]);
+    for (int r = 0; r < 4 && i + r < M; ++r)
+        for (int c = 0; c < 8 && j + c < N; ++c)
+            Y[y_off + (b * M + i + r) * N + j + c] = GEMM_FINISH(out[r][c], i + r, j + c, b);
+}

@@ -72,3 +72,52 @@ __kernel void global_pool(__global const float *x, __global float *y, const int 
         y[plane] = sum / (float)S;
     }
 }
+
+/* Pooling for CPU devices: one work item per output row (plane, oh), accumulating each window tap
+ * over the row's valid columns (see im2col_rows in conv.cl for why). valid_columns is in conv.cl. */
+__kernel void max_pool2d_rows(__global const float *x, __global float *y, POOL_GEOMETRY) {
+    const int gid = get_global_id(0);
+    const int oh = gid % OH, plane = gid / OH;
+    const __global float *xp = x + plane * H * W;
+    __global float *out = y + gid * OW;
+    for (int ow = 0; ow < OW; ++ow) out[ow] = -INFINITY;
+    for (int ki = 0; ki < KH; ++ki) {
+        const int ih = oh * SH - PH + ki * DH;
+        if (ih < 0 || ih >= H) continue;
+        const __global float *row = xp + ih * W;
+        for (int kj = 0; kj < KW; ++kj) {
+            const int iw0 = kj * DW - PW;
+            const int2 valid = valid_columns(iw0, SW, W, OW);
+            for (int ow = valid.x; ow < valid.y; ++ow) {
+                const float v = row[iw0 + ow * SW], best = out[ow];
+                out[ow] = (v > best || isnan(v)) ? v : best;
+            }
+        }
+    }
+}
+
+__kernel void avg_pool2d_rows(__global const float *x, __global float *y, POOL_GEOMETRY, const int PHE,
+                              const int PWE, const int count_include_pad) {
+    const int gid = get_global_id(0);
+    const int oh = gid % OH, plane = gid / OH;
+    const __global float *xp = x + plane * H * W;
+    __global float *out = y + gid * OW;
+    for (int ow = 0; ow < OW; ++ow) out[ow] = 0.0f;
+    const int ih0 = oh * SH - PH;
+    for (int ki = 0; ki < KH; ++ki) {
+        const int ih = ih0 + ki * DH;
+        if (ih < 0 || ih >= H) continue;
+        const __global float *row = xp + ih * W;
+        for (int kj = 0; kj < KW; ++kj) {
+            const int iw0 = kj * DW - PW;
+            const int2 valid = valid_columns(iw0, SW, W, OW);
+            for (int ow = valid.x; ow < valid.y; ++ow) out[ow] += row[iw0 + ow * SW];
+        }
+    }
+    const int rows = count_include_pad ? window_count(ih0, KH, DH, -PH, H + PHE) : window_count(ih0, KH, DH, 0, H);
+    for (int ow = 0; ow < OW; ++ow) {
+        const int iw0 = ow * SW - PW;
+        const int cols = count_include_pad ? window_count(iw0, KW, DW, -PW, W + PWE) : window_count(iw0, KW, DW, 0, W);
+        out[ow] /= (float)(rows * cols);
+    }
+}
