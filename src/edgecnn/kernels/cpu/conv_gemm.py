@@ -38,7 +38,8 @@ def rows_epilogue(
                 row[p] = row[p] + b
         elif kind == 1:
             for p in range(pixels):
-                row[p] = max(row[p] + b, np.float32(0.0))
+                v = row[p] + b
+                row[p] = np.float32(0.0) if v <= np.float32(0.0) else v
         else:
             for p in range(pixels):
                 row[p] = activate(row[p] + b, kind, alpha, low, high)

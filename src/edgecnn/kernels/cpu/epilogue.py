@@ -35,26 +35,24 @@ def activation_args(attrs: object) -> tuple[int, float, float, float]:
 
 
 @numba.njit(inline="always", cache=True)
-def activate(v: float, kind: int, alpha: float, low: float, high: float) -> float:
+def activate(v: float, kind: int, alpha: float, low: float, high: float) -> np.float32:
+    """One value through activation ``kind``, computed in float32 like the reference."""
+    x = np.float32(v)
+    zero, one = np.float32(0.0), np.float32(1.0)
     if kind == 1:
-        return v if v > 0.0 else 0.0
+        return zero if x <= zero else x  # NaN stays NaN, as with np.maximum
     if kind == 2:
-        return v if v >= 0.0 else v * alpha
+        return x if x >= zero else x * np.float32(alpha)
     if kind == 3:
-        return min(max(v, low), high)
-    if kind == 4:
-        if v >= 0.0:
-            return 1.0 / (1.0 + np.exp(-v))
-        e = np.exp(v)
-        return e / (1.0 + e)
+        return x if x != x else min(max(x, np.float32(low)), np.float32(high))
+    if kind == 4 or kind == 6:
+        e = np.exp(-abs(x))  # never overflows
+        r = one / (one + e)
+        s = r if x >= zero else e * r
+        return s if kind == 4 else x * s
     if kind == 5:
-        return v * min(max(v + 3.0, 0.0), 6.0) / 6.0
-    if kind == 6:
-        if v >= 0.0:
-            return v / (1.0 + np.exp(-v))
-        e = np.exp(v)
-        return v * e / (1.0 + e)
-    return v
+        return x * min(max(x / np.float32(6.0) + np.float32(0.5), zero), one)
+    return x
 
 
 @numba.njit(parallel=True, cache=True)
@@ -77,7 +75,8 @@ def bias_activation_(
                 row[p] = row[p] + b
         elif kind == 1:
             for p in range(pixels):
-                row[p] = max(row[p] + b, np.float32(0.0))
+                v = row[p] + b
+                row[p] = np.float32(0.0) if v <= np.float32(0.0) else v
         else:
             for p in range(pixels):
                 row[p] = activate(row[p] + b, kind, alpha, low, high)
