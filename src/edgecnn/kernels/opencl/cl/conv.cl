@@ -64,7 +64,7 @@ int2 valid_columns(const int iw0, const int S, const int W, const int OW) {
  * OW columns, zeroing the padded parts without a test per element; 10-20x faster on PoCL than one
  * work item per element, whose neighbours' stores the compiler cannot prove contiguous. Rows are
  * contiguous (p_stride = 1). */
-__kernel void im2col_rows(__global const float *x, CONV_GEOMETRY, const int n0, __global float *cols,
+__kernel void im2col_rows(__global const float *restrict x, CONV_GEOMETRY, const int n0, __global float *restrict cols,
                           const int k_stride, const int b_stride) {
     const int gid = get_global_id(0);
     const int Cg = C / G, Kc = Cg * KH * KW;

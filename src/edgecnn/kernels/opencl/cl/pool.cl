@@ -2,6 +2,9 @@
  * (seed 001, algorithm 3.5); windows are clipped to the input, which equals padding with -inf (max)
  * or with zeros that the divisor leaves out (average, unless count_include_pad). */
 
+/* The larger of v and best, NaN if v is NaN (once best is NaN it stays: NaN > x is false). */
+float max_nan(const float v, const float best) { return (v > best || isnan(v)) ? v : best; }
+
 #define POOL_GEOMETRY                                                                                    \
     const int H, const int W, const int OH, const int OW, const int KH, const int KW, const int SH,     \
         const int SW, const int PH, const int PW, const int DH, const int DW
@@ -18,8 +21,7 @@ __kernel void max_pool2d(__global const float *x, __global float *y, POOL_GEOMET
         for (int kj = 0; kj < KW; ++kj) {
             const int iw = iw0 + kj * DW;
             if (iw >= 0 && iw < W) {
-                const float v = xp[ih * W + iw];
-                best = (v > best || isnan(v)) ? v : best;
+                best = max_nan(xp[ih * W + iw], best);
             }
         }
     }
@@ -64,7 +66,7 @@ __kernel void global_pool(__global const float *x, __global float *y, const int 
     const __global float *xp = x + plane * S;
     if (is_max) {
         float best = -INFINITY;
-        for (int s = 0; s < S; ++s) best = (xp[s] > best || isnan(xp[s])) ? xp[s] : best;
+        for (int s = 0; s < S; ++s) best = max_nan(xp[s], best);
         y[plane] = best;
     } else {
         float sum = 0.0f;
@@ -75,7 +77,7 @@ __kernel void global_pool(__global const float *x, __global float *y, const int 
 
 /* Pooling for CPU devices: one work item per output row (plane, oh), accumulating each window tap
  * over the row's valid columns (see im2col_rows in conv.cl for why). valid_columns is in conv.cl. */
-__kernel void max_pool2d_rows(__global const float *x, __global float *y, POOL_GEOMETRY) {
+__kernel void max_pool2d_rows(__global const float *restrict x, __global float *restrict y, POOL_GEOMETRY) {
     const int gid = get_global_id(0);
     const int oh = gid % OH, plane = gid / OH;
     const __global float *xp = x + plane * H * W;
@@ -88,15 +90,17 @@ __kernel void max_pool2d_rows(__global const float *x, __global float *y, POOL_G
         for (int kj = 0; kj < KW; ++kj) {
             const int iw0 = kj * DW - PW;
             const int2 valid = valid_columns(iw0, SW, W, OW);
-            for (int ow = valid.x; ow < valid.y; ++ow) {
-                const float v = row[iw0 + ow * SW], best = out[ow];
-                out[ow] = (v > best || isnan(v)) ? v : best;
+            if (SW == 1) { /* contiguous: the compiler vectorises this loop */
+                const __global float *src = row + iw0;
+                for (int ow = valid.x; ow < valid.y; ++ow) out[ow] = max_nan(src[ow], out[ow]);
+            } else {
+                for (int ow = valid.x; ow < valid.y; ++ow) out[ow] = max_nan(row[iw0 + ow * SW], out[ow]);
             }
         }
     }
 }
 
-__kernel void avg_pool2d_rows(__global const float *x, __global float *y, POOL_GEOMETRY, const int PHE,
+__kernel void avg_pool2d_rows(__global const float *restrict x, __global float *restrict y, POOL_GEOMETRY, const int PHE,
                               const int PWE, const int count_include_pad) {
     const int gid = get_global_id(0);
     const int oh = gid % OH, plane = gid / OH;
@@ -111,7 +115,12 @@ __kernel void avg_pool2d_rows(__global const float *x, __global float *y, POOL_G
         for (int kj = 0; kj < KW; ++kj) {
             const int iw0 = kj * DW - PW;
             const int2 valid = valid_columns(iw0, SW, W, OW);
-            for (int ow = valid.x; ow < valid.y; ++ow) out[ow] += row[iw0 + ow * SW];
+            if (SW == 1) {
+                const __global float *src = row + iw0;
+                for (int ow = valid.x; ow < valid.y; ++ow) out[ow] += src[ow];
+            } else {
+                for (int ow = valid.x; ow < valid.y; ++ow) out[ow] += row[iw0 + ow * SW];
+            }
         }
     }
     const int rows = count_include_pad ? window_count(ih0, KH, DH, -PH, H + PHE) : window_count(ih0, KH, DH, 0, H);
