@@ -87,6 +87,7 @@ def test_variant_choice_by_size() -> None:
     assert choose_variant(512, 512, 1024, blockable=True) == "blocked"
     assert choose_variant(512, 512, 1024) == "tiled"
     assert choose_variant(2, 512, 1024, blockable=True) == "vec4"  # too few rows to block or tile
+    assert choose_variant(512, 512, 1024, blockable=True, cpu=False) == "tiled"  # GPUs: tiles
     assert choose_variant(1, 500, 800) == "vec4"  # one row: nothing to tile
     assert choose_variant(3, 3, 3) == "scalar"
 

@@ -160,7 +160,7 @@ def _gemm_conv_factory(node: Node, types: Types, values: Values) -> OpenCLStep:
     g, mg, kc, p = geo.groups, geo.m // geo.groups, geo.taps, geo.positions
     # im2col writes rows padded for float8 loads; a 1x1 conv reads the input planes, whole float8s
     # only when the plane size is a multiple of 8.
-    variant = choose_variant(mg, p, kc, blockable=not geo.is_pointwise or p % BLOCK_COLS == 0)
+    variant = choose_variant(mg, p, kc, not geo.is_pointwise or p % BLOCK_COLS == 0, device.is_cpu)
     out_shape = output_shape(node, types, values)
     weights = Operand(kc, 1, g, mg * kc)  # per group an (Mg x Kc) row-major block
     bias_layout = Operand(1, 0, g, mg)  # bias[g * Mg + i] for row i of group g

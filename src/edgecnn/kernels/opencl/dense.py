@@ -63,7 +63,7 @@ def _gemm_factory(node: Node, types: Types, values: Values) -> OpenCLStep:
     a_shape, b_shape = shape_of(types[0]), shape_of(types[1])
     m, k = (a_shape[1], a_shape[0]) if attrs.trans_a else a_shape
     n = b_shape[0] if attrs.trans_b else b_shape[1]
-    variant = choose_variant(m, n, k, blockable=values[1] is not None and not attrs.trans_a)
+    variant = choose_variant(m, n, k, values[1] is not None and not attrs.trans_a, device.is_cpu)
     a_layout = Operand.col_major(m, k) if attrs.trans_a else Operand.row_major(m, k)
     a_const = constant_on_device(device, values, 0)
     if values[1] is not None:
@@ -131,7 +131,7 @@ def opencl_matmul(node: Node, types: Types, values: Values) -> OpenCLStep:
     out_shape = shape_of(out_type)
     batches, a_batched, b_batched = _matmul_batches(a_shape, b_shape)  # type: ignore[misc]
     m, k, n = a_shape[-2], a_shape[-1], b_shape[-1]
-    variant = choose_variant(m, n, k, blockable=values[1] is not None and not b_batched)
+    variant = choose_variant(m, n, k, values[1] is not None and not b_batched, device.is_cpu)
     a_layout = Operand.row_major(m, k, batched=bool(a_batched))
     a_const = constant_on_device(device, values, 0)
     if values[1] is not None and not b_batched:

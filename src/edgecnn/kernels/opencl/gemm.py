@@ -55,11 +55,15 @@ class Epilogue:
         return (np.float32(self.alpha), np.float32(self.beta), *self.activation)
 
 
-def choose_variant(m: int, n: int, k: int, blockable: bool = False) -> str:
-    """Register blocks once there are rows to block and B's rows are padded for float8 loads
-    (``blockable``); else tiles once both sides of the output span a tile and k spans several;
-    float4 once k has a few vectors (GEMV-like products); tiny products run scalar."""
-    if blockable and m >= BLOCK_ROWS and n >= BLOCK_COLS:
+def choose_variant(m: int, n: int, k: int, blockable: bool = False, cpu: bool = True) -> str:
+    """The GEMM kernel for an (m x k) @ (k x n) product, from measurements (docs/heterogeneous.md).
+
+    On CPU devices (PoCL) register blocks win by 8x once there are rows to block and B's rows are
+    padded for float8 loads (``blockable``). On GPUs (an H100) the tiled and even the scalar kernel
+    beat the blocked one, whose work items each stream a separate 4-row band. Otherwise: tiles once
+    both sides of the output span a tile and k spans several; float4 dot products for GEMV-like
+    products (few rows, long k); tiny products run scalar."""
+    if cpu and blockable and m >= BLOCK_ROWS and n >= BLOCK_COLS:
         return "blocked"
     if m >= 16 and n >= 16 and k >= 32:
         return "tiled"
