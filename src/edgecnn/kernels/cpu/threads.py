@@ -26,10 +26,10 @@ if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     # Read by the OpenMP runtime when numba first starts its pool, i.e. after this import.
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
-GRAIN = 65536
+GRAIN = 200_000
 """Elements a compiled loop touches (outputs x taps, roughly) below which it stays on one thread."""
 
-GEMM_GRAIN = 1 << 19
+GEMM_GRAIN = 1 << 20
 """Multiply-adds below which a GEMM-based kernel stays on one thread (BLAS does ~8 per loop element)."""
 
 _blas_lock = threading.Lock()
