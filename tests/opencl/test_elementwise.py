@@ -138,3 +138,41 @@ def test_integer_arithmetic_stays_on_the_reference() -> None:
     a = np.arange(6, dtype=np.int64).reshape(2, 3)
     out, kernel = opencl_run("Add", NoAttrs(), [a, a])
     assert kernel == "reference" and out.tolist() == (2 * a).tolist()
+
+
+@pytest.mark.parametrize(
+    ("shape", "axis", "sizes", "outputs"),
+    [((2, 7, 3), 1, [2, 5], 2), ((6, 4), 0, None, 3), ((2, 3, 5), -1, [1, 1, 3], 3), ((5,), 0, None, 2)],
+)
+def test_split(shape: tuple[int, ...], axis: int, sizes: list[int] | None, outputs: int) -> None:
+    from edgecnn.ops.shape import SplitAttrs
+    from opencl.support import one_node_graph, opencl_model
+
+    x = rand(np.random.default_rng(4), *shape)
+    inputs = [x, None if sizes is None else np.array(sizes, np.int64)]
+    attrs = SplitAttrs(axis=axis, num_outputs=outputs)
+    graph, feeds = one_node_graph("Split", attrs, inputs, (1,), outputs)
+    model = opencl_model(graph, optimize=False)
+    (step,) = model.plan_for(feeds).steps
+    assert step.kernel.name == "opencl_split"
+    result = model.run(feeds)
+    expected = run_node_outputs("Split", attrs, inputs, outputs)
+    for i, e in enumerate(expected):
+        np.testing.assert_array_equal(result[f"out{i}"], e)
+
+
+def run_node_outputs(op: str, attrs: object, inputs: list, outputs: int) -> tuple[np.ndarray, ...]:  # type: ignore[type-arg]
+    from edgecnn.testing import run_node
+
+    return run_node(op, attrs, inputs, num_outputs=outputs, constant_inputs=(1,), device="reference")
+
+
+@pytest.mark.parametrize(
+    ("shape", "perm"),
+    [((2, 3, 4), (2, 0, 1)), ((2, 3, 2, 5, 4), (0, 2, 1, 3, 4)), ((7, 9), ()), ((5,), (0,))],
+)
+def test_transpose(shape: tuple[int, ...], perm: tuple[int, ...]) -> None:
+    from edgecnn.ops.shape import TransposeAttrs
+
+    x = rand(np.random.default_rng(5), *shape)
+    check_node("Transpose", TransposeAttrs(perm=perm), [x], kernel="opencl_transpose")

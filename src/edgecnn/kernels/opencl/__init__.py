@@ -1,6 +1,6 @@
 """OpenCL kernels (pyopencl), registered for the "opencl" backend: GEMM in seed 001's three forms,
 convolution (im2col + GEMM, 1x1, direct), pooling, activations, LRN, softmax, broadcasting
-arithmetic, and shape views. Importing this package needs no OpenCL: pyopencl is imported when a
+arithmetic, shape views, Concat, Split and Transpose. Importing this package needs no OpenCL: pyopencl is imported when a
 plan first asks for a device (a DeviceError says what is missing).
 
 Each factory prepares for the device of :func:`edgecnn.devices.active_device` (``opencl:0`` unless

@@ -1,5 +1,5 @@
-"""Shape-only ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity) and Concat on OpenCL, so that a
-chain of OpenCL steps keeps its data on the device across them. A reshape of a device tensor is a
+"""Shape-only ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity), Concat, Split and Transpose on
+OpenCL, so that a chain of OpenCL steps keeps its data on the device across them. A reshape of a device tensor is a
 new view of the same buffer; on host arrays these steps do what the reference kernels do."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from edgecnn.kernels.opencl.runtime import OpenCLDevice
 from edgecnn.kernels.opencl.step import OpenCLStep, device_for_plan, is_float32, opencl_kernel, shape_of
 from edgecnn.ops.common import normalize_axis
 from edgecnn.ops.registry import get_op
+from edgecnn.ops.shape import transpose_perm
 
 Types = Sequence["TensorType | None"]
 Values = Sequence["np.ndarray | None"]
@@ -87,3 +88,57 @@ def opencl_concat(node: Node, types: Types, values: Values) -> OpenCLStep:
         return y
 
     return OpenCLStep(device, launch, range(len(shapes)))
+
+
+def split_supported(node: Node, types: Types, values: Values) -> bool:
+    if not is_float32(types[0]) or (len(types) > 1 and types[1] is not None and values[1] is None):
+        return False
+    return all(t.is_concrete for t in get_op("Split").infer(node.attrs, types, values))
+
+
+@opencl_kernel("Split", when=split_supported, name="opencl_split")
+def opencl_split(node: Node, types: Types, values: Values) -> OpenCLStep:
+    """Each output takes its rows of prod(shape[axis:]) elements out of the input's wider rows."""
+    device = device_for_plan()
+    in_shape = shape_of(types[0])
+    axis = normalize_axis(node.attrs.axis, len(in_shape))
+    in_row = np.int32(np.prod(in_shape[axis:]))
+    outputs, start = [], 0
+    for out in get_op("Split").infer(node.attrs, types, values):
+        shape = shape_of(out)
+        row = int(np.prod(shape[axis:]))
+        outputs.append((shape, np.int32(row), np.int32(start), int(np.prod(shape))))
+        start += row
+
+    def launch(x: DeviceArray, sizes: object = None) -> tuple[DeviceArray, ...]:
+        ys = []
+        for shape, row, begin, total in outputs:
+            y = DeviceArray.empty(device, shape)
+            device.launch_1d("copy_rows_from", total, x.buffer, y.buffer, in_row, row, begin)
+            ys.append(y)
+        return tuple(ys)
+
+    return OpenCLStep(device, launch, (0,))
+
+
+def transpose_supported(node: Node, types: Types, values: Values) -> bool:
+    return is_float32(types[0])
+
+
+@opencl_kernel("Transpose", when=transpose_supported, name="opencl_transpose")
+def opencl_transpose(node: Node, types: Types, values: Values) -> OpenCLStep:
+    device = device_for_plan()
+    shape = shape_of(types[0])
+    perm = transpose_perm(node.attrs, len(shape))
+    strides = [int(np.prod(shape[axis + 1 :])) for axis in range(len(shape))]
+    out_shape = tuple(shape[p] for p in perm)
+    meta = np.array([*out_shape, *(strides[p] for p in perm)] or [1, 0], np.int32)
+    meta_device = DeviceArray.upload(device, meta.view(np.float32))  # int32 bits in a float32 buffer
+    rank, total = np.int32(max(len(shape), 1)), int(np.prod(out_shape))
+
+    def launch(x: DeviceArray) -> DeviceArray:
+        y = DeviceArray.empty(device, out_shape)
+        device.launch_1d("permute", total, x.buffer, y.buffer, meta_device.buffer, rank)
+        return y
+
+    return OpenCLStep(device, launch, (0,))

@@ -34,3 +34,21 @@ __kernel void copy_rows(__global const float *x, __global float *y, const int x_
     const int gid = get_global_id(0);
     y[(gid / x_row) * y_row + y_start + gid % x_row] = x[gid];
 }
+
+/* y[r] = x[o * x_row + x_start + r % y_row] for r = o * y_row + r % y_row: one output of a Split. */
+__kernel void copy_rows_from(__global const float *x, __global float *y, const int x_row, const int y_row,
+                             const int x_start) {
+    const int gid = get_global_id(0);
+    y[gid] = x[(gid / y_row) * x_row + x_start + gid % y_row];
+}
+
+/* Transpose: meta = output dims[rank], then the input stride of each output axis. */
+__kernel void permute(__global const float *x, __global float *y, __global const int *meta, const int rank) {
+    const int gid = get_global_id(0);
+    int rest = gid, at = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+        at += (rest % meta[d]) * meta[rank + d];
+        rest /= meta[d];
+    }
+    y[gid] = x[at];
+}
