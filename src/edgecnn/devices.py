@@ -102,6 +102,28 @@ def using_device(device: DeviceSpec | str) -> Iterator[DeviceSpec]:
         _active.reset(token)
 
 
+# ------------------------------------------------------------------- tensors on a device
+class DeviceTensor:
+    """Base of tensors that live in a device's memory (e.g. the OpenCL DeviceArray). An executor keeps
+    them between steps whose kernels accept them (``run_device``) and hands :func:`to_host` copies to
+    the others; ``np.asarray`` copies one to the host."""
+
+    __slots__ = ()
+
+    def get(self) -> Any:
+        """A host numpy copy (waits for the device work that writes the tensor)."""
+        raise NotImplementedError
+
+    def wait(self) -> None:
+        """Block until the device work that writes this tensor is done (for per-step timing)."""
+        raise NotImplementedError
+
+
+def to_host(value: Any) -> Any:
+    """A DeviceTensor copied to the host; anything else unchanged."""
+    return value.get() if isinstance(value, DeviceTensor) else value
+
+
 # ------------------------------------------------------------------------------ discovery
 def list_devices() -> list[DeviceInfo]:
     """Every device this machine offers: the CPU first, then OpenCL devices, then CUDA GPUs."""

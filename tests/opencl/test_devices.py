@@ -133,3 +133,19 @@ def test_cuda_is_absent_without_cupy_or_without_a_driver(monkeypatch: pytest.Mon
     broken.cuda.runtime.getDeviceCount = no_driver  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "cupy", broken)
     assert devices.cuda_device_infos() == []
+
+
+def test_to_host_copies_device_tensors_only() -> None:
+    import numpy as np
+
+    from edgecnn.devices import DeviceTensor, to_host
+
+    class Fake(DeviceTensor):
+        def get(self) -> np.ndarray:
+            return np.ones(2)
+
+    host = np.zeros(3)
+    assert to_host(host) is host and to_host(None) is None
+    assert to_host(Fake()).tolist() == [1.0, 1.0]
+    with pytest.raises(NotImplementedError):
+        DeviceTensor().get()

@@ -7,11 +7,14 @@ from typing import Any
 
 import numpy as np
 
+from edgecnn.devices import DeviceTensor, to_host
 from edgecnn.errors import DeviceError
 from edgecnn.kernels.opencl.runtime import MAX_ELEMENTS, OpenCLDevice
 
+__all__ = ["DeviceArray", "to_device", "to_host"]
 
-class DeviceArray:
+
+class DeviceArray(DeviceTensor):
     """A C-contiguous float32 tensor on one OpenCL device; reshaping shares the buffer."""
 
     __slots__ = ("buffer", "device", "dtype", "shape")
@@ -67,6 +70,9 @@ class DeviceArray:
             cl.enqueue_copy(self.device.queue, out, self.buffer, is_blocking=True)
         return out
 
+    def wait(self) -> None:
+        self.device.finish()
+
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         host = self.get()
         return host if dtype is None else host.astype(dtype, copy=False)
@@ -82,8 +88,3 @@ def to_device(device: OpenCLDevice, value: Any) -> DeviceArray:
             return value
         value = value.get()
     return DeviceArray.upload(device, np.asarray(value))
-
-
-def to_host(value: Any) -> Any:
-    """A DeviceArray copied to the host; anything else unchanged."""
-    return value.get() if isinstance(value, DeviceArray) else value

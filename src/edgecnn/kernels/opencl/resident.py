@@ -2,10 +2,10 @@
 pass DeviceArrays to each other, other steps get host copies, and only the results come back.
 
 This is :func:`edgecnn.runtime.executor.execute` with two changes, kept here until the executor
-makes them (it then needs nothing from this module but :func:`to_host`):
+makes them (it then needs only :func:`edgecnn.devices.to_host`):
   1. a step whose kernel has ``run_device`` is called through it; any other step's arguments go
      through ``to_host`` first;
-  2. results are read with ``np.asarray`` (a DeviceArray copies itself to the host).
+  2. results are read with ``np.asarray`` (a DeviceTensor copies itself to the host).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from edgecnn.devices import to_host
 from edgecnn.errors import EdgeCNNError, GraphError
-from edgecnn.kernels.opencl.array import to_host
 from edgecnn.runtime.executor import StepHook
 from edgecnn.runtime.plan import Plan
 
