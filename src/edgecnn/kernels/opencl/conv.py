@@ -104,20 +104,9 @@ def conv2d_of(node: Node, types: Types) -> Conv2d:
     oh = (x[2] + pads[0] + pads[2] - (kernel[0] - 1) * dilations[0] - 1) // strides[0] + 1
     ow = (x[3] + pads[1] + pads[3] - (kernel[1] - 1) * dilations[1] - 1) // strides[1] + 1
     return Conv2d(
-        x[0],
-        x[1],
-        x[2],
-        x[3],
-        w[0],
-        node.attrs.group,
-        *kernel,
-        *strides,
-        pads[0],
-        pads[1],
-        *dilations,
-        oh,
-        ow,
-    )
+        n=x[0], c=x[1], h=x[2], w=x[3], m=w[0], groups=node.attrs.group, kh=kernel[0], kw=kernel[1],
+        sh=strides[0], sw=strides[1], ph=pads[0], pw=pads[1], dh=dilations[0], dw=dilations[1], oh=oh, ow=ow,
+    )  # fmt: skip
 
 
 def conv_supported(node: Node, types: Types, values: Values) -> bool:
@@ -143,28 +132,41 @@ def output_shape(node: Node, types: Types, values: Values) -> tuple[int, ...]:
     return shape_of(out)
 
 
-def _conv_parts(node: Node, types: Types, values: Values) -> tuple[OpenCLDevice, Conv2d, tuple, tuple]:  # type: ignore[type-arg]
+@dataclass(frozen=True)
+class ConvSetup:
+    """What both conv factories prepare: device, geometry, constants uploaded once, activation."""
+
+    device: OpenCLDevice
+    geo: Conv2d
+    weights: DeviceArray | None  # None: weights are a run-time input
+    bias: DeviceArray | None  # None: no bias, or a run-time one
+    activation: tuple[np.int32, np.float32, np.float32, np.float32]
+    out_shape: tuple[int, ...]
+
+
+def conv_setup(node: Node, types: Types, values: Values) -> ConvSetup:
     device = device_for_plan()
-    geo = conv2d_of(node, types)
     has_bias = len(node.inputs) > 2 and bool(node.inputs[2])
-    activation = activation_params(node.attrs) if node.op == "FusedConv" else NO_ACTIVATION
-    consts = (
-        constant_on_device(device, values, 1),
-        constant_on_device(device, values, 2) if has_bias else None,
+    return ConvSetup(
+        device=device,
+        geo=conv2d_of(node, types),
+        weights=constant_on_device(device, values, 1),
+        bias=constant_on_device(device, values, 2) if has_bias else None,
+        activation=activation_params(node.attrs) if node.op == "FusedConv" else NO_ACTIVATION,
+        out_shape=output_shape(node, types, values),
     )
-    return device, geo, consts, activation
 
 
 def _gemm_conv_factory(node: Node, types: Types, values: Values) -> OpenCLStep:
-    device, geo, (w_const, b_const), activation = _conv_parts(node, types, values)
+    setup = conv_setup(node, types, values)
+    device, geo, out_shape = setup.device, setup.geo, setup.out_shape
     g, mg, kc, p = geo.groups, geo.m // geo.groups, geo.taps, geo.positions
     # im2col writes rows padded for float8 loads; a 1x1 conv reads the input planes, whole float8s
     # only when the plane size is a multiple of 8.
     variant = choose_variant(mg, p, kc, not geo.is_pointwise or p % BLOCK_COLS == 0, device.is_cpu)
-    out_shape = output_shape(node, types, values)
     weights = Operand(kc, 1, g, mg * kc)  # per group an (Mg x Kc) row-major block
     bias_layout = Operand(1, 0, g, mg)  # bias[g * Mg + i] for row i of group g
-    epilogue = Epilogue(1.0, 1.0, activation)
+    epilogue = Epilogue(1.0, 1.0, setup.activation)
     # Transposed columns (contiguous along k) suit the float4 kernel; K x P rows suit the others.
     row = padded_columns(p) if variant == "blocked" else p
     k_stride, p_stride = (1, kc) if variant == "vec4" else (row, 1)
@@ -174,7 +176,7 @@ def _gemm_conv_factory(node: Node, types: Types, values: Values) -> OpenCLStep:
     by_rows = device.is_cpu and p_stride == 1  # im2col_rows writes whole contiguous output rows
 
     def launch(x: DeviceArray, w: DeviceArray, b: DeviceArray | None = None) -> DeviceArray:
-        w, b = either(w_const, w), either(b_const, b)
+        w, b = either(setup.weights, w), either(setup.bias, b)
         y = DeviceArray.empty(device, out_shape)
         bias = b.buffer if b is not None else None
         if geo.is_pointwise:  # the input (N*G, Cg, H*W) is the column matrix
@@ -199,12 +201,12 @@ def _gemm_conv_factory(node: Node, types: Types, values: Values) -> OpenCLStep:
 
 
 def _direct_conv_factory(node: Node, types: Types, values: Values) -> OpenCLStep:
-    device, geo, (w_const, b_const), activation = _conv_parts(node, types, values)
-    out_shape = output_shape(node, types, values)
+    setup = conv_setup(node, types, values)
+    device, geo, out_shape, activation = setup.device, setup.geo, setup.out_shape, setup.activation
     total = geo.n * geo.m * geo.positions
 
     def launch(x: DeviceArray, w: DeviceArray, b: DeviceArray | None = None) -> DeviceArray:
-        w, b = either(w_const, w), either(b_const, b)
+        w, b = either(setup.weights, w), either(setup.bias, b)
         y = DeviceArray.empty(device, out_shape)
         bias = b.buffer if b is not None else w.buffer  # unread when has_bias is 0
         device.launch_1d("conv_direct", total, x.buffer, *geo.args(), w.buffer, np.int32(geo.m), bias,

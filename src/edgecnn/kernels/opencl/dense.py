@@ -10,6 +10,7 @@ import numpy as np
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.opencl.array import DeviceArray
 from edgecnn.kernels.opencl.gemm import Epilogue, Operand, choose_variant, enqueue_gemm, padded_columns
+from edgecnn.kernels.opencl.runtime import OpenCLDevice
 from edgecnn.kernels.opencl.step import (
     NO_ACTIVATION,
     OpenCLStep,
@@ -42,7 +43,9 @@ def broadcast_operand(shape: tuple[int, ...], rows: int, cols: int) -> Operand:
     return Operand(c if r > 1 and rows > 1 else 0, 1 if c > 1 and cols > 1 else 0)
 
 
-def packed_weights(device, value: np.ndarray, transposed: bool, variant: str) -> tuple[DeviceArray, Operand]:  # type: ignore[no-untyped-def]
+def packed_weights(
+    device: OpenCLDevice, value: np.ndarray, transposed: bool, variant: str
+) -> tuple[DeviceArray, Operand]:
     """B (K x N, stored transposed if ``transposed``) packed once into the layout the variant reads
     fastest: (N, K) rows for the float4 kernel, which reads along k; (K, N) rows for the others,
     whose neighbouring work items read along n, zero-padded to whole float8s for the blocked kernel."""
