@@ -259,6 +259,22 @@ def benchmark(device_name: str, warmup: int, repeat: int) -> list[Row]:
     return rows
 
 
+def model_times(
+    cpu: Model,
+    ocl: Model,
+    plan: Any,
+    feeds: dict[str, np.ndarray],
+    outputs: list[str],
+    warmup: int,
+    repeat: int,
+) -> list[float]:
+    """Median ms: CPU, OpenCL with copies per step, OpenCL with resident activations."""
+    from edgecnn.kernels.opencl.resident import execute_resident
+
+    runs = (lambda: cpu.run(feeds), lambda: ocl.run(feeds), lambda: execute_resident(plan, feeds, outputs))
+    return [statistics.median(timed(fn, warmup, repeat)) for fn in runs]
+
+
 def models_table(device_name: str, names: list[str], width: float, warmup: int, repeat: int) -> str:
     """Median ms per inference (batch 1) of zoo models: CPU, OpenCL with copies, OpenCL resident."""
     import tempfile
@@ -292,13 +308,7 @@ def models_table(device_name: str, names: list[str], width: float, warmup: int, 
         error = max(float(np.abs(a - expected).max()) for a in (ocl(x), resident)) / float(
             np.abs(expected).max()
         )
-        feeds = {spec.name: x}
-        runs = (
-            lambda: cpu.run(feeds),
-            lambda: ocl.run(feeds),
-            lambda: execute_resident(plan, feeds, outputs),
-        )  # noqa: B023
-        times = [statistics.median(timed(fn, warmup, repeat)) for fn in runs]
+        times = model_times(cpu, ocl, plan, {spec.name: x}, outputs, warmup, repeat)
         lines.append(f"| {name} | {times[0]:.2f} | {times[1]:.2f} | {times[2]:.2f} | {error:.1e} |")
     return "\n".join(lines)
 
