@@ -12,6 +12,7 @@ from edgecnn.errors import DeviceError
 from edgecnn.kernels.opencl import DeviceArray, get_device, runtime
 from edgecnn.kernels.opencl.array import to_device, to_host
 from edgecnn.ops.registry import NoAttrs
+from edgecnn.runtime.options import RuntimeOptions
 from opencl.support import one_node_graph, opencl_model, rand
 
 
@@ -37,11 +38,13 @@ def test_missing_pyopencl_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch
 def test_plans_prepare_for_the_active_device() -> None:
     x = rand(np.random.default_rng(0), 2, 3)
     graph, feeds = one_node_graph("Relu", NoAttrs(), [x], ())
-    with using_device("opencl:0"):
+    (step,) = opencl_model(graph).plan_for(feeds).steps  # "opencl" means opencl:0
+    assert step.kernel.run.device is get_device(0)  # type: ignore[attr-defined]
+    with using_device("opencl:7"):  # the model's own device wins over an outer context
         (step,) = opencl_model(graph).plan_for(feeds).steps
     assert step.kernel.run.device is get_device(0)  # type: ignore[attr-defined]
-    with using_device("opencl:7"), pytest.raises(DeviceError, match="no device opencl:7"):
-        opencl_model(graph).plan_for(feeds)
+    with pytest.raises(DeviceError, match="no device opencl:7"):
+        RuntimeOptions.resolve(device="opencl:7")
 
 
 def test_gemm_tile_fits_the_device_limits() -> None:

@@ -12,7 +12,16 @@ from typing import Any, TypeVar
 import typer
 
 from edgecnn import __version__
-from edgecnn.cli import bench_cmd, convert_cmd, demo_cmd, energy_cmd, info_cmd, run_cmd, time_cmd
+from edgecnn.cli import (
+    bench_cmd,
+    convert_cmd,
+    demo_cmd,
+    devices_cmd,
+    energy_cmd,
+    info_cmd,
+    run_cmd,
+    time_cmd,
+)
 from edgecnn.cli.console import error_console
 from edgecnn.errors import EdgeCNNError
 
@@ -78,7 +87,7 @@ def options(
     _settings["debug"] = debug
 
 
-for module in (run_cmd, info_cmd, time_cmd, bench_cmd, energy_cmd, convert_cmd, demo_cmd):
+for module in (run_cmd, info_cmd, time_cmd, bench_cmd, energy_cmd, devices_cmd, convert_cmd, demo_cmd):
     app.command(name=module.NAME, help=module.command.__doc__)(reports_errors(module.command))
 
 

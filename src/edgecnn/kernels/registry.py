@@ -69,12 +69,20 @@ def select_kernel(
     input_values: Sequence[np.ndarray | None],
     backend: str = "cpu",
 ) -> KernelChoice:
-    """Best registered kernel for the node on ``backend``; the reference kernel otherwise."""
-    if backend == "cpu":
-        import edgecnn.kernels.cpu  # noqa: F401  (registers the compiled kernels on first use)
-    if backend != "reference":
-        for entry in _KERNELS.get((node.op, backend), ()):
-            if entry.when is None or entry.when(node, input_types, input_values):
-                return KernelChoice(entry.name, entry.factory(node, input_types, input_values))
+    """Best registered kernel for the node on ``backend`` (a device name: "cpu", "opencl:1",
+    "reference"); the reference kernel otherwise. Factories learn the device from
+    ``edgecnn.devices.active_device()``."""
+    from edgecnn.devices import parse_device, using_device
+
+    spec = parse_device(backend)
+    if spec.kind == "cpu":
+        import edgecnn.kernels.cpu  # registers the compiled kernels on first use
+    elif spec.kind == "opencl":
+        import edgecnn.kernels.opencl  # noqa: F401
+    if spec.kind != "reference":
+        with using_device(spec):
+            for entry in _KERNELS.get((node.op, spec.kind), ()):
+                if entry.when is None or entry.when(node, input_types, input_values):
+                    return KernelChoice(entry.name, entry.factory(node, input_types, input_values))
     opdef = get_op(node.op)
     return KernelChoice("reference", functools.partial(opdef.reference, node.attrs))

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from edgecnn.devices import DeviceTensor
 from edgecnn.runtime.plan import Step
 
 
@@ -67,6 +68,9 @@ class LayerTimer:
         self._started = time.perf_counter()
 
     def after(self, step: Step, outputs: tuple[np.ndarray, ...]) -> None:
+        for output in outputs:  # device launches are asynchronous: time them to completion
+            if isinstance(output, DeviceTensor):
+                output.wait()
         elapsed = (time.perf_counter() - self._started) * 1e3
         key = id(step)
         self._steps[key] = step

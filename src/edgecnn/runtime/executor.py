@@ -7,6 +7,7 @@ from typing import Protocol
 
 import numpy as np
 
+from edgecnn.devices import to_host
 from edgecnn.errors import EdgeCNNError, GraphError
 from edgecnn.runtime.plan import Plan, Step
 
@@ -35,7 +36,8 @@ def execute(
         for hook in hooks:
             hook.before(step)
         try:
-            result = step.kernel.run(*args)
+            run_device = getattr(step.kernel.run, "run_device", None)
+            result = run_device(*args) if run_device else step.kernel.run(*[to_host(a) for a in args])
         except EdgeCNNError:
             raise
         except Exception as exc:  # a kernel failing on data it accepted at plan time is a bug
@@ -55,7 +57,7 @@ def execute(
         if name in plan.constants:
             results[name] = plan.constants[name].copy()
             continue
-        value = np.asarray(frame[plan.slots[name]])
+        value = np.asarray(to_host(frame[plan.slots[name]]))
         # Results never alias model constants or the caller's inputs.
         results[name] = value.copy() if id(value) in feed_ids or not value.flags.owndata else value
     return results

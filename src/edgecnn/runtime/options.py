@@ -34,4 +34,9 @@ class RuntimeOptions:
                 threads = available_cores()
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
-        return RuntimeOptions(threads=threads, device=device, optimize=optimize)
+        from edgecnn.devices import find_device, parse_device
+
+        name = parse_device(device).name
+        if name.startswith(("opencl", "cuda")):
+            find_device(name)  # a missing device fails at load, not at the first run
+        return RuntimeOptions(threads=threads, device=name, optimize=optimize)
