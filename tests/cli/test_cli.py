@@ -163,3 +163,17 @@ def test_console_script_entry_point() -> None:
         [sys.executable, "-m", "edgecnn", "--version"], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0 and done.stdout.startswith("edgecnn ")
+
+
+def test_run_on_another_device_gives_the_same_scores() -> None:
+    pytest.importorskip("pyopencl")
+    from edgecnn.devices import list_devices
+
+    if not any(d.name.startswith("opencl") for d in list_devices()):
+        pytest.skip("no OpenCL device")
+    for device in ("reference", "opencl:0"):
+        result = invoke("run", FACE_MODEL, FACE_JPG, *FACE_ARGS, "--device", device)
+        assert result.exit_code == 0, result.output
+        assert result.stdout.splitlines()[1].split() == ["conf:", "0.007086", "0.992914"]
+    bad = invoke("time", FACE_MODEL, "--device", "opencl:9")
+    assert bad.exit_code == EXIT_ERROR and "no device opencl:9" in bad.stderr

@@ -23,6 +23,7 @@ def command(
     interval: float = typer.Option(0.05, min=0.001, help="Sampling interval in seconds."),
     shape: str | None = typer.Option(None, help="Input shape for symbolic dimensions, e.g. 1x3x224x224."),
     threads: int | None = typer.Option(None, min=1, help="Threads (default: all cores)."),
+    device: str = typer.Option("cpu", help="cpu, opencl[:N] or reference (`edgecnn devices` lists them)."),
     csv: Path | None = typer.Option(None, help="Write the power samples to this CSV file."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
@@ -30,12 +31,12 @@ def command(
     import edgecnn
     from edgecnn.energy import PowerMonitor, open_meter
 
-    net = edgecnn.load(model, weights, threads=threads)
+    net = edgecnn.load(model, weights, threads=threads, device=device)
     shapes = {net.inputs[0].name: parse_shape(shape)} if shape and net.inputs else None
     feeds = random_feeds(net.inputs, shapes=shapes)
     for _ in range(warmup):
         net.run(feeds)
-    with PowerMonitor(open_meter(meter), interval=interval) as monitor:
+    with PowerMonitor(open_meter(meter, device), interval=interval) as monitor:
         for _ in range(iterations):
             net.run(feeds)
     report = monitor.report(iterations)

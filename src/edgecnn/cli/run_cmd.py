@@ -73,11 +73,12 @@ def command(
     labels: Path | None = typer.Option(None, help="Text file with one class label per line."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
     threads: int | None = typer.Option(None, min=1, help="Threads (default: all cores)."),
+    device: str = typer.Option("cpu", help="cpu, opencl[:N] or reference (`edgecnn devices` lists them)."),
 ) -> None:
     """Run MODEL on each INPUT and print its scores (top-k for large outputs)."""
     import edgecnn
 
-    net = edgecnn.load(model, weights, threads=threads)
+    net = edgecnn.load(model, weights, threads=threads, device=device)
     if len(net.inputs) != 1:
         names = ", ".join(s.name for s in net.inputs)
         raise InputError(

@@ -26,12 +26,13 @@ def command(
     batch: int | None = typer.Option(None, min=1, help="Batch size (default: the model's, else 1)."),
     shape: str | None = typer.Option(None, help="Input shape for symbolic dimensions, e.g. 1x3x224x224."),
     threads: int | None = typer.Option(None, min=1, help="Threads (default: all cores)."),
+    device: str = typer.Option("cpu", help="cpu, opencl[:N] or reference (`edgecnn devices` lists them)."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
     """Time MODEL's forward pass per layer on random input, like `caffe time`."""
     import edgecnn
 
-    net = edgecnn.load(model, weights, threads=threads)
+    net = edgecnn.load(model, weights, threads=threads, device=device)
     shapes = {net.inputs[0].name: parse_shape(shape)} if shape and net.inputs else None
     feeds = random_feeds(net.inputs, batch=batch, shapes=shapes)
     profile = timed(net, feeds, iterations, warmup, show_progress=not as_json)
