@@ -33,7 +33,11 @@ def gemm_cases(draw: st.DrawFn) -> dict[str, Any]:
         op, attrs = "Gemm", GemmAttrs(**gemm)
     else:
         low = draw(st.floats(-2.0, 0.5))
-        op, attrs = "FusedGemm", FusedGemmAttrs(activation=activation, low=low, high=low + 1.5, **gemm)
+        slope = draw(st.floats(0.0, 0.5))
+        op, attrs = (
+            "FusedGemm",
+            FusedGemmAttrs(activation=activation, negative_slope=slope, low=low, high=low + 1.5, **gemm),
+        )
     return {
         "op": op,
         "attrs": attrs,
