@@ -129,7 +129,12 @@ class Model:
         )
         plan = self._plan(checked, optimized)
         wanted = list(self.graph.outputs) if outputs is None else self._check_wanted(outputs, plan)
-        return execute(plan, checked, wanted, hooks)
+        if self.options.device != "cpu":
+            return execute(plan, checked, wanted, hooks)
+        from edgecnn.kernels.cpu import cpu_threads  # lazily: the reference device never loads numba
+
+        with cpu_threads(self.options.threads):
+            return execute(plan, checked, wanted, hooks)
 
     def _plan(self, feeds: Mapping[str, np.ndarray], optimized: bool) -> Plan:
         key = (optimized, *((name, array.dtype.name, array.shape) for name, array in feeds.items()))

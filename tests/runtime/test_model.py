@@ -140,3 +140,24 @@ def test_threads_option_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
         RuntimeOptions.resolve()
     monkeypatch.delenv("EDGECNN_NUM_THREADS")
     assert RuntimeOptions.resolve().threads >= 1
+
+
+def test_the_thread_budget_applies_while_a_model_runs() -> None:
+    import numba
+
+    from edgecnn.kernels.cpu.threads import blas_threads
+
+    seen = []
+
+    class Spy:
+        def before(self, step: object) -> None:
+            seen.append((numba.get_num_threads(), blas_threads()))
+
+        def after(self, step: object, outputs: object) -> None:
+            pass
+
+    outside = numba.get_num_threads()
+    model = Model(two_layer_model().graph, RuntimeOptions.resolve(threads=1))
+    model._run(np.ones((1, 3), np.float32), None, (Spy(),))
+    assert seen and all(numba_threads == 1 for numba_threads, _ in seen)
+    assert numba.get_num_threads() == outside
