@@ -260,7 +260,7 @@ JSON_DEFECTS = [
     (_set(("initializers", 0), "ghost"), EcnnFormatError, "not in the tensor table"),
     (_set((T, 1, "name"), "conv.w"), EcnnFormatError, "appears twice"),
     (_set((T, 0, "dtype"), "complex64"), EcnnFormatError, "unknown dtype"),
-    (_set((T, 0, "storage"), "csr"), EcnnUnsupportedError, "storage 'csr'"),
+    (_set((T, 0, "storage"), "zstd"), EcnnUnsupportedError, "storage 'zstd'"),
     (_set((T, 0, "offset"), 1), EcnnFormatError, "not 64-aligned"),
     (_set((T, 0, "offset"), 2**40), EcnnFormatError, r"tensors\[0\] 'conv\.w'\.offset"),
     (_set((T, 2, "offset"), 1792), EcnnFormatError, "run past the end"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,8 +11,9 @@ import numpy as np
 from edgecnn.errors import GraphError
 from edgecnn.format.attrs_codec import decode_attrs, encode_attrs
 from edgecnn.format.checked_json import CheckedJson
+from edgecnn.format.codec import StorageChoice
 from edgecnn.format.errors import EcnnFormatError, EcnnUnsupportedError
-from edgecnn.format.tensors import MAX_DIM, MAX_RANK, PlannedTensor, plan_tensor
+from edgecnn.format.tensors import MAX_DIM, MAX_RANK, PlannedTensor, parse_storage_plan, plan_tensor
 from edgecnn.ir.dtypes import SUPPORTED_DTYPES
 from edgecnn.ir.graph import Graph, Node, Shape, TensorSpec, TensorType
 from edgecnn.ops.registry import get_op, known_ops
@@ -26,9 +27,15 @@ class EncodedGraph:
 
 
 # ------------------------------------------------------------------ encode
-def encode_graph(graph: Graph, producer: str) -> EncodedGraph:
-    """The JSON document of ``graph`` and the placement of every array it holds."""
+def encode_graph(
+    graph: Graph, producer: str, storage: Mapping[str, str | StorageChoice] | None = None
+) -> EncodedGraph:
+    """The JSON document of ``graph`` and the placement of every array it holds.
+
+    ``storage`` maps tensor table names (an initializer's own name) to a storage; the rest are raw.
+    """
     graph.verify(known_ops())
+    plan = parse_storage_plan(storage)
     tensors: list[PlannedTensor] = []
     taken: set[str] = set()
 
@@ -38,7 +45,7 @@ def encode_graph(graph: Graph, producer: str) -> EncodedGraph:
             n += 1
             unique = f"{name}#{n}"
         end = tensors[-1].offset + tensors[-1].nbytes if tensors else 0
-        tensors.append(plan_tensor(unique, value, end, where))
+        tensors.append(plan_tensor(unique, value, end, where, plan.get(unique, "raw")))
         taken.add(unique)
         return unique
 
@@ -54,6 +61,12 @@ def encode_graph(graph: Graph, producer: str) -> EncodedGraph:
         attrs = encode_attrs(node, get_op(node.op).attrs_type, sink)
         nodes.append(
             {"op": node.op, "name": node.name, "inputs": node.inputs, "outputs": node.outputs, "attrs": attrs}
+        )
+    unplanned = sorted(set(plan) - taken)
+    if unplanned:
+        raise GraphError(
+            f"cannot save graph '{graph.name}': the storage plan names tensor(s) it does not hold: "
+            f"{', '.join(unplanned)}"
         )
     for key, value in graph.metadata.items():
         if not isinstance(key, str) or not isinstance(value, str):

@@ -16,7 +16,8 @@ from edgecnn.format.errors import EcnnChecksumError, EcnnFormatError, EcnnUnsupp
 
 MAGIC = b"ECNN"
 FORMAT_MAJOR = 1
-FORMAT_MINOR = 0
+FORMAT_MINOR = 1
+"""1.1 added the storages float16, int8 and csr; the writer marks files that use none of them 1.0."""
 ALIGNMENT = 64
 """Every section and every tensor blob starts at a multiple of this many bytes from the file start."""
 
@@ -82,15 +83,17 @@ def table_end(count: int) -> int:
     return HEADER.size + count * SECTION_ENTRY.size
 
 
-def pack_frame(flags: int, file_size: int, sections: Sequence[SectionInfo]) -> bytes:
-    """Header plus section table, with the header CRC filled in."""
+def pack_frame(
+    flags: int, file_size: int, sections: Sequence[SectionInfo], minor: int = FORMAT_MINOR
+) -> bytes:
+    """Header plus section table, with the header CRC filled in; ``minor`` is the version the file needs."""
     table = b"".join(
         SECTION_ENTRY.pack(s.kind, SECTION_REQUIRED if s.required else 0, s.offset, s.length, s.crc32, 0)
         for s in sections
     )
-    unsigned = HEADER.pack(MAGIC, FORMAT_MAJOR, FORMAT_MINOR, flags, len(sections), file_size, 0)
+    unsigned = HEADER.pack(MAGIC, FORMAT_MAJOR, minor, flags, len(sections), file_size, 0)
     crc = zlib.crc32(unsigned + table)
-    return HEADER.pack(MAGIC, FORMAT_MAJOR, FORMAT_MINOR, flags, len(sections), file_size, crc) + table
+    return HEADER.pack(MAGIC, FORMAT_MAJOR, minor, flags, len(sections), file_size, crc) + table
 
 
 def parse_frame(buf: bytes | memoryview, actual_size: int, source: str) -> Header:

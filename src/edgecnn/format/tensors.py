@@ -1,34 +1,47 @@
 """The tensor table: where each array's bytes lie in the DATA section and how they are stored.
 
 Storage "raw" is a C-order little-endian blob mapped straight from the file (zero copy, read-only).
-Later storages (CSR sparse, int8 with scales, float16) register a reader in ``STORAGE_READERS``; a
-file using a storage this reader lacks is refused by name rather than misread.
+Format 1.1 adds "float16", "int8" (per-axis scales) and "csr" (sparse rows), each decoded to a new
+array at load (dense_codecs.py, csr_codec.py). Every storage is a codec in ``STORAGE_READERS``; a file
+using a storage this reader lacks is refused by name rather than misread.
 """
 
 from __future__ import annotations
 
 import math
-import mmap
 import zlib
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from edgecnn.errors import GraphError
+from edgecnn.format.blob import (
+    MAX_DECODED_BYTES,
+    DataSection,
+    TensorEntry,
+    check_blob_crc,
+    little_endian,
+)
 from edgecnn.format.checked_json import CheckedJson
-from edgecnn.format.errors import EcnnChecksumError, EcnnUnsupportedError
+from edgecnn.format.codec import StorageChoice, StorageCodec
+from edgecnn.format.csr_codec import CsrCodec
+from edgecnn.format.dense_codecs import Float16Codec, Int8Codec, RawCodec
+from edgecnn.format.errors import EcnnUnsupportedError
 from edgecnn.format.layout import ALIGNMENT, align
 from edgecnn.ir.dtypes import SUPPORTED_DTYPES
+
+__all__ = ["DataSection", "TensorEntry", "little_endian"]
 
 MAX_RANK = 32
 """numpy's smallest supported maximum number of dimensions."""
 MAX_DIM = 2**62
 
-
-def little_endian(dtype_name: str) -> np.dtype:
-    return np.dtype(dtype_name).newbyteorder("<")
+STORAGE_READERS: dict[str, StorageCodec] = {
+    codec.name: codec for codec in (RawCodec(), Float16Codec(), Int8Codec(), CsrCodec())
+}
+"""Every storage this edgecnn reads and writes, by the name files use."""
 
 
 # ------------------------------------------------------------------ write
@@ -37,20 +50,22 @@ class PlannedTensor:
     """An array placed in the DATA section: ``offset`` is relative to the section start."""
 
     name: str
-    array: np.ndarray  # C-contiguous, little-endian
+    dtype: str
+    shape: tuple[int, ...]
+    storage: str
+    params: dict[str, Any]
+    chunks: tuple[tuple[int, np.ndarray], ...]  # (offset inside the blob, little-endian C-order array)
     offset: int
+    nbytes: int
     crc32: int
-
-    @property
-    def nbytes(self) -> int:
-        return self.array.nbytes
 
     def entry(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "dtype": self.array.dtype.name,
-            "shape": list(self.array.shape),
-            "storage": "raw",
+            "dtype": self.dtype,
+            "shape": list(self.shape),
+            "storage": self.storage,
+            **self.params,
             "offset": self.offset,
             "nbytes": self.nbytes,
             "crc32": self.crc32,
@@ -62,69 +77,69 @@ def as_blob(array: np.ndarray) -> memoryview:
     return memoryview(array.reshape(-1).view(np.uint8))
 
 
-def plan_tensor(name: str, value: Any, offset: int, where: str) -> PlannedTensor:
-    """Lay ``value`` out at the first aligned offset at or after ``offset``."""
+def chunks_crc(chunks: tuple[tuple[int, np.ndarray], ...], crc: int = 0, start: int = 0) -> tuple[int, int]:
+    """CRC-32 of the chunks laid out from ``start`` with zero bytes between them; returns (crc, end)."""
+    end = start
+    for at, array in chunks:
+        crc = zlib.crc32(as_blob(array), zlib.crc32(bytes(at - end), crc))
+        end = at + array.nbytes
+    return crc, end
+
+
+def plan_tensor(
+    name: str, value: Any, offset: int, where: str, storage: str | StorageChoice = "raw"
+) -> PlannedTensor:
+    """Encode ``value`` in ``storage`` and lay it out at the first aligned offset at or after ``offset``."""
     array = np.asarray(value)
     if array.dtype.name not in SUPPORTED_DTYPES:
         raise GraphError(f"cannot save {where} '{name}': dtype {array.dtype} is not one edgecnn stores")
     array = np.asarray(array, dtype=little_endian(array.dtype.name), order="C")  # keeps 0-d arrays 0-d
-    return PlannedTensor(name, array, align(offset), zlib.crc32(as_blob(array)))
+    choice = StorageChoice.parse(storage)
+    codec = STORAGE_READERS.get(choice.kind)
+    if codec is None:
+        raise GraphError(
+            f"cannot save {where} '{name}': unknown storage '{choice.kind}' "
+            f"(one of {', '.join(STORAGE_READERS)})"
+        )
+    encoded = codec.encode(array, choice, f"{where} '{name}'")
+    layout = codec.layout(array.dtype.name, array.shape, encoded.params)
+    chunks = tuple(
+        (part.offset, _checked_part(encoded.arrays[part_name], part.dtype, part.count))
+        for part_name, part in layout.parts.items()
+    )
+    crc, end = chunks_crc(chunks)
+    assert end == layout.nbytes, f"{choice.kind} layout of '{name}' ends at {end}, expected {layout.nbytes}"
+    return PlannedTensor(
+        name, array.dtype.name, array.shape, choice.kind, encoded.params, chunks, align(offset), end, crc
+    )
+
+
+def _checked_part(array: np.ndarray, dtype: str, count: int) -> np.ndarray:
+    flat = np.ascontiguousarray(array, dtype=little_endian(dtype)).reshape(-1)
+    assert flat.size == count, f"a {dtype} part of {flat.size} elements where the layout has {count}"
+    return flat
+
+
+def stored_nbytes(array: np.ndarray, storage: str | StorageChoice) -> int:
+    """Size of ``array``'s blob in ``storage`` without encoding it (for choosing a storage)."""
+    choice = StorageChoice.parse(storage)
+    codec = STORAGE_READERS[choice.kind]
+    params = codec.plan_params(np.asarray(array), choice, "tensor")
+    return codec.layout(np.asarray(array).dtype.name, np.shape(array), params).nbytes
+
+
+def uses_new_storages(tensors: list[PlannedTensor]) -> bool:
+    """True when a format-1.0 reader could not read these tensors (the file is then marked 1.1)."""
+    return any(t.storage != "raw" for t in tensors)
+
+
+def parse_storage_plan(plan: Mapping[str, str | StorageChoice] | None) -> dict[str, StorageChoice]:
+    return {name: StorageChoice.parse(choice) for name, choice in (plan or {}).items()}
 
 
 # ------------------------------------------------------------------- read
-@dataclass(frozen=True)
-class DataSection:
-    """The mapped file and where its DATA section lies in it."""
-
-    buffer: mmap.mmap
-    offset: int
-    length: int
-
-
-@dataclass(frozen=True)
-class TensorEntry:
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-    offset: int
-    nbytes: int
-    crc32: int
-    where: str
-
-
-StorageReader = Callable[[TensorEntry, DataSection, bool, CheckedJson], np.ndarray]
-
-
-def read_raw(entry: TensorEntry, data: DataSection, verify: bool, check: CheckedJson) -> np.ndarray:
-    """Map a raw blob as a read-only array (no bytes are read unless ``verify``)."""
-    start = data.offset + entry.offset
-    if verify:
-        with memoryview(data.buffer) as view:
-            computed = zlib.crc32(view[start : start + entry.nbytes])
-        if computed != entry.crc32:
-            raise EcnnChecksumError(
-                check.source,
-                f"tensor '{entry.name}' CRC-32 mismatch: stored {entry.crc32:#010x}, computed {computed:#010x}",
-                f"{entry.where}, file bytes [{start}, {start + entry.nbytes})",
-            )
-    dtype = little_endian(entry.dtype)
-    count = math.prod(entry.shape)
-    if count == 0:
-        array = np.zeros(entry.shape, dtype)
-        array.flags.writeable = False
-        return array
-    if entry.dtype == "bool":
-        raw = np.frombuffer(data.buffer, np.uint8, count, start)
-        if raw.max() > 1:
-            check.fail(f"bool tensor '{entry.name}' holds bytes other than 0 and 1", entry.where)
-    return np.frombuffer(data.buffer, dtype, count, start).reshape(entry.shape)
-
-
-STORAGE_READERS: dict[str, StorageReader] = {"raw": read_raw}
-
-
-def parse_entry(value: Any, where: str, data_length: int, check: CheckedJson) -> tuple[TensorEntry, str]:
-    """Check one tensor table entry against the DATA section; returns it and its storage name."""
+def parse_entry(value: Any, where: str, data_length: int, check: CheckedJson) -> TensorEntry:
+    """Check one tensor table entry, its storage's keys and its blob's size against the DATA section."""
     obj = check.expect(value, dict, where)
     name = check.member(obj, "name", str, where)
     where = f"{where} '{name}'"
@@ -148,28 +163,42 @@ def parse_entry(value: Any, where: str, data_length: int, check: CheckedJson) ->
     crc = check.integer(check.member(obj, "crc32", int, where), f"{where}.crc32", 0, 2**32 - 1)
     if offset % ALIGNMENT:
         check.fail(f"offset {offset} is not {ALIGNMENT}-aligned", f"{where}.offset")
-    expected = math.prod(shape) * np.dtype(dtype).itemsize
-    if nbytes != expected:
+    codec = STORAGE_READERS[storage]
+    params = codec.parse_params(obj, dtype, shape, where, check)
+    layout = codec.layout(dtype, shape, params)
+    if nbytes != layout.nbytes:
+        stored_as = "" if storage == "raw" else f" stored as '{storage}'"
         check.fail(
-            f"nbytes {nbytes} does not match {dtype}{list(shape)} ({expected} bytes)", f"{where}.nbytes"
+            f"nbytes {nbytes} does not match {dtype}{list(shape)}{stored_as} ({layout.nbytes} bytes)",
+            f"{where}.nbytes",
         )
     if offset + nbytes > data_length:
         check.fail(
             f"bytes [{offset}, {offset + nbytes}) run past the end of the DATA section ({data_length} bytes)",
             where,
         )
-    return TensorEntry(name, dtype, shape, offset, nbytes, crc, where), storage
+    decoded = math.prod(shape) * np.dtype(dtype).itemsize
+    if codec.decodes and decoded > MAX_DECODED_BYTES:
+        raise EcnnUnsupportedError(
+            check.source,
+            f"tensor '{name}' decodes to {decoded} bytes, more than this reader's limit of "
+            f"{MAX_DECODED_BYTES} for a '{storage}' tensor",
+            where,
+        )
+    return TensorEntry(name, dtype, shape, offset, nbytes, crc, where, storage, params, layout)
 
 
 def read_tensor_table(
     value: Any, data: DataSection, verify: bool, check: CheckedJson
 ) -> dict[str, np.ndarray]:
-    """Every tensor of the table by name, mapped from the file."""
+    """Every tensor of the table by name: raw ones mapped from the file, the others decoded."""
     entries = check.expect(value, list, "GRAPH.tensors")
     tensors: dict[str, np.ndarray] = {}
     for i, item in enumerate(entries):
-        entry, storage = parse_entry(item, f"GRAPH.tensors[{i}]", data.length, check)
+        entry = parse_entry(item, f"GRAPH.tensors[{i}]", data.length, check)
         if entry.name in tensors:
             check.fail(f"tensor name '{entry.name}' appears twice", entry.where)
-        tensors[entry.name] = STORAGE_READERS[storage](entry, data, verify, check)
+        if verify:
+            check_blob_crc(entry, data, check)
+        tensors[entry.name] = STORAGE_READERS[entry.storage].read(entry, data, check)
     return tensors

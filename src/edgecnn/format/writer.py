@@ -7,12 +7,15 @@ import json
 import os
 import tempfile
 import zlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import BinaryIO
 
+from edgecnn.format.codec import StorageChoice
 from edgecnn.format.graph_codec import encode_graph
 from edgecnn.format.layout import (
     DIGEST_SIZE,
+    FORMAT_MINOR,
     SectionInfo,
     SectionKind,
     align,
@@ -20,7 +23,7 @@ from edgecnn.format.layout import (
     section_name,
     table_end,
 )
-from edgecnn.format.tensors import as_blob
+from edgecnn.format.tensors import as_blob, chunks_crc, uses_new_storages
 from edgecnn.ir.graph import Graph
 
 _ZEROS = bytes(64)
@@ -55,20 +58,27 @@ def _producer() -> str:
     return f"edgecnn {__version__}"
 
 
-def save_ecnn(graph: Graph, path: str | os.PathLike[str]) -> None:
+def save_ecnn(
+    graph: Graph, path: str | os.PathLike[str], storage: Mapping[str, str | StorageChoice] | None = None
+) -> None:
     """Write ``graph`` to ``path``; GraphError if the graph cannot be stored.
+
+    ``storage`` chooses how named tensors are stored ("float16", "int8", "int8:axis=1", "csr",
+    "csr:float16", "csr:int8"; see docs/formats/ecnn.md); every other tensor is "raw". A file that
+    uses only raw storage is marked format 1.0, so older readers take it; otherwise 1.1.
 
     The file is written beside ``path`` and renamed over it, so a reader that has the old file
     memory-mapped keeps seeing the old bytes, and a failed save leaves no half-written file.
     """
-    encoded = encode_graph(graph, _producer())
+    encoded = encode_graph(graph, _producer(), storage)
     graph_bytes = json.dumps(
         encoded.document, ensure_ascii=False, allow_nan=False, separators=(",", ":")
     ).encode("utf-8")
     data_crc, end = 0, 0
     for tensor in encoded.tensors:  # the DATA CRC covers the padding between blobs too
-        data_crc = zlib.crc32(as_blob(tensor.array), zlib.crc32(bytes(tensor.offset - end), data_crc))
-        end = tensor.offset + tensor.nbytes
+        data_crc, end = chunks_crc(
+            tuple((tensor.offset + at, array) for at, array in tensor.chunks), data_crc, end
+        )
     graph_offset = align(table_end(2))
     data_offset = align(graph_offset + len(graph_bytes))
     digest_offset = align(data_offset + encoded.data_length)
@@ -82,13 +92,15 @@ def save_ecnn(graph: Graph, path: str | os.PathLike[str]) -> None:
     try:
         with os.fdopen(fd, "wb") as file:
             out = _HashingWriter(file)
-            out.write(pack_frame(0, file_size, sections))
+            minor = FORMAT_MINOR if uses_new_storages(encoded.tensors) else 0
+            out.write(pack_frame(0, file_size, sections, minor))
             out.pad_to(graph_offset)
             out.write(graph_bytes)
             out.pad_to(data_offset)
             for tensor in encoded.tensors:
-                out.pad_to(data_offset + tensor.offset)
-                out.write(as_blob(tensor.array))
+                for at, array in tensor.chunks:
+                    out.pad_to(data_offset + tensor.offset + at)
+                    out.write(as_blob(array))
             out.pad_to(digest_offset)
             file.write(out.sha256.digest())
         os.chmod(temp_name, target.stat().st_mode & 0o7777 if target.exists() else 0o644)
