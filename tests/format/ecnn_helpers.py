@@ -63,6 +63,18 @@ def small_cnn(seed: int = 0) -> Graph:
     )
 
 
+COMPRESSED_PLAN = {"conv.w": "int8", "conv.b": "float16", "fc.w": "csr:int8", "fc.b": "csr"}
+
+
+def compressed_cnn(seed: int = 0) -> Graph:
+    """small_cnn with fc.w pruned to about 30% density, for files stored with COMPRESSED_PLAN."""
+    graph = small_cnn(seed)
+    w = graph.initializers["fc.w"]
+    keep = np.random.default_rng(seed + 1).random(w.shape) < 0.3
+    graph.initializers["fc.w"] = np.where(keep, w, 0).astype(np.float32)
+    return graph
+
+
 # ------------------------------------------------------------------ equality
 def values_equal(a: Any, b: Any) -> bool:
     """Equality that treats NaN as equal to NaN and compares arrays by dtype, shape and content."""

@@ -111,7 +111,8 @@ def require_finite(array: np.ndarray, choice: StorageChoice, where: str) -> None
 
 def to_float16(values: np.ndarray, choice: StorageChoice, where: str) -> np.ndarray:
     """float16 of ``values``; GraphError where a finite value would become infinite."""
-    half = values.astype("<f2")
+    with np.errstate(over="ignore"):
+        half = values.astype("<f2")
     overflow = np.isinf(half) & np.isfinite(values)
     if overflow.any():
         first = values.reshape(-1)[int(np.argmax(overflow.reshape(-1)))]
