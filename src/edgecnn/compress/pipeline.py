@@ -30,7 +30,8 @@ def compress(
     ``prune``/``prune_layers`` as in ``prune``; ``quantize`` is None, "fp16" or "int8". A weight
     tensor whose density is below ``sparse_threshold`` is stored as CSR (with values in the
     quantised type) when that blob is smaller than the dense one; e.g. int8 CSR pays 4 bytes of
-    column index per 1-byte value, so it only wins below about 20% density.
+    column index per 1-byte value, so it only wins below about 20% density. A quantised storage
+    that would not be smaller than raw (a tiny tensor, where the scales dominate) is dropped.
     """
     if not 0.0 <= sparse_threshold <= 1.0:
         raise InputError(f"sparse_threshold must be in 0..1, got {sparse_threshold}")
@@ -39,9 +40,12 @@ def compress(
     plan = quantize_plan(pruned, quantize) if quantize is not None else {}
     for layer in weight_layers(pruned):
         weights = np.asarray(pruned.initializers[layer.tensor])
+        dense_choice = plan.get(layer.tensor, "raw")
+        if stored_nbytes(weights, dense_choice) >= weights.nbytes:  # scales outweigh a tiny tensor
+            plan.pop(layer.tensor, None)
+            dense_choice = "raw"
         if density(weights) >= sparse_threshold or weights.ndim == 0:
             continue
-        dense_choice = plan.get(layer.tensor, "raw")
         sparse_choice = CSR_FOR[storage]
         if stored_nbytes(weights, sparse_choice) < stored_nbytes(weights, dense_choice):
             plan[layer.tensor] = sparse_choice
