@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import typer
-from click.testing import Result
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from edgecnn.cli import compress_cmd
 from edgecnn.errors import InputError
