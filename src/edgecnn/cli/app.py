@@ -14,6 +14,7 @@ import typer
 from edgecnn import __version__
 from edgecnn.cli import (
     bench_cmd,
+    compress_cmd,
     convert_cmd,
     demo_cmd,
     devices_cmd,
@@ -87,7 +88,17 @@ def options(
     _settings["debug"] = debug
 
 
-for module in (run_cmd, info_cmd, time_cmd, bench_cmd, energy_cmd, devices_cmd, convert_cmd, demo_cmd):
+for module in (
+    run_cmd,
+    info_cmd,
+    time_cmd,
+    bench_cmd,
+    energy_cmd,
+    devices_cmd,
+    convert_cmd,
+    compress_cmd,
+    demo_cmd,
+):
     app.command(name=module.NAME, help=module.command.__doc__)(reports_errors(module.command))
 
 
