@@ -55,7 +55,7 @@ def command(
     sparse_threshold: float = typer.Option(
         0.5, min=0.0, max=1.0, help="Store a weight as CSR when its density is below this and CSR is smaller."
     ),
-    iterations: int = typer.Option(5, min=1, help="Timed forward passes per model (median reported)."),
+    iterations: int = typer.Option(10, min=1, help="Timed forward passes per model (median reported)."),
     samples: int = typer.Option(8, min=1, help="Random inputs for the top-1 agreement."),
     seed: int = typer.Option(0, help="Seed of the random inputs."),
     shape: str | None = typer.Option(None, help="Input shape for symbolic dimensions, e.g. 1x3x224x224."),

@@ -70,7 +70,7 @@ def measure(
 ) -> tuple[FileMeasurement, Model]:
     load_ms = median_ms(lambda: load_ecnn(path), repeats=3)
     model = Model(load_ecnn(path), options)
-    profile = model.profile(feeds, iterations=iterations, warmup=2)
+    profile = model.profile(feeds, iterations=iterations, warmup=3)
     return FileMeasurement(os.path.getsize(path), load_ms, profile.median_ms), model
 
 
@@ -80,7 +80,7 @@ def compare(
     *,
     seed: int = 0,
     samples: int = 8,
-    iterations: int = 5,
+    iterations: int = 10,
     threads: int | None = None,
     shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> Comparison:
