@@ -1,5 +1,5 @@
-"""Whole models on OpenCL equal the CPU: the bundled face classifier and a Caffe LeNet, with host
-copies around every step and with activations resident on the device."""
+"""Whole models on OpenCL equal the CPU: the bundled face classifier and a Caffe LeNet, with
+activations resident on the device, and with a host (reference) step in the chain."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import edgecnn
 from edgecnn.importers.caffe import load_caffe
 from edgecnn.ir.graph import Graph
 from edgecnn.kernels.opencl import DeviceArray
-from edgecnn.kernels.opencl.resident import execute_resident
 from edgecnn.model import Model
+from edgecnn.runtime.executor import execute
 from edgecnn.runtime.options import RuntimeOptions
 from edgecnn.runtime.plan import Step
 from opencl.support import opencl_model
@@ -68,17 +68,12 @@ def test_every_step_runs_an_opencl_kernel(case: tuple[Model, Model, np.ndarray])
     assert kernels and all(k.startswith("opencl_") for k in kernels), kernels
 
 
-def test_model_equals_cpu_with_copies_per_step(case: tuple[Model, Model, np.ndarray]) -> None:
-    cpu, model, x = case
-    assert_close_to(model(x), cpu(x))  # type: ignore[arg-type]
-
-
 def test_model_equals_cpu_with_resident_activations(case: tuple[Model, Model, np.ndarray]) -> None:
     cpu, model, x = case
     plan = model.plan_for(x)
     hook = DeviceOutputs()
     name = model.inputs[0].name
-    result = execute_resident(plan, {name: x}, list(model.graph.outputs), (hook,))
+    result = execute(plan, {name: x}, list(model.graph.outputs), (hook,))
     assert_close_to(result[model.graph.outputs[0]], cpu(x))  # type: ignore[arg-type]
     assert all(on_device for _, on_device in hook.resident), hook.resident
 
@@ -98,7 +93,7 @@ def test_resident_run_copies_for_steps_without_opencl_kernels(case: tuple[Model,
     in_values = [plan.constants.get(n) if n else None for n in first.node.inputs]
     steps[0] = replace(first, kernel=select_kernel(first.node, in_types, in_values, backend="reference"))
     mixed = replace(plan, steps=tuple(steps))
-    result = execute_resident(mixed, {model.inputs[0].name: x}, list(model.graph.outputs))
+    result = execute(mixed, {model.inputs[0].name: x}, list(model.graph.outputs))
     assert_close_to(result[model.graph.outputs[0]], cpu(x))  # type: ignore[arg-type]
 
 

@@ -5,8 +5,8 @@ plan first asks for a device (a DeviceError says what is missing).
 
 Each factory prepares for the device of :func:`edgecnn.devices.active_device` (``opencl:0`` unless
 a plan is built inside ``using_device(...)``). Every step works with host arrays (copying in and
-out) and offers ``run_device`` for an executor that keeps activations on the device; see
-:mod:`edgecnn.kernels.opencl.resident`.
+out) and offers ``run_device``, which the executor (edgecnn.runtime.executor) calls so that
+activations stay on the device between OpenCL steps.
 """
 
 from edgecnn.kernels.opencl import activation, conv, dense, eltwise, norm, pool, views  # noqa: F401  (registration)
