@@ -9,7 +9,7 @@ import pytest
 
 import edgecnn
 from edgecnn.bench.zoo import build_model
-from edgecnn.kernels.opencl.resident import execute_resident
+from edgecnn.runtime.executor import execute
 from opencl.support import opencl_model
 
 
@@ -33,6 +33,6 @@ def test_zoo_model_on_opencl_equals_cpu(name: str, tmp_path: object) -> None:
     scale = float(np.abs(expected).max())
     for actual in (
         model(x),
-        execute_resident(plan, {spec.name: x}, list(cpu.graph.outputs))[cpu.graph.outputs[0]],
+        execute(plan, {spec.name: x}, list(cpu.graph.outputs))[cpu.graph.outputs[0]],
     ):
         np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4 * scale)  # type: ignore[arg-type]
