@@ -108,11 +108,14 @@ class Model:
                 on_iteration()
         return Profile(layers=timer.layers(), iteration_ms=iteration_ms)
 
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the model as it was imported (before optimisation) to an ``.ecnn`` file."""
+    def save(self, path: str | os.PathLike[str], storage: Mapping[str, str] | None = None) -> None:
+        """Write the model as it was imported (before optimisation) to an ``.ecnn`` file.
+
+        ``storage`` maps tensor names to compressed storages ("float16", "int8", "csr", ...; see
+        edgecnn.compress); every other tensor is stored raw (memory-mapped on load)."""
         from edgecnn.format import save_ecnn
 
-        save_ecnn(self.graph, path)
+        save_ecnn(self.graph, path, storage)
 
     def plan_for(self, feeds: Any, *, optimized: bool = True) -> Plan:
         """The prepared plan for these inputs' shapes (built on first use, then cached)."""

@@ -106,3 +106,13 @@ def test_convert_refuses_a_model_outside_the_radar_family(tmp_path: Path) -> Non
         app, ["convert", str(bundled("simplecnn/face_binary_cls.onnx")), "-o", str(tmp_path / "x.bin")]
     )
     assert result.exit_code == EXIT_ERROR and result.stderr.startswith("error: ")
+
+
+def test_model_save_with_a_storage_plan(tmp_path: Path) -> None:
+    model = edgecnn.load(bundled("simplecnn/face_binary_cls.onnx"))
+    weights = {name: "float16" for name, value in model.graph.initializers.items() if value.ndim > 1}
+    model.save(tmp_path / "raw.ecnn")
+    model.save(tmp_path / "half.ecnn", storage=weights)
+    assert (tmp_path / "half.ecnn").stat().st_size < 0.6 * (tmp_path / "raw.ecnn").stat().st_size
+    x = np.random.default_rng(0).random((1, 3, 128, 128), dtype=np.float32)
+    np.testing.assert_allclose(edgecnn.load(tmp_path / "half.ecnn")(x), model(x), rtol=1e-2, atol=1e-2)
