@@ -376,7 +376,9 @@ def test_activation_fuses_into_conv(case: str) -> None:
 
 def test_activation_parameters_are_carried() -> None:
     leaky, _ = ACTIVATION_CASES["leaky_relu"]
-    assert fuse_activation(conv_graph(leaky, {}, ["y"])).graph.nodes[0].attrs.negative_slope == pytest.approx(0.2)
+    assert fuse_activation(conv_graph(leaky, {}, ["y"])).graph.nodes[0].attrs.negative_slope == pytest.approx(
+        0.2
+    )
     clip, constants = ACTIVATION_CASES["relu6"]
     attrs = fuse_activation(conv_graph(clip, dict(constants), ["y"])).graph.nodes[0].attrs
     assert (attrs.low, attrs.high) == (0.0, 6.0)
