@@ -108,10 +108,7 @@ class TiledConvGemm(ConvKernel):
                 s.dilations[0],
                 s.dilations[1],
                 self.pointwise,
-                self.kind,
-                self.alpha,
-                self.low,
-                self.high,
+                *self.activation,
                 tiling.row_step,
                 tiling.column_step,
                 columns,
@@ -147,10 +144,7 @@ class Depthwise(ConvKernel):
             s.pads[1],
             s.dilations[0],
             s.dilations[1],
-            self.kind,
-            self.alpha,
-            self.low,
-            self.high,
+            *self.activation,
             out,
         )
         return out

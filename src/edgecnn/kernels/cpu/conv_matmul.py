@@ -32,10 +32,7 @@ class MatmulConvKernel(ConvKernel):
             rows,
             bias,
             self.has_bias,
-            self.kind,
-            self.alpha,
-            self.low,
-            self.high,
+            *self.activation,
         )
 
     @property

@@ -78,7 +78,8 @@ class ConvKernel:
         setup = conv_setup(node, types)
         assert setup is not None
         self.setup = setup
-        self.kind, self.alpha, self.low, self.high = activation_args(node.attrs)
+        self.activation = activation_args(node.attrs)  # (kind, negative slope, low, high)
+        self.kind = self.activation[0]
         bias = values[2] if len(values) > 2 else None
         self.has_bias = bias is not None
         self.bias = np.ascontiguousarray(bias if bias is not None else np.zeros(1), dtype=np.float32)

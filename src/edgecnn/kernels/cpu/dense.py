@@ -56,7 +56,8 @@ class DenseGemm:
             self.addend = np.ascontiguousarray(np.broadcast_to(scaled.astype(np.float32), self.out_shape))
         else:
             self.addend = np.zeros((1, 1), dtype=np.float32)
-        self.kind, self.alpha, self.low, self.high = activation_args(attrs)
+        self.activation = activation_args(attrs)  # (kind, negative slope, low, high)
+        self.kind = self.activation[0]
         self.small = rows * self.out_shape[1] * self.depth < GEMM_GRAIN
         self._tilings: dict[int, Tiling] = {}
 
@@ -82,10 +83,7 @@ class DenseGemm:
                 self.weights,
                 self.addend,
                 self.has_c,
-                self.kind,
-                self.alpha,
-                self.low,
-                self.high,
+                *self.activation,
                 tiling.row_step,
                 tiling.column_step,
                 tiling.workers,
@@ -103,10 +101,7 @@ class DenseGemm:
                 out.reshape(-1),
                 self.addend.reshape(-1),
                 self.has_c,
-                self.kind,
-                self.alpha,
-                self.low,
-                self.high,
+                *self.activation,
             )
         return out
 

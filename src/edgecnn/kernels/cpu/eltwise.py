@@ -79,11 +79,14 @@ class Activation:
     def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
         self.shape = shape_of(types[0])
         self.kind = int(_KINDS[node.op])
-        self.alpha = float(getattr(node.attrs, "alpha", 0.0))
         low = values[1] if optional_input(node, 1) else None
         high = values[2] if optional_input(node, 2) else None
-        self.low = float(low.reshape(())) if low is not None else -np.inf
-        self.high = float(high.reshape(())) if high is not None else np.inf
+        self.activation = (
+            self.kind,
+            float(getattr(node.attrs, "alpha", 0.0)),
+            float(low.reshape(())) if low is not None else -np.inf,
+            float(high.reshape(())) if high is not None else np.inf,
+        )
         size = int(np.prod(self.shape))
         cheap = self.kind in (ActivationKind.RELU, ActivationKind.LEAKY_RELU, ActivationKind.CLIP)
         self.small = size < (MEMORY_BOUND_GRAIN if cheap else GRAIN)
@@ -96,10 +99,7 @@ class Activation:
             activation,
             self.small,
             flat,
-            self.kind,
-            self.alpha,
-            self.low,
-            self.high,
+            *self.activation,
             self.chunk,
             out.reshape(-1),
         )
