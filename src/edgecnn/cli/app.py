@@ -20,6 +20,7 @@ from edgecnn.cli import (
     devices_cmd,
     energy_cmd,
     info_cmd,
+    plan_cmd,
     run_cmd,
     time_cmd,
 )
@@ -91,6 +92,7 @@ def options(
 for module in (
     run_cmd,
     info_cmd,
+    plan_cmd,
     time_cmd,
     bench_cmd,
     energy_cmd,

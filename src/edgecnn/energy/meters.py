@@ -246,6 +246,7 @@ METERS: dict[str, Callable[[], EnergyMeter]] = {
 AUTO_ORDER = {
     "cpu": ("rapl", "hwmon", "power_supply", "estimate"),
     "cuda": ("nvml",),
+    "opencl": ("hwmon", "power_supply", "estimate"),  # a GPU's own rail, where the board exposes one
 }
 """Meters that cover each kind of device, best first (a GPU board meter says nothing of the CPU)."""
 
