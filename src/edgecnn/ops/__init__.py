@@ -8,6 +8,7 @@ from edgecnn.ops import (  # noqa: F401
     fused,
     norm,
     pool,
+    quant,
     reduce,
     resize,
     shape,

@@ -7,6 +7,7 @@ from edgecnn.importers.onnx.converters import (  # noqa: F401
     elementwise,
     norm,
     pool,
+    quant,
     reduce,
     resize,
     shape,

@@ -1,0 +1,241 @@
+"""int8 CPU kernels for QLinearConv / Int8Conv, QLinearMatMul / Int8Gemm and QuantizeLinear.
+
+Prepared once per plan: weights packed as (groups, rows, K) int8, the input zero point folded into
+the int32 bias (sum((x - zx) * w) = sum(x * w) - zx * sum(w), so the GEMM reads raw 8-bit data),
+and one float32 multiplier per output channel. Only symmetric weights (zero point 0) and per-tensor
+input/output quantisation take this path; anything else runs the reference kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu.epilogue import activation_args
+from edgecnn.kernels.cpu.int8_gemm import conv_int8, dense_int8, quantize_into
+from edgecnn.kernels.cpu.threads import GEMM_GRAIN, call, is_small
+from edgecnn.kernels.registry import StepFn, register_kernel
+from edgecnn.ops.conv import conv_geometry
+from edgecnn.ops.quant import QUANT_DTYPES, output_multiplier
+from edgecnn.ops.spatial import output_dims
+
+X, X_SCALE, X_ZP, W, W_SCALE, W_ZP, Y_SCALE, Y_ZP, BIAS = range(9)
+
+
+def _value(values: Sequence[np.ndarray | None], index: int) -> np.ndarray | None:
+    return values[index] if index < len(values) else None
+
+
+def _given(node: Node, index: int) -> bool:
+    return len(node.inputs) > index and bool(node.inputs[index])
+
+
+def _scalar(values: Sequence[np.ndarray | None], index: int) -> bool:
+    value = _value(values, index)
+    return value is not None and value.size == 1
+
+
+def _concrete(t: TensorType | None, rank: int) -> bool:
+    return t is not None and t.is_concrete and t.shape is not None and len(t.shape) == rank
+
+
+def quantized_layer(
+    node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None], rank: int
+) -> bool:
+    """Constant int8 symmetric weights, per-tensor input/output parameters, int32 bias, known shapes."""
+    w = _value(values, W)
+    w_zp = _value(values, W_ZP)
+    bias = _value(values, BIAS)
+    x = types[0] if types else None
+    if not (_concrete(x, rank) and w is not None and w.dtype == np.int8):
+        return False
+    if x.dtype not in (*QUANT_DTYPES, "float32") or len(node.outputs) != 1:  # type: ignore[union-attr]
+        return False
+    if x.dtype == "float32" and node.op.startswith("QLinear"):  # type: ignore[union-attr]
+        return False
+    if _given(node, W_ZP) and (w_zp is None or np.any(w_zp != 0)):
+        return False
+    if not (_scalar(values, X_SCALE) and _scalar(values, X_ZP) and _value(values, W_SCALE) is not None):
+        return False
+    if _given(node, Y_SCALE) != _given(node, Y_ZP):
+        return False
+    if _given(node, Y_SCALE) and not (_scalar(values, Y_SCALE) and _scalar(values, Y_ZP)):
+        return False
+    return not (_given(node, BIAS) and (bias is None or bias.dtype != np.int32))
+
+
+class QuantizedLayer:
+    """What conv and dense share: multipliers, the zero-point-corrected bias, output parameters."""
+
+    def __init__(self, node: Node, values: Sequence[np.ndarray | None], weights: np.ndarray, channels: int):
+        x_scale, x_zp = _value(values, X_SCALE), _value(values, X_ZP)
+        assert x_scale is not None and x_zp is not None
+        self.x_scale = float(np.float32(x_scale.reshape(())))
+        self.x_zp = int(x_zp.reshape(()))
+        self.x_dtype = x_zp.dtype
+        y_scale, y_zp = _value(values, Y_SCALE), _value(values, Y_ZP)
+        self.float_output = y_scale is None
+        self.multiplier = np.ascontiguousarray(
+            np.broadcast_to(output_multiplier(x_scale, _value(values, W_SCALE), y_scale), (channels,)),  # type: ignore[arg-type]
+            dtype=np.float32,
+        )
+        self.y_scale = 1.0 if y_scale is None else float(np.float32(y_scale.reshape(())))
+        self.y_zp = 0 if y_zp is None else int(y_zp.reshape(()))
+        self.out_dtype = np.dtype(np.float32) if y_zp is None else y_zp.dtype
+        info = np.iinfo(self.out_dtype) if y_zp is not None else np.iinfo(np.int8)
+        self.lo, self.hi = int(info.min), int(info.max)
+        bias = _value(values, BIAS)
+        row_sums = weights.reshape(channels, -1).astype(np.int64).sum(axis=1)
+        corrected = (0 if bias is None else bias.astype(np.int64)) - self.x_zp * row_sums
+        self.bias = np.ascontiguousarray(corrected, dtype=np.int32)
+        self.activation = activation_args(node.attrs)
+
+    def quantized_input(self, x: np.ndarray) -> np.ndarray:
+        """8-bit input as given; float input quantised with the layer's input scale and zero point."""
+        if x.dtype != np.float32:
+            return np.ascontiguousarray(x)
+        q = np.empty(x.shape, dtype=self.x_dtype)
+        info = np.iinfo(self.x_dtype)
+        call(
+            quantize_into,
+            is_small(x.size),
+            x.reshape(-1),
+            self.x_scale,
+            self.x_zp,
+            int(info.min),
+            int(info.max),
+            q.reshape(-1),
+        )
+        return q
+
+    def epilogue_args(self) -> tuple:
+        return (self.y_scale, self.y_zp, self.lo, self.hi, self.float_output, *self.activation)
+
+
+class Int8ConvKernel(QuantizedLayer):
+    """im2col on 8-bit data + int8 GEMM with int32 accumulation + requantising epilogue."""
+
+    def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
+        x_type, w = types[X], _value(values, W)
+        assert x_type is not None and x_type.shape is not None and w is not None
+        x_shape = tuple(int(d) for d in x_type.shape)  # type: ignore[arg-type]
+        geo = conv_geometry(node.attrs, x_shape, w.shape)
+        assert geo.pads is not None
+        self.out_hw = tuple(
+            int(d) for d in output_dims(x_shape[2:], geo.kernel, geo.strides, geo.dilations, geo.pads)
+        )  # type: ignore[arg-type]
+        group = node.attrs.group
+        super().__init__(node, values, w, w.shape[0])
+        self.geometry = (*geo.kernel, *geo.strides, geo.pads[0], geo.pads[1], *geo.dilations)
+        rows = w.shape[1] * w.shape[2] * w.shape[3]
+        self.weights = np.ascontiguousarray(w.reshape(group, w.shape[0] // group, rows))
+        self.out_shape = (x_shape[0], w.shape[0], *self.out_hw)
+        self.columns = (rows, self.out_hw[0] * self.out_hw[1])
+        self.small = x_shape[0] * w.shape[0] * rows * self.columns[1] < GEMM_GRAIN
+
+    def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
+        q = self.quantized_input(x)
+        columns = np.empty(self.columns, dtype=q.dtype)
+        out = np.empty(self.out_shape, dtype=self.out_dtype)
+        call(
+            conv_int8,
+            self.small,
+            q,
+            self.weights,
+            self.bias,
+            self.multiplier,
+            *self.geometry,
+            self.x_zp,
+            *self.epilogue_args(),
+            columns,
+            out,
+        )
+        return out
+
+
+class Int8DenseKernel(QuantizedLayer):
+    """Rows of A times int8 weight rows (N, K), int32 accumulation, requantising epilogue."""
+
+    def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
+        w = _value(values, W)
+        assert w is not None
+        transposed = node.op == "QLinearMatMul" or not getattr(node.attrs, "trans_b", False)
+        self.weights = np.ascontiguousarray(w.T if transposed else w)  # (N, K)
+        super().__init__(node, values, self.weights, self.weights.shape[0])
+
+    def __call__(self, a: np.ndarray, *_: object) -> np.ndarray:
+        q = self.quantized_input(a)
+        out = np.empty((q.shape[0], self.weights.shape[0]), dtype=self.out_dtype)
+        small = q.shape[0] * self.weights.size < GEMM_GRAIN
+        call(dense_int8, small, q, self.weights, self.bias, self.multiplier, *self.epilogue_args(), out)
+        return out
+
+
+def when_conv(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
+    w = _value(values, W)
+    return quantized_layer(node, types, values, 4) and w is not None and w.ndim == 4
+
+
+def when_dense(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
+    w = _value(values, W)
+    if not (quantized_layer(node, types, values, 2) and w is not None and w.ndim == 2):
+        return False
+    if node.op == "Int8Gemm" and getattr(node.attrs, "trans_a", False):
+        return False
+    w_scale = _value(values, W_SCALE)
+    return w_scale is not None and w_scale.ndim <= 1
+
+
+class QuantizeKernel:
+    """Per-tensor float32 -> int8/uint8 (QuantizeLinear) in one compiled pass."""
+
+    def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
+        scale, zp = values[1], _value(values, 2)
+        assert scale is not None
+        self.scale = float(np.float32(scale.reshape(())))
+        self.zp = 0 if zp is None else int(zp.reshape(()))
+        self.dtype = np.dtype(node.attrs.output_dtype or (zp.dtype if zp is not None else np.uint8))
+        info = np.iinfo(self.dtype)
+        self.lo, self.hi = int(info.min), int(info.max)
+
+    def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
+        out = np.empty(x.shape, dtype=self.dtype)
+        flat = np.ascontiguousarray(x).reshape(-1)
+        call(quantize_into, is_small(x.size), flat, self.scale, self.zp, self.lo, self.hi, out.reshape(-1))
+        return out
+
+
+def when_quantize(
+    node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
+) -> bool:
+    x = types[0] if types else None
+    return (
+        x is not None
+        and x.dtype == "float32"
+        and _scalar(values, 1)
+        and (not _given(node, 2) or _scalar(values, 2))
+        and len(node.outputs) == 1
+    )
+
+
+def int8_conv(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> StepFn:
+    return Int8ConvKernel(node, types, values)
+
+
+def int8_dense(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> StepFn:
+    return Int8DenseKernel(node, types, values)
+
+
+def quantize(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> StepFn:
+    return QuantizeKernel(node, types, values)
+
+
+for _op in ("QLinearConv", "Int8Conv"):
+    register_kernel(_op, when=when_conv, priority=10, name="int8_im2col_gemm")(int8_conv)
+for _op in ("QLinearMatMul", "Int8Gemm"):
+    register_kernel(_op, when=when_dense, priority=10, name="int8_dense")(int8_dense)
+register_kernel("QuantizeLinear", when=when_quantize, priority=10, name="quantize_int8")(quantize)
+
+__all__ = ["Int8ConvKernel", "Int8DenseKernel", "QuantizeKernel"]

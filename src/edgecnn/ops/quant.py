@@ -1,0 +1,357 @@
+"""Quantised operators (ONNX opset-21 semantics): QuantizeLinear, DequantizeLinear, QLinearConv,
+QLinearMatMul, ConvInteger, MatMulInteger; and edgecnn's ``Int8Conv``/``Int8Gemm``, the int8 layers
+that edgecnn.compress.int8 writes (a QLinear layer that may read float input, quantising it on the
+way in, may write float output, and applies a fused activation).
+
+Requantisation follows onnxruntime: the int32 accumulator times the float32 multiplier
+``x_scale * w_scale / y_scale``, rounded half to even, plus the output zero point, saturated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from edgecnn.ir.graph import TensorType
+from edgecnn.ops.common import broadcast_shapes, check, first_type, normalize_axis
+from edgecnn.ops.conv import ConvAttrs, conv, infer_conv
+from edgecnn.ops.fused import FusedConvAttrs, FusedGemmAttrs
+from edgecnn.ops.registry import NoAttrs, register_op
+
+QUANT_DTYPES = ("int8", "uint8")
+
+
+@dataclass(frozen=True)
+class QuantizeAttrs:
+    """``axis``: the channel axis of per-axis scales; ``output_dtype``: "" = the zero point's type
+    (uint8 without one)."""
+
+    axis: int = 1
+    output_dtype: str = ""
+
+
+def _limits(dtype: np.dtype) -> tuple[int, int]:
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max)
+
+
+def saturate(values: np.ndarray, dtype: np.dtype | str) -> np.ndarray:
+    """Round half to even and clamp into ``dtype``'s range (ONNX QuantizeLinear's saturation)."""
+    lo, hi = _limits(np.dtype(dtype))
+    return np.clip(np.rint(values), lo, hi).astype(dtype)
+
+
+def per_axis(param: np.ndarray, rank: int, axis: int) -> np.ndarray:
+    """A scale or zero point shaped to broadcast along ``axis`` (scalars stay scalars)."""
+    param = np.asarray(param)
+    if param.ndim == 0:
+        return param
+    shape = [1] * rank
+    shape[normalize_axis(axis, rank)] = param.size
+    return param.reshape(shape)
+
+
+def _quant_dtype(attrs: QuantizeAttrs, zero_point: TensorType | None) -> str:
+    if attrs.output_dtype:
+        return attrs.output_dtype
+    return zero_point.dtype if zero_point is not None else "uint8"
+
+
+def infer_quantize(
+    attrs: QuantizeAttrs, types: Sequence[TensorType | None], values: object
+) -> list[TensorType]:
+    x = first_type(types)
+    dtype = _quant_dtype(attrs, types[2] if len(types) > 2 else None)
+    check(dtype in QUANT_DTYPES, f"quantised type must be int8 or uint8, got {dtype}")
+    return [TensorType(dtype, x.shape)]
+
+
+@register_op("QuantizeLinear", attrs=QuantizeAttrs, infer=infer_quantize, inputs=(2, 3))
+def quantize_linear(
+    attrs: QuantizeAttrs, x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None = None
+) -> np.ndarray:
+    """y = saturate(round(x / scale) + zero_point), per tensor or per ``axis``."""
+    dtype = attrs.output_dtype or (zero_point.dtype.name if zero_point is not None else "uint8")
+    s = per_axis(np.asarray(scale, dtype=np.float32), x.ndim, attrs.axis)
+    zp = 0 if zero_point is None else per_axis(zero_point, x.ndim, attrs.axis).astype(np.float32)
+    return saturate(x.astype(np.float32) / s + zp, dtype)
+
+
+def infer_dequantize(
+    attrs: QuantizeAttrs, types: Sequence[TensorType | None], values: object
+) -> list[TensorType]:
+    x = first_type(types)
+    scale = types[1]
+    return [TensorType(scale.dtype if scale is not None else "float32", x.shape)]
+
+
+@register_op("DequantizeLinear", attrs=QuantizeAttrs, infer=infer_dequantize, inputs=(2, 3))
+def dequantize_linear(
+    attrs: QuantizeAttrs, x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None = None
+) -> np.ndarray:
+    """y = (x - zero_point) * scale, per tensor or per ``axis``."""
+    s = per_axis(scale, x.ndim, attrs.axis)
+    zp = 0 if zero_point is None else per_axis(zero_point, x.ndim, attrs.axis).astype(np.int32)
+    return ((x.astype(np.int32) - zp).astype(np.float32) * s).astype(scale.dtype)
+
+
+# ------------------------------------------------------------------ integer convolution and products
+
+
+def centered(q: np.ndarray, zero_point: np.ndarray | None, axis: int | None = None) -> np.ndarray:
+    """q - zero_point as float64, exact for 8-bit values, so float matmuls give exact int sums."""
+    zp = np.float64(0) if zero_point is None else np.asarray(zero_point, dtype=np.float64)
+    if axis is not None and zp.ndim == 1 and zp.size > 1:
+        zp = per_axis(zp, q.ndim, axis)
+    return q.astype(np.float64) - zp
+
+
+def integer_conv(
+    attrs: ConvAttrs, x: np.ndarray, x_zp: np.ndarray | None, w: np.ndarray, w_zp: np.ndarray | None
+) -> np.ndarray:
+    """Exact int32 sum of (x - x_zp) * (w - w_zp) over each window; padding reads x_zp (real zero)."""
+    xc = centered(x, x_zp)
+    wc = centered(w, w_zp, axis=0)
+    return conv(attrs, xc, wc).astype(np.int64)
+
+
+def requantize(
+    acc: np.ndarray,
+    x_scale: np.ndarray,
+    w_scale: np.ndarray,
+    y_scale: np.ndarray,
+    y_zp: np.ndarray | None,
+    axis: int,
+) -> np.ndarray:
+    """int32 accumulators -> quantised output: round(acc * (xs * ws / ys)) + yzp, saturated."""
+    multiplier = output_multiplier(x_scale, w_scale, y_scale)
+    m = per_axis(multiplier, acc.ndim, axis) if multiplier.size > 1 else multiplier.reshape(())
+    y = np.rint(acc.astype(np.float32) * m)
+    dtype = y_zp.dtype if y_zp is not None else np.dtype(np.uint8)
+    zp = 0 if y_zp is None else np.float32(np.asarray(y_zp).reshape(()))
+    return saturate(y + zp, dtype)
+
+
+def output_multiplier(x_scale: np.ndarray, w_scale: np.ndarray, y_scale: np.ndarray | None) -> np.ndarray:
+    """float32 xs * ws / ys per output channel (ys omitted: the dequantising multiplier xs * ws)."""
+    m = np.float32(np.asarray(x_scale).reshape(())) * np.asarray(w_scale, dtype=np.float32).reshape(-1)
+    if y_scale is not None:
+        m = m / np.float32(np.asarray(y_scale).reshape(()))
+    return m.astype(np.float32)
+
+
+def infer_qlinear_conv(
+    attrs: ConvAttrs, types: Sequence[TensorType | None], values: object
+) -> list[TensorType]:
+    x, w = first_type(types), types[3]
+    check(w is not None, "weights are required")
+    check(w.dtype in QUANT_DTYPES, f"weights must be int8 or uint8, got {w.dtype}")  # type: ignore[union-attr]
+    shape = infer_conv(attrs, [x, w], values)[0].shape
+    y_zp = types[7] if len(types) > 7 else None
+    return [TensorType(y_zp.dtype if y_zp is not None else "uint8", shape)]
+
+
+@register_op("QLinearConv", attrs=ConvAttrs, infer=infer_qlinear_conv, inputs=(8, 9))
+def qlinear_conv(
+    attrs: ConvAttrs,
+    x: np.ndarray,
+    x_scale: np.ndarray,
+    x_zp: np.ndarray | None,
+    w: np.ndarray,
+    w_scale: np.ndarray,
+    w_zp: np.ndarray | None,
+    y_scale: np.ndarray,
+    y_zp: np.ndarray | None,
+    b: np.ndarray | None = None,
+) -> np.ndarray:
+    acc = integer_conv(attrs, x, x_zp, w, w_zp)
+    if b is not None:
+        acc = acc + b.astype(np.int64).reshape(-1, *([1] * (acc.ndim - 2)))
+    return requantize(acc, x_scale, w_scale, y_scale, y_zp, axis=1)
+
+
+def infer_conv_integer(
+    attrs: ConvAttrs, types: Sequence[TensorType | None], values: object
+) -> list[TensorType]:
+    x, w = first_type(types), types[1]
+    check(w is not None, "weights are required")
+    return [TensorType("int32", infer_conv(attrs, [x, w], values)[0].shape)]
+
+
+@register_op("ConvInteger", attrs=ConvAttrs, infer=infer_conv_integer, inputs=(2, 4))
+def conv_integer(
+    attrs: ConvAttrs,
+    x: np.ndarray,
+    w: np.ndarray,
+    x_zp: np.ndarray | None = None,
+    w_zp: np.ndarray | None = None,
+) -> np.ndarray:
+    return integer_conv(attrs, x, x_zp, w, w_zp).astype(np.int32)
+
+
+def _matmul_shape(a: TensorType, b: TensorType) -> tuple | None:
+    if a.shape is None or b.shape is None:
+        return None
+    check(len(a.shape) >= 1 and len(b.shape) >= 1, "MatMul inputs must have rank >= 1")
+    a_shape = (1, *a.shape) if len(a.shape) == 1 else a.shape
+    b_shape = (*b.shape, 1) if len(b.shape) == 1 else b.shape
+    batch = broadcast_shapes(tuple(a_shape[:-2]), tuple(b_shape[:-2]))
+    out = (*(batch or ()), a_shape[-2], b_shape[-1])
+    if len(a.shape) == 1:
+        out = out[:-2] + out[-1:]
+    if len(b.shape) == 1:
+        out = out[:-1]
+    return out
+
+
+def infer_qlinear_matmul(
+    attrs: NoAttrs, types: Sequence[TensorType | None], values: object
+) -> list[TensorType]:
+    a, b = first_type(types), types[3]
+    check(b is not None, "input B is required")
+    y_zp = types[7] if len(types) > 7 else None
+    return [TensorType(y_zp.dtype if y_zp is not None else "uint8", _matmul_shape(a, b))]  # type: ignore[arg-type]
+
+
+@register_op("QLinearMatMul", infer=infer_qlinear_matmul, inputs=8)
+def qlinear_matmul(
+    attrs: NoAttrs,
+    a: np.ndarray,
+    a_scale: np.ndarray,
+    a_zp: np.ndarray,
+    b: np.ndarray,
+    b_scale: np.ndarray,
+    b_zp: np.ndarray,
+    y_scale: np.ndarray,
+    y_zp: np.ndarray,
+) -> np.ndarray:
+    """Per-tensor A; B per tensor or per column (scales of shape [N])."""
+    b_center = b.astype(np.float64) - np.asarray(b_zp, dtype=np.float64).reshape(-1)
+    acc = np.matmul(centered(a, a_zp), b_center).astype(np.int64)
+    return requantize(acc, a_scale, b_scale, y_scale, y_zp, axis=-1)
+
+
+def infer_matmul_integer(
+    attrs: NoAttrs, types: Sequence[TensorType | None], values: object
+) -> list[TensorType]:
+    a, b = first_type(types), types[1]
+    check(b is not None, "input B is required")
+    return [TensorType("int32", _matmul_shape(a, b))]  # type: ignore[arg-type]
+
+
+@register_op("MatMulInteger", infer=infer_matmul_integer, inputs=(2, 4))
+def matmul_integer(
+    attrs: NoAttrs,
+    a: np.ndarray,
+    b: np.ndarray,
+    a_zp: np.ndarray | None = None,
+    b_zp: np.ndarray | None = None,
+) -> np.ndarray:
+    b_center = b.astype(np.float64) - (0 if b_zp is None else np.asarray(b_zp, np.float64).reshape(-1))
+    return np.matmul(centered(a, a_zp), b_center).astype(np.int32)
+
+
+# ------------------------------------------------------------------------- edgecnn's int8 layers
+
+
+@dataclass(frozen=True)
+class Int8ConvAttrs(FusedConvAttrs):
+    """A FusedConv computed in int8; ``y_scale``/``y_zero_point`` omitted -> float32 output."""
+
+
+@dataclass(frozen=True)
+class Int8GemmAttrs(FusedGemmAttrs):
+    """A FusedGemm computed in int8 (alpha, beta folded into the scales and bias beforehand)."""
+
+
+def quantize_input(x: np.ndarray, x_scale: np.ndarray, x_zp: np.ndarray) -> np.ndarray:
+    """Float input is quantised on the way in (the QuantizeLinear a QDQ model would carry)."""
+    if x.dtype.name in QUANT_DTYPES:
+        return x
+    return quantize_linear(QuantizeAttrs(), x, x_scale, x_zp)
+
+
+def finish(
+    attrs: FusedConvAttrs | FusedGemmAttrs,
+    acc: np.ndarray,
+    x_scale: np.ndarray,
+    w_scale: np.ndarray,
+    y_scale: np.ndarray | None,
+    y_zp: np.ndarray | None,
+    axis: int,
+) -> np.ndarray:
+    """int32 accumulators -> activation -> float32, or requantised when an output scale is given."""
+    multiplier = output_multiplier(x_scale, w_scale, y_scale)
+    v = acc.astype(np.float32) * per_axis(multiplier, acc.ndim, axis)
+    if y_scale is None:
+        return attrs.apply(v.astype(np.float32))
+    ys = np.float32(np.asarray(y_scale).reshape(()))
+    if attrs.activation == "relu":
+        v = np.maximum(v, np.float32(0))
+    elif attrs.activation != "none":
+        v = attrs.apply((v * ys).astype(np.float32)) / ys
+    assert y_zp is not None
+    return saturate(np.rint(v) + np.float32(np.asarray(y_zp).reshape(())), y_zp.dtype)
+
+
+def infer_int8_conv(
+    attrs: Int8ConvAttrs, types: Sequence[TensorType | None], values: object
+) -> list[TensorType]:
+    shape = infer_qlinear_conv(attrs, types, values)[0].shape
+    y_zp = types[7] if len(types) > 7 else None
+    return [TensorType(y_zp.dtype if y_zp is not None else "float32", shape)]
+
+
+@register_op("Int8Conv", attrs=Int8ConvAttrs, infer=infer_int8_conv, inputs=(6, 9))
+def int8_conv(
+    attrs: Int8ConvAttrs,
+    x: np.ndarray,
+    x_scale: np.ndarray,
+    x_zp: np.ndarray,
+    w: np.ndarray,
+    w_scale: np.ndarray,
+    w_zp: np.ndarray | None,
+    y_scale: np.ndarray | None = None,
+    y_zp: np.ndarray | None = None,
+    b: np.ndarray | None = None,
+) -> np.ndarray:
+    acc = integer_conv(attrs, quantize_input(x, x_scale, x_zp), x_zp, w, w_zp)
+    if b is not None:
+        acc = acc + b.astype(np.int64).reshape(-1, *([1] * (acc.ndim - 2)))
+    return finish(attrs, acc, x_scale, w_scale, y_scale, y_zp, axis=1)
+
+
+def infer_int8_gemm(
+    attrs: Int8GemmAttrs, types: Sequence[TensorType | None], values: object
+) -> list[TensorType]:
+    a, b = first_type(types), types[3]
+    check(b is not None, "weights are required")
+    check(not attrs.trans_a, "Int8Gemm takes A untransposed")
+    rows = a.shape[0] if a.shape is not None else None
+    cols = None if b.shape is None else b.shape[0 if attrs.trans_b else 1]  # type: ignore[union-attr]
+    y_zp = types[7] if len(types) > 7 else None
+    return [TensorType(y_zp.dtype if y_zp is not None else "float32", (rows, cols))]
+
+
+@register_op("Int8Gemm", attrs=Int8GemmAttrs, infer=infer_int8_gemm, inputs=(6, 9))
+def int8_gemm(
+    attrs: Int8GemmAttrs,
+    a: np.ndarray,
+    a_scale: np.ndarray,
+    a_zp: np.ndarray,
+    b: np.ndarray,
+    b_scale: np.ndarray,
+    b_zp: np.ndarray | None,
+    y_scale: np.ndarray | None = None,
+    y_zp: np.ndarray | None = None,
+    c: np.ndarray | None = None,
+) -> np.ndarray:
+    """y = act(A @ B' + C) with B' = B^T if trans_b; B per output column, C int32 of shape [N]."""
+    weights = b.T if attrs.trans_b else b
+    w_center = weights.astype(np.float64) - (0 if b_zp is None else np.asarray(b_zp, np.float64).reshape(-1))
+    acc = np.matmul(centered(quantize_input(a, a_scale, a_zp), a_zp), w_center).astype(np.int64)
+    if c is not None:
+        acc = acc + c.astype(np.int64).reshape(-1)
+    return finish(attrs, acc, a_scale, b_scale, y_scale, y_zp, axis=-1)
