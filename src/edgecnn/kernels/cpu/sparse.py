@@ -1,0 +1,176 @@
+"""Sparse-weight kernels for pruned layers (issue 5, seed 001's SpMV): Gemm / FusedGemm as CSR SpMV
+(batch 1) or SpMM (batch > 1), and Conv / FusedConv as CSR weights x im2col columns.
+
+The CSR is built from the constant weight when the plan is built, so a pruned model benefits
+whatever file it came from. Each kernel is registered above its dense counterpart but applies only
+when the weight's density is below the crossover measured on this machine (sparse_csr.py,
+benchmarks/sparse_crossover.py); above it the dense kernel is faster and is chosen instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numba
+import numpy as np
+
+from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu import sparse_csr
+from edgecnn.kernels.cpu.common import scratch, shape_of
+from edgecnn.kernels.cpu.conv import _compiled as conv_compiled
+from edgecnn.kernels.cpu.conv_setup import ConvKernel, conv_setup
+from edgecnn.kernels.cpu.dense import when_dense
+from edgecnn.kernels.cpu.epilogue import activation_args
+from edgecnn.kernels.cpu.sparse_compiled import sparse_conv_2d, spmm, spmv
+from edgecnn.kernels.cpu.sparse_csr import CsrMatrix, csr_from_dense, density, row_bounds
+from edgecnn.kernels.cpu.threads import GRAIN, call
+from edgecnn.kernels.registry import register_kernel
+from edgecnn.ops.dense import GemmAttrs
+
+COLUMNS_BYTES = 1 << 18
+"""Target size of one task's im2col columns in the sparse conv (half of a 512 KiB L2)."""
+
+
+def gemm_rows(node: Node, types: Sequence[TensorType | None]) -> int:
+    """M, the rows of activations a Gemm multiplies (its batch)."""
+    attrs = node.attrs
+    assert isinstance(attrs, GemmAttrs)
+    a_shape = shape_of(types[0])
+    return a_shape[1] if attrs.trans_a else a_shape[0]
+
+
+def when_sparse_gemm(
+    node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
+) -> bool:
+    """A dense-eligible Gemm whose weight is sparser than the crossover for its batch."""
+    if not when_dense(node, types, values):
+        return False
+    weights = values[1]
+    assert weights is not None
+    crossover = sparse_csr.SPMV_CROSSOVER if gemm_rows(node, types) == 1 else sparse_csr.SPMM_CROSSOVER
+    return density(weights) < crossover
+
+
+def when_sparse_conv(
+    node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
+) -> bool:
+    """A compiled-eligible, non-depthwise Conv whose weight is sparser than the crossover."""
+    if not conv_compiled(node, types, values):
+        return False
+    setup = conv_setup(node, types)
+    weights = values[1]
+    assert setup is not None and weights is not None
+    return not setup.depthwise and density(weights) < sparse_csr.CONV_CROSSOVER
+
+
+class SparseGemm:
+    """Y = act(A' @ (alpha * B') + beta * C) with B' held as CSR rows (one per output)."""
+
+    def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
+        attrs = node.attrs
+        assert isinstance(attrs, GemmAttrs)
+        b = values[1]
+        assert b is not None
+        self.trans_a = attrs.trans_a
+        rows = gemm_rows(node, types)
+        packed = b if attrs.trans_b else b.T  # (N, K)
+        if attrs.alpha != 1.0:
+            packed = packed * np.float32(attrs.alpha)
+        self.csr: CsrMatrix = csr_from_dense(np.asarray(packed, dtype=np.float32))
+        self.out_shape = (rows, self.csr.rows)
+        c = values[2] if len(values) > 2 else None
+        self.has_c = c is not None
+        if c is not None:
+            scaled = c if attrs.beta == 1.0 else c * np.float32(attrs.beta)
+            self.addend = np.ascontiguousarray(np.broadcast_to(scaled.astype(np.float32), self.out_shape))
+        else:
+            self.addend = np.zeros((1, 1), dtype=np.float32)
+        self.activation = activation_args(attrs)
+        self.small = (self.csr.nnz + self.csr.rows) * rows < GRAIN
+        self._bounds: dict[int, np.ndarray] = {}
+
+    def bounds(self, threads: int) -> np.ndarray:
+        found = self._bounds.get(threads)
+        if found is None:
+            found = self._bounds[threads] = row_bounds(self.csr.indptr, threads)
+        return found
+
+    def __call__(self, a: np.ndarray, *_: object) -> np.ndarray:
+        csr = self.csr
+        bounds = self.bounds(1 if self.small else numba.get_num_threads())
+        rows = self.out_shape[0]
+        if rows == 1:
+            x = np.ascontiguousarray(a).reshape(-1)  # (1, K) or, transposed, (K, 1)
+            out = np.empty(self.out_shape, dtype=np.float32)
+            args = (csr.indptr, csr.indices, csr.values, self.addend, self.has_c, *self.activation)
+            call(spmv, self.small, x, *args, bounds, out.reshape(-1))
+            return out
+        a = np.ascontiguousarray(a.T if self.trans_a else a)  # (M, K)
+        out = np.empty(self.out_shape, dtype=np.float32)
+        args = (csr.indptr, csr.indices, csr.values, self.addend, self.has_c, *self.activation)
+        call(spmm, self.small, a, *args, bounds, out)
+        return out
+
+
+class SparseConv(ConvKernel):
+    """im2col columns per pixel range times the CSR rows of the weights, then bias and activation."""
+
+    def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
+        super().__init__(node, types, values)
+        s = self.setup
+        w = values[1]
+        assert w is not None
+        self.group_rows = s.in_channels // s.group * s.kernel[0] * s.kernel[1]  # Kg
+        self.csr = csr_from_dense(np.asarray(w, dtype=np.float32).reshape(s.out_channels, self.group_rows))
+        self.pointwise = s.pointwise
+        work = s.batch * self.pixels * (self.csr.nnz + s.out_channels + self.group_rows * s.group)
+        self.small = work < GRAIN
+
+    def pixel_step(self, workers: int) -> int:
+        """Pixels per task: the columns fit in COLUMNS_BYTES, and there are tasks for every worker."""
+        s = self.setup
+        fits = max(16, COLUMNS_BYTES // (4 * self.group_rows))
+        per_image_group = -(-workers // (s.batch * s.group))  # tasks each (image, group) must give
+        return max(1, min(fits, -(-self.pixels // per_image_group)))
+
+    def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
+        s = self.setup
+        workers = 1 if self.small else numba.get_num_threads()
+        p_step = self.pixel_step(workers)
+        if self.pointwise:
+            columns = np.empty((workers, 1, 1), dtype=np.float32)
+        else:
+            columns = scratch(workers * self.group_rows * p_step).reshape(workers, self.group_rows, p_step)
+        out = np.empty(self.out_shape, dtype=np.float32)
+        csr = self.csr
+        call(
+            sparse_conv_2d,
+            workers == 1,
+            np.ascontiguousarray(x),
+            csr.indptr,
+            csr.indices,
+            csr.values,
+            s.group,
+            self.bias,
+            self.has_bias,
+            s.kernel[0],
+            s.kernel[1],
+            s.strides[0],
+            s.strides[1],
+            s.pads[0],
+            s.pads[1],
+            s.dilations[0],
+            s.dilations[1],
+            self.pointwise,
+            *self.activation,
+            p_step,
+            columns,
+            out,
+        )
+        return out
+
+
+for _op in ("Gemm", "FusedGemm"):
+    register_kernel(_op, when=when_sparse_gemm, priority=20, name="sparse_gemm")(SparseGemm)
+for _op in ("Conv", "FusedConv"):
+    register_kernel(_op, when=when_sparse_conv, priority=25, name="sparse_conv")(SparseConv)
