@@ -254,3 +254,29 @@ def test_small_sparse_layers_stay_on_one_thread() -> None:
     with always_sparse(), mock.patch("edgecnn.kernels.cpu.sparse.call", spy):
         fast_run("Gemm", GemmAttrs(), [np.ones((1, 8), np.float32), np.eye(8, dtype=np.float32)], (1,), 2)
     assert seen == [True]
+
+
+@pytest.mark.parametrize("rows", [1, 6])
+def test_run_into_writes_every_output(rows: int) -> None:
+    """run_into (the arena protocol) fills a buffer of garbage completely, like __call__."""
+    from edgecnn.ir.graph import Node, TensorType
+    from edgecnn.kernels.cpu.sparse import SparseConv, SparseGemm
+
+    rng = np.random.default_rng(rows)
+    w = sparse_weights(rng, (30, 20), 0.2)
+    node = Node("Gemm", "g", ["a", "w"], ["y"], GemmAttrs())
+    gemm = SparseGemm(node, [TensorType("float32", (rows, 30)), TensorType("float32", (30, 20))], [None, w])
+    a = rng.standard_normal((rows, 30), dtype=np.float32)
+    out = np.full((rows, 20), np.nan, np.float32)
+    gemm.run_into(out, a)
+    np.testing.assert_allclose(out, a @ w, rtol=1e-5, atol=1e-5)
+
+    x = rng.standard_normal((rows, 3, 7, 7), dtype=np.float32)
+    wc = sparse_weights(rng, (5, 3, 3, 3), 0.3)
+    conv_node = Node("Conv", "c", ["x", "w"], ["y"], ConvAttrs(kernel_shape=(3, 3)))
+    types = [TensorType("float32", x.shape), TensorType("float32", wc.shape)]
+    conv = SparseConv(conv_node, types, [None, wc])
+    out = np.full(conv.out_shape, np.nan, np.float32)
+    conv.run_into(out, x)
+    np.testing.assert_allclose(out, conv(x), rtol=0, atol=0)
+    assert np.isfinite(out).all()

@@ -96,20 +96,21 @@ class SparseGemm:
         return found
 
     def __call__(self, a: np.ndarray, *_: object) -> np.ndarray:
+        out = np.empty(self.out_shape, dtype=np.float32)
+        self.run_into(out, a)
+        return out
+
+    def run_into(self, out: np.ndarray, a: np.ndarray, *_: object) -> None:
+        """Writes every element of ``out`` (C-contiguous (M, N); must not overlap ``a``)."""
         csr = self.csr
         bounds = self.bounds(1 if self.small else numba.get_num_threads())
-        rows = self.out_shape[0]
-        if rows == 1:
-            x = np.ascontiguousarray(a).reshape(-1)  # (1, K) or, transposed, (K, 1)
-            out = np.empty(self.out_shape, dtype=np.float32)
-            args = (csr.indptr, csr.indices, csr.values, self.addend, self.has_c, *self.activation)
-            call(spmv, self.small, x, *args, bounds, out.reshape(-1))
-            return out
-        a = np.ascontiguousarray(a.T if self.trans_a else a)  # (M, K)
-        out = np.empty(self.out_shape, dtype=np.float32)
         args = (csr.indptr, csr.indices, csr.values, self.addend, self.has_c, *self.activation)
-        call(spmm, self.small, a, *args, bounds, out)
-        return out
+        if self.out_shape[0] == 1:
+            x = np.ascontiguousarray(a).reshape(-1)  # (1, K) or, transposed, (K, 1)
+            call(spmv, self.small, x, *args, bounds, out.reshape(-1))
+        else:
+            a = np.ascontiguousarray(a.T if self.trans_a else a)  # (M, K)
+            call(spmm, self.small, a, *args, bounds, out)
 
 
 class SparseConv(ConvKernel):
@@ -134,6 +135,12 @@ class SparseConv(ConvKernel):
         return max(1, min(fits, -(-self.pixels // per_image_group)))
 
     def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
+        out = np.empty(self.out_shape, dtype=np.float32)
+        self.run_into(out, x)
+        return out
+
+    def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
+        """Writes every element of ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
         s = self.setup
         workers = 1 if self.small else numba.get_num_threads()
         p_step = self.pixel_step(workers)
@@ -141,7 +148,6 @@ class SparseConv(ConvKernel):
             columns = np.empty((workers, 1, 1), dtype=np.float32)
         else:
             columns = scratch(workers * self.group_rows * p_step).reshape(workers, self.group_rows, p_step)
-        out = np.empty(self.out_shape, dtype=np.float32)
         csr = self.csr
         call(
             sparse_conv_2d,
@@ -167,7 +173,6 @@ class SparseConv(ConvKernel):
             columns,
             out,
         )
-        return out
 
 
 for _op in ("Gemm", "FusedGemm"):
