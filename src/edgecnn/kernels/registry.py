@@ -30,6 +30,14 @@ class KernelEntry:
     factory: KernelFactory
     when: KernelPredicate | None
     priority: int
+    applies: KernelPredicate | None = None  # can run the node at all (default: ``when``); for tuning
+
+    def can_run(
+        self, node: Node, input_types: Sequence[TensorType | None], input_values: Sequence[np.ndarray | None]
+    ) -> bool:
+        """Whether this kernel is a candidate for the node, whether or not its heuristic prefers it."""
+        test = self.applies if self.applies is not None else self.when
+        return test is None or test(node, input_types, input_values)
 
 
 @dataclass(frozen=True)
@@ -50,11 +58,15 @@ def register_kernel(
     when: KernelPredicate | None = None,
     priority: int = 0,
     name: str | None = None,
+    applies: KernelPredicate | None = None,
 ) -> Callable[[KernelFactory], KernelFactory]:
-    """Register a kernel factory for ``op`` on ``backend``; higher priority is tried first."""
+    """Register a kernel factory for ``op`` on ``backend``; higher priority is tried first.
+
+    ``when`` is the heuristic (the kernel is chosen if it holds); ``applies``, if given, is wider:
+    where the kernel can run at all, so that `edgecnn tune` may measure it and pick it."""
 
     def decorate(factory: KernelFactory) -> KernelFactory:
-        entry = KernelEntry(op, backend, name or factory.__name__, factory, when, priority)
+        entry = KernelEntry(op, backend, name or factory.__name__, factory, when, priority, applies)
         entries = _KERNELS.setdefault((op, backend), [])
         entries.append(entry)
         entries.sort(key=lambda e: -e.priority)
@@ -68,21 +80,68 @@ def select_kernel(
     input_types: Sequence[TensorType | None],
     input_values: Sequence[np.ndarray | None],
     backend: str = "cpu",
+    threads: int | None = None,
 ) -> KernelChoice:
     """Best registered kernel for the node on ``backend`` (a device name: "cpu", "opencl:1",
     "reference"); the reference kernel otherwise. Factories learn the device from
-    ``edgecnn.devices.active_device()``."""
+    ``edgecnn.devices.active_device()``.
+
+    "Best" is the kernel `edgecnn tune` measured fastest for this layer and ``threads`` on this
+    machine (default threads: EDGECNN_NUM_THREADS, else all cores) if the tuning cache has it,
+    else the first, by priority, whose heuristic accepts the node."""
     from edgecnn.devices import parse_device, using_device
 
     spec = parse_device(backend)
     if spec.kind == "cpu":
         import edgecnn.kernels.cpu  # registers the compiled kernels on first use
     elif spec.kind == "opencl":
-        import edgecnn.kernels.opencl  # noqa: F401
+        import edgecnn.kernels.opencl
+    elif spec.kind == "cuda":
+        import edgecnn.kernels.cuda  # noqa: F401
     if spec.kind != "reference":
+        entries = _KERNELS.get((node.op, spec.kind), ())
         with using_device(spec):
-            for entry in _KERNELS.get((node.op, spec.kind), ()):
+            tuned = _tuned_entry(entries, node, input_types, input_values, spec.kind, threads)
+            if tuned is not None:
+                return KernelChoice(tuned.name, tuned.factory(node, input_types, input_values))
+            for entry in entries:
                 if entry.when is None or entry.when(node, input_types, input_values):
                     return KernelChoice(entry.name, entry.factory(node, input_types, input_values))
     opdef = get_op(node.op)
     return KernelChoice("reference", functools.partial(opdef.reference, node.attrs))
+
+
+def candidate_kernels(
+    node: Node,
+    input_types: Sequence[TensorType | None],
+    input_values: Sequence[np.ndarray | None],
+    device_kind: str = "cpu",
+) -> list[KernelEntry]:
+    """Every registered kernel that can run the node, by priority (what `edgecnn tune` measures)."""
+    return [e for e in _KERNELS.get((node.op, device_kind), ()) if e.can_run(node, input_types, input_values)]
+
+
+def _tuned_entry(
+    entries: Sequence[KernelEntry],
+    node: Node,
+    input_types: Sequence[TensorType | None],
+    input_values: Sequence[np.ndarray | None],
+    device_kind: str,
+    threads: int | None,
+) -> KernelEntry | None:
+    """The registered entry the tuning cache names for this layer, if it can run the node."""
+    if len(entries) < 2:
+        return None
+    from edgecnn.kernels.tuning import tuned_kernel
+
+    if threads is None:
+        from edgecnn.runtime.options import RuntimeOptions
+
+        threads = RuntimeOptions.resolve().threads
+    name = tuned_kernel(node, input_types, device_kind, threads)
+    if name is None:
+        return None
+    for entry in entries:
+        if entry.name == name and entry.can_run(node, input_types, input_values):
+            return entry
+    return None

@@ -1,0 +1,166 @@
+"""Winograd F(2x2,3x3) and F(4x4,3x3) against im2col + GEMM on the 3x3 stride-1 layers of VGG-16
+and ResNet (plus small layers that locate the crossover), and the rounding error of each tile size.
+
+Writes two tables into docs/tuning.md (between the ``<!-- winograd:... -->`` markers): the time
+of every candidate per layer with the heuristic's pick (edgecnn.kernels.cpu.winograd.preferred_tile),
+and the error of each algorithm against a float64 reference.
+
+    .venv/bin/python benchmarks/winograd.py [--threads 2] [--repeats 5] [--batch 1] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import edgecnn.kernels.cpu.winograd  # noqa: F401  (registers the Winograd kernels)
+from edgecnn.bench.machine import cpu_model
+from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu import cpu_threads
+from edgecnn.kernels.registry import candidate_kernels
+from edgecnn.kernels.tuning_measure import example_inputs, heuristic_choice, time_kernel
+from edgecnn.ops.conv import ConvAttrs, conv
+from edgecnn.ops.fused import FusedConvAttrs
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "tuning.md"
+
+LAYERS = [  # (label, in channels, out channels, height = width)
+    ("VGG conv1_2", 64, 64, 224),
+    ("VGG conv2_2", 128, 128, 112),
+    ("VGG conv3_2", 256, 256, 56),
+    ("VGG conv4_2", 512, 512, 28),
+    ("VGG conv5_2", 512, 512, 14),
+    ("ResNet conv2_x", 64, 64, 56),
+    ("ResNet conv3_x", 128, 128, 28),
+    ("ResNet conv4_x", 256, 256, 14),
+    ("ResNet conv5_x", 512, 512, 7),
+    ("small 32->32", 32, 32, 28),
+    ("small 16->32", 16, 32, 56),
+    ("small 16->16", 16, 16, 28),
+    ("narrow 64->24", 64, 24, 40),
+    ("thin 8->64", 8, 64, 56),
+    ("tiny map 128->128", 128, 128, 4),
+    ("first layer 3->64", 3, 64, 112),
+]
+
+
+def conv_layer(
+    c: int, m: int, size: int, batch: int
+) -> tuple[Node, list[TensorType], list[np.ndarray | None]]:
+    """A FusedConv 3x3, pad 1, with bias and ReLU, seeded weights."""
+    rng = np.random.default_rng(c * 1000 + m)
+    w = rng.standard_normal((m, c, 3, 3), dtype=np.float32) / np.float32(np.sqrt(9 * c))
+    b = rng.standard_normal(m, dtype=np.float32)
+    node = Node("FusedConv", "conv", ["x", "w", "b"], ["y"], FusedConvAttrs(pads=(1,) * 4, activation="relu"))
+    types = [
+        TensorType("float32", (batch, c, size, size)),
+        TensorType("float32", w.shape),
+        TensorType("float32", b.shape),
+    ]
+    return node, types, [None, w, b]
+
+
+def time_table(threads: int, repeats: int, batch: int) -> list[str]:
+    lines = [
+        "| layer | C->M @ HxW | im2col_gemm ms | winograd_f23 ms | winograd_f43 ms | fastest | heuristic | heuristic / fastest |",
+        "|---|---|---:|---:|---:|---|---|---:|",
+    ]
+    with cpu_threads(threads):
+        for label, c, m, size in LAYERS:
+            node, types, values = conv_layer(c, m, size, batch)
+            entries = candidate_kernels(node, types, values)
+            inputs = example_inputs(types, values)
+            times = {e.name: time_kernel(e, node, types, values, inputs, repeats) for e in entries}
+            fastest = min(times, key=times.__getitem__)
+            pick = heuristic_choice(entries, node, types, values)
+            cells = [
+                f"{times[k]:.2f}" if k in times else "-"
+                for k in ("im2col_gemm", "winograd_f23", "winograd_f43")
+            ]
+            row = f"| {label} | {c}->{m} @ {size}x{size} | {' | '.join(cells)} | {fastest} | {pick} | {times[pick] / times[fastest]:.2f} |"
+            print(row, flush=True)
+            lines.append(row)
+    return lines
+
+
+def error_table(trials: int) -> list[str]:
+    """Max |y - y64| / max(|x| * |w| summed) over random layers, per algorithm: the error relative to
+    the size of the terms summed, which is what float32 rounding scales with."""
+    from edgecnn.kernels.cpu.conv import TiledConvGemm
+    from edgecnn.kernels.cpu.winograd import WinogradConv
+
+    algorithms = {
+        "im2col_gemm": TiledConvGemm,
+        "winograd_f23": lambda n, t, v: WinogradConv(n, t, v, 2),
+        "winograd_f43": lambda n, t, v: WinogradConv(n, t, v, 4),
+    }
+    worst = {name: 0.0 for name in algorithms}
+    mean = {name: 0.0 for name in algorithms}
+    rng = np.random.default_rng(1)
+    plain = ConvAttrs(pads=(1,) * 4)
+    for _ in range(trials):
+        c, m, size = int(rng.integers(1, 257)), int(rng.integers(1, 65)), int(rng.integers(3, 30))
+        x = rng.standard_normal((1, c, size, size), dtype=np.float32)
+        w = rng.standard_normal((m, c, 3, 3), dtype=np.float32)
+        node = Node("Conv", "conv", ["x", "w"], ["y"], plain)
+        types = [TensorType("float32", x.shape), TensorType("float32", w.shape)]
+        exact = conv(plain, x.astype(np.float64), w.astype(np.float64))
+        scale = conv(plain, np.abs(x).astype(np.float64), np.abs(w).astype(np.float64)).max()
+        with cpu_threads(1):
+            for name, make in algorithms.items():
+                error = float(np.abs(make(node, types, [None, w])(x) - exact).max() / scale)
+                worst[name] = max(worst[name], error)
+                mean[name] += error / trials
+    lines = ["| algorithm | mean relative error | worst relative error |", "|---|---:|---:|"]
+    for name in algorithms:
+        lines.append(f"| {name} | {mean[name]:.2e} | {worst[name]:.2e} |")
+    return lines
+
+
+def replace_between(text: str, marker: str, body: list[str]) -> str:
+    start, end = f"<!-- winograd:{marker}:start -->", f"<!-- winograd:{marker}:end -->"
+    block = "\n".join([start, *body, end])
+    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.DOTALL)
+    if not pattern.search(text):
+        raise SystemExit(f"{DOC} lacks the {start} ... {end} markers")
+    return pattern.sub(lambda _: block, text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=5, help="timed calls per kernel (the best counts)")
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--trials", type=int, default=40, help="random layers for the error table")
+    parser.add_argument("--no-write", action="store_true", help="print only; leave docs/tuning.md alone")
+    args = parser.parse_args()
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    header = [
+        f"Machine: {cpu_model()}, {os.cpu_count()} logical CPUs; load average before the run: {load}.",
+        f"Batch {args.batch}, {args.threads} thread(s), FusedConv 3x3 pad 1 + bias + ReLU, best of "
+        f"{args.repeats} calls after a warm-up call. Command: `.venv/bin/python benchmarks/winograd.py "
+        f"--threads {args.threads} --repeats {args.repeats} --batch {args.batch}`",
+        "",
+    ]
+    timings = header + time_table(args.threads, args.repeats, args.batch)
+    print(f"load average after: {os.getloadavg()}")
+    errors = [f"{args.trials} random layers (C 1..256, M 1..64, 3..29 pixels square, pad 1), seed 1.", ""]
+    errors += error_table(args.trials)
+    print("\n".join(errors))
+    if not args.no_write:
+        text = DOC.read_text(encoding="utf-8")
+        text = replace_between(text, f"times-{args.threads}t-b{args.batch}", timings)
+        text = replace_between(text, "errors", errors)
+        DOC.write_text(text, encoding="utf-8")
+        print(f"wrote {DOC}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+"""Winograd convolution F(2x2, 3x3) and F(4x4, 3x3) for Conv and FusedConv on the CPU.
+
+Applies to 3x3 filters with unit strides and dilations, one group, any padding, float32 constant
+weights, and a BLAS that compiled code can call (blas.AVAILABLE). F(4x4) does 4x fewer
+multiplications than direct convolution and F(2x2) 2.25x fewer, at the price of the transforms and
+of rounding error that grows with the tile (docs/tuning.md has the measured error and speed).
+
+Filters are transformed once, when the plan is built; each run transforms chunks of input tiles,
+multiplies them by one GEMM per transform point and transforms the products back with the fused
+bias and activation (winograd_transforms.py). Which of the conv kernels a layer gets is decided by
+``preferred_tile`` (measured with benchmarks/winograd.py) unless `edgecnn tune` measured the layer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numba
+import numpy as np
+
+from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu import blas
+from edgecnn.kernels.cpu.common import constant_float32, scratch, single_output
+from edgecnn.kernels.cpu.conv_setup import ConvKernel, ConvSetup, conv_setup
+from edgecnn.kernels.cpu.threads import GEMM_GRAIN, blas_single_threaded, call
+from edgecnn.kernels.cpu.winograd_transforms import transform_filters, winograd_conv_2d
+from edgecnn.kernels.registry import register_kernel
+
+CHUNK_BYTES = 1 << 20
+"""Target size of one chunk's transformed tiles and products together (both stay in L2/L3)."""
+
+MIN_TILES, MAX_TILES = 16, 256
+"""Bounds on the tiles per chunk: narrower GEMMs waste the BLAS micro-kernel, wider ones the cache."""
+
+MIN_CHANNELS = 16
+"""Fewest output channels per task when a small map's channels are split among threads."""
+
+MIN_LAYER_CHANNELS, MIN_CHANNEL_PRODUCT, MIN_LAYER_TILES = 16, 2048, 36
+"""The heuristic's thresholds (``preferred_tile``), measured with benchmarks/winograd.py."""
+
+
+def winograd_setup(
+    node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
+) -> ConvSetup | None:
+    """The layer's geometry if Winograd can run it (3x3, stride 1, dilation 1, one group), else None."""
+    if not (blas.AVAILABLE and single_output(node)):
+        return None
+    if not (constant_float32(node, values, 1) and constant_float32(node, values, 2, optional=True)):
+        return None
+    setup = conv_setup(node, types)
+    if setup is None or setup.group != 1 or setup.kernel != (3, 3):
+        return None
+    if setup.strides != (1, 1) or setup.dilations != (1, 1):
+        return None
+    return setup
+
+
+def preferred_tile(setup: ConvSetup) -> int:
+    """The output tile (4 or 2) where Winograd beats im2col + GEMM on the measured machine, or 0.
+
+    Rule from benchmarks/winograd.py (docs/tuning.md): the transforms cost per input and per output
+    channel while the saved multiplications scale with their product, so both channel counts must
+    be large enough; and each transformed filter (4x (F(4x4)) or 1.8x (F(2x2)) the size of the
+    filter) must be used by enough tiles to pay for streaming it from memory.
+    """
+    c, m = setup.in_channels, setup.out_channels
+    if min(c, m) < MIN_LAYER_CHANNELS or c * m < MIN_CHANNEL_PRODUCT:
+        return 0
+    for tile in (4, 2):
+        if setup.batch * math.ceil(setup.out[0] / tile) * math.ceil(setup.out[1] / tile) >= MIN_LAYER_TILES:
+            return tile
+    return 0
+
+
+def when_winograd_f43(
+    node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
+) -> bool:
+    setup = winograd_setup(node, types, values)
+    return setup is not None and preferred_tile(setup) == 4
+
+
+def when_winograd_f23(
+    node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
+) -> bool:
+    setup = winograd_setup(node, types, values)
+    return setup is not None and preferred_tile(setup) == 2
+
+
+def round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def chunking(points: int, in_channels: int, out_channels: int, tiles: int, threads: int) -> tuple[int, int]:
+    """(tiles per chunk, output channels per task): chunks of about CHUNK_BYTES of scratch, a
+    multiple of ``threads`` of them where there are enough tiles, output channels split otherwise."""
+    step = CHUNK_BYTES // (4 * points * (in_channels + out_channels))
+    step = min(max(MIN_TILES, min(MAX_TILES, step)), tiles)
+    chunks = math.ceil(tiles / step)
+    if threads == 1:
+        return step, out_channels
+    if chunks >= threads:
+        return math.ceil(tiles / round_up(chunks, threads)), out_channels
+    if math.ceil(tiles / threads) >= MIN_TILES:
+        return math.ceil(tiles / threads), out_channels
+    blocks = math.ceil(threads / chunks)
+    return step, max(MIN_CHANNELS, math.ceil(out_channels / blocks))
+
+
+class WinogradConv(ConvKernel):
+    """One layer's prepared Winograd convolution with output tile ``m`` (2 or 4)."""
+
+    def __init__(
+        self,
+        node: Node,
+        types: Sequence[TensorType | None],
+        values: Sequence[np.ndarray | None],
+        m: int,
+    ):
+        super().__init__(node, types, values)
+        s = self.setup
+        w = values[1]
+        assert w is not None and s.kernel == (3, 3) and s.group == 1
+        self.m = m
+        self.points = (m + 2) ** 2
+        self.filters = transform_filters(w, m)  # (T, M, C)
+        self.tiles = s.batch * math.ceil(s.out[0] / m) * math.ceil(s.out[1] / m)
+        macs = self.tiles * self.points * s.in_channels * s.out_channels
+        self.small = macs < GEMM_GRAIN
+        self._chunking: dict[int, tuple[int, int, int]] = {}
+
+    def chunking(self, threads: int) -> tuple[int, int, int]:
+        """(tiles per chunk, output channels per task, workers) for a thread count."""
+        plan = self._chunking.get(threads)
+        if plan is None:
+            s = self.setup
+            step, oc_step = chunking(self.points, s.in_channels, s.out_channels, self.tiles, threads)
+            tasks = math.ceil(self.tiles / step) * math.ceil(s.out_channels / oc_step)
+            plan = (step, oc_step, max(1, min(threads, tasks)))
+            self._chunking[threads] = plan
+        return plan
+
+    def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
+        out = np.empty(self.out_shape, dtype=np.float32)
+        self.run_into(out, x)
+        return out
+
+    def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
+        """Write the convolution of ``x`` into ``out`` (C-contiguous float32 of the output shape)."""
+        s = self.setup
+        step, oc_step, workers = self.chunking(1 if self.small else numba.get_num_threads())
+        v_size = workers * self.points * s.in_channels * step
+        m_size = workers * self.points * oc_step * step
+        buffer = scratch(v_size + m_size)
+        v_buffers = buffer[:v_size].reshape(workers, self.points, s.in_channels, step)
+        m_buffers = buffer[v_size:].reshape(workers, self.points, oc_step, step)
+        with blas_single_threaded():
+            call(
+                winograd_conv_2d,
+                workers == 1,
+                np.ascontiguousarray(x),
+                self.filters,
+                self.bias,
+                self.has_bias,
+                self.m,
+                s.pads[0],
+                s.pads[1],
+                *self.activation,
+                step,
+                oc_step,
+                v_buffers,
+                m_buffers,
+                out,
+            )
+
+
+def winograd_f43(
+    node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
+) -> WinogradConv:
+    return WinogradConv(node, types, values, 4)
+
+
+def winograd_f23(
+    node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
+) -> WinogradConv:
+    return WinogradConv(node, types, values, 2)
+
+
+def can_run(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
+    """Whether Winograd applies at all, whatever the heuristic prefers (for `edgecnn tune`)."""
+    return winograd_setup(node, types, values) is not None
+
+
+for _op in ("Conv", "FusedConv"):
+    register_kernel(_op, when=when_winograd_f43, priority=16, name="winograd_f43", applies=can_run)(
+        winograd_f43
+    )
+    register_kernel(_op, when=when_winograd_f23, priority=15, name="winograd_f23", applies=can_run)(
+        winograd_f23
+    )

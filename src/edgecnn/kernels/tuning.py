@@ -1,0 +1,182 @@
+"""The per-machine cache of kernel choices that `edgecnn tune` measured.
+
+One JSON file (``kernel-tuning.json`` in ``$EDGECNN_CACHE_DIR``, else ``$XDG_CACHE_HOME/edgecnn``,
+else ``~/.cache/edgecnn``) maps a machine fingerprint to that machine's entries, each keyed by the
+layer's op, attributes, input types, device kind and thread count; a shared home directory seen
+from several machines keeps one section per machine. ``select_kernel`` looks every node up here
+first. A damaged file is ignored with a warning: tuning only ever changes speed, never results.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import platform
+import threading
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edgecnn.ir.graph import Node, TensorType
+
+CACHE_ENV = "EDGECNN_CACHE_DIR"
+CACHE_FILE = "kernel-tuning.json"
+FORMAT = "edgecnn-kernel-tuning/1"
+
+
+class TuningCacheWarning(UserWarning):
+    """The tuning cache could not be read or written; kernels are chosen by their heuristics."""
+
+
+def cache_dir() -> Path:
+    """Where edgecnn keeps per-user caches ($EDGECNN_CACHE_DIR overrides)."""
+    override = os.environ.get(CACHE_ENV, "").strip()
+    if override:
+        return Path(override).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return (Path(base) if base else Path.home() / ".cache") / "edgecnn"
+
+
+def cache_path() -> Path:
+    return cache_dir() / CACHE_FILE
+
+
+@functools.lru_cache(maxsize=1)
+def machine_description() -> str:
+    """What decides which kernel is fastest here: CPU model and vector extensions, usable cores,
+    architecture, the BLAS library."""
+    from edgecnn.bench.machine import blas_library, cpu_model, simd_flags
+    from edgecnn.runtime.options import available_cores
+
+    return (
+        f"{cpu_model()}; {platform.machine()}; simd {','.join(simd_flags()) or 'none'}; "
+        f"{available_cores()} cores; {blas_library()}"
+    )
+
+
+def machine_fingerprint() -> str:
+    """A short stable hash of ``machine_description()``."""
+    return hashlib.sha256(machine_description().encode()).hexdigest()[:16]
+
+
+def layer_key(node: Node, input_types: Sequence[TensorType | None], device_kind: str, threads: int) -> str:
+    """The cache key of one layer: everything its kernels' speed depends on, but not its name."""
+    shapes = [
+        None if t is None else [t.dtype, list(t.shape) if t.shape is not None else None] for t in input_types
+    ]
+    return json.dumps([node.op, repr(node.attrs), shapes, device_kind, threads], separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class TunedChoice:
+    """The measured winner of one layer and every candidate's time."""
+
+    kernel: str
+    times_ms: Mapping[str, float]
+
+
+def _parse_entries(section: Any) -> dict[str, TunedChoice]:
+    if not isinstance(section, dict):
+        raise ValueError("a machine's section is not an object")
+    entries: dict[str, TunedChoice] = {}
+    for key, value in section.items():
+        if not isinstance(value, dict) or not isinstance(value.get("kernel"), str):
+            raise ValueError(f"entry {key[:60]!r} has no kernel name")
+        times = value.get("times_ms", {})
+        if not isinstance(times, dict) or not all(isinstance(t, (int, float)) for t in times.values()):
+            raise ValueError(f"entry {key[:60]!r} has malformed times")
+        entries[key] = TunedChoice(value["kernel"], {str(k): float(t) for k, t in times.items()})
+    return entries
+
+
+def read_cache(path: Path) -> dict[str, dict[str, TunedChoice]]:
+    """{machine fingerprint: {layer key: choice}} from ``path``; empty if the file is absent, and
+    empty with a TuningCacheWarning if it is damaged."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        warnings.warn(f"ignoring kernel tuning cache {path}: {exc}", TuningCacheWarning, stacklevel=2)
+        return {}
+    try:
+        document = json.loads(text)
+        if not isinstance(document, dict) or document.get("format") != FORMAT:
+            raise ValueError(f"not a {FORMAT} file")
+        machines = document.get("machines")
+        if not isinstance(machines, dict):
+            raise ValueError("no 'machines' object")
+        return {str(m): _parse_entries(section.get("entries")) for m, section in machines.items()}
+    except (ValueError, AttributeError) as exc:
+        warnings.warn(
+            f"ignoring damaged kernel tuning cache {path} ({exc}); rerun `edgecnn tune` to rebuild it",
+            TuningCacheWarning,
+            stacklevel=2,
+        )
+        return {}
+
+
+def write_cache(path: Path, machines: Mapping[str, Mapping[str, TunedChoice]]) -> None:
+    """Write the whole cache atomically (a temporary file renamed over the old one)."""
+    document = {
+        "format": FORMAT,
+        "machines": {
+            fingerprint: {
+                "description": machine_description() if fingerprint == machine_fingerprint() else "",
+                "entries": {
+                    key: {"kernel": c.kernel, "times_ms": dict(c.times_ms)}
+                    for key, c in sorted(entries.items())
+                },
+            }
+            for fingerprint, entries in machines.items()
+        },
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def store_choices(choices: Mapping[str, TunedChoice], path: Path | None = None) -> Path:
+    """Merge this machine's new choices into the cache file (other machines' sections are kept)."""
+    path = path or cache_path()
+    machines = {m: dict(e) for m, e in read_cache(path).items()}
+    machines.setdefault(machine_fingerprint(), {}).update(choices)
+    write_cache(path, machines)
+    _loaded.clear()
+    return path
+
+
+_loaded: dict[tuple[str, int, int], dict[str, TunedChoice]] = {}
+_loaded_lock = threading.Lock()
+
+
+def this_machine_choices(path: Path | None = None) -> dict[str, TunedChoice]:
+    """This machine's entries, read again only when the file changes (a stat per call)."""
+    path = path or cache_path()
+    try:
+        stat = path.stat()
+    except OSError:
+        return {}
+    state = (str(path), stat.st_mtime_ns, stat.st_size)
+    entries = _loaded.get(state)
+    if entries is None:
+        with _loaded_lock:
+            entries = _loaded.get(state)
+            if entries is None:
+                entries = read_cache(path).get(machine_fingerprint(), {})
+                _loaded.clear()
+                _loaded[state] = entries
+    return entries
+
+
+def tuned_kernel(
+    node: Node, input_types: Sequence[TensorType | None], device_kind: str, threads: int
+) -> str | None:
+    """The kernel `edgecnn tune` measured fastest for this layer on this machine, if any."""
+    choice = this_machine_choices().get(layer_key(node, input_types, device_kind, threads))
+    return None if choice is None else choice.kernel

@@ -1,0 +1,266 @@
+"""Winograd F(2x2,3x3) and F(4x4,3x3) against the Conv reference kernel: the transform matrices,
+random layers with hypothesis (odd sizes, any padding, channels 1..70, batch 1..3, every fused
+activation, 1 and 2 threads, chunks and channel blocks cut small), the heuristic's choices.
+
+Tolerance: float32 Winograd's error grows with the tile (the transforms' entries grow), so the
+bound is relative to the magnitude of the summed terms, max(conv(|x|, |w|) + |b|), and looser for
+F(4x4): measured worst errors are ~1e-7 (F(2x2)) and ~1.4e-6 (F(4x4)) of that magnitude
+(benchmarks/winograd.py, docs/tuning.md); the bounds below leave a 10x margin.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest import mock
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu import cpu_threads
+from edgecnn.kernels.cpu import winograd as wino
+from edgecnn.kernels.cpu import winograd_transforms as transforms
+from edgecnn.kernels.cpu.conv_setup import conv_setup
+from edgecnn.ops.conv import ConvAttrs, conv
+from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
+from kernels.support import fast_run, reference_run
+
+ERROR_BOUND = {2: 1e-6, 4: 1.5e-5}
+"""Allowed |error| / magnitude per output tile size."""
+
+
+@pytest.fixture(autouse=True, scope="module")
+def no_tuning_cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Kernel choices by the heuristics only, whatever `edgecnn tune` has cached for this user."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("EDGECNN_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def correlate_3x3(d: np.ndarray, g: np.ndarray) -> np.ndarray:
+    out = d.shape[0] - 2
+    return np.array([[np.sum(d[i : i + 3, j : j + 3] * g) for j in range(out)] for i in range(out)])
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_transform_matrices_compute_a_correlation(m: int) -> None:
+    """A^T [(G g G^T) * (B^T d B)] A is the 3x3 correlation of one tile, in float64."""
+    rng = np.random.default_rng(m)
+    d, g = rng.standard_normal((m + 2, m + 2)), rng.standard_normal((3, 3))
+    big_g, bt, at = (
+        transforms.FILTER_TRANSFORMS[m],
+        transforms.INPUT_TRANSFORMS[m],
+        transforms.OUTPUT_TRANSFORMS[m],
+    )
+    y = at @ ((big_g @ g @ big_g.T) * (bt @ d @ bt.T)) @ at.T
+    np.testing.assert_allclose(y, correlate_3x3(d, g), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_compiled_1d_transforms_match_the_matrices(m: int) -> None:
+    rng = np.random.default_rng(10 + m)
+    v = rng.standard_normal(m + 2).astype(np.float32)
+    got = np.zeros(m + 2, dtype=np.float32)
+    transforms.input_1d(m, v, 0, 1, got, 0, 1)
+    np.testing.assert_allclose(got, transforms.INPUT_TRANSFORMS[m] @ v, rtol=1e-6, atol=1e-5)
+    spread = np.zeros(2 * m, dtype=np.float32)  # strided destination
+    transforms.output_1d(m, v, 0, 1, spread, 0, 2)
+    np.testing.assert_allclose(spread[::2], transforms.OUTPUT_TRANSFORMS[m] @ v, rtol=1e-6, atol=1e-5)
+
+
+def make_layer(case: dict[str, Any]) -> tuple[str, Any, list[np.ndarray]]:
+    rng = np.random.default_rng(case["seed"])
+    n, c, h, w, m = case["batch"], case["in"], case["height"], case["width"], case["out"]
+    x = rng.standard_normal((n, c, h, w), dtype=np.float32)
+    weights = rng.standard_normal((m, c, 3, 3), dtype=np.float32)
+    inputs = [x, weights]
+    if case["bias"]:
+        inputs.append(rng.standard_normal(m, dtype=np.float32))
+    activation = case["activation"]
+    if activation["activation"] == "none":
+        return "Conv", ConvAttrs(pads=case["pads"]), inputs
+    return "FusedConv", FusedConvAttrs(pads=case["pads"], **activation), inputs
+
+
+def run_winograd(op: str, attrs: Any, inputs: list[np.ndarray], m: int, threads: int) -> np.ndarray:
+    """The Winograd kernel prepared as a plan would, run through ``run_into`` on ``threads``."""
+    node = Node(op, "conv", [f"in{i}" for i in range(len(inputs))], ["out"], attrs)
+    types = [TensorType("float32", a.shape) for a in inputs]
+    values: list[np.ndarray | None] = [None, *inputs[1:]]
+    assert wino.winograd_setup(node, types, values) is not None
+    kernel = wino.WinogradConv(node, types, values, m)
+    out = np.full(kernel.out_shape, np.nan, dtype=np.float32)
+    with cpu_threads(threads):
+        kernel.run_into(out, inputs[0])
+        again = kernel(inputs[0])
+    np.testing.assert_array_equal(out, again)
+    return out
+
+
+def check(case: dict[str, Any]) -> None:
+    op, attrs, inputs = make_layer(case)
+    expected = reference_run(op, attrs, inputs, tuple(range(1, len(inputs))))
+    actual = run_winograd(op, attrs, inputs, case["tile"], case["threads"])
+    bias = np.abs(inputs[2]) if len(inputs) > 2 else None
+    magnitude = max(
+        1.0, float(conv(ConvAttrs(pads=case["pads"]), np.abs(inputs[0]), np.abs(inputs[1]), bias).max())
+    )
+    assert actual.shape == expected.shape and actual.dtype == np.float32
+    excess = (
+        np.abs(actual.astype(np.float64) - expected)
+        - 1e-4 * np.abs(expected)
+        - ERROR_BOUND[case["tile"]] * magnitude
+    )
+    assert not np.isnan(actual).any()
+    assert excess.max() <= 0, (
+        f"error exceeds the F({case['tile']}x{case['tile']}) bound by {excess.max():.3g}"
+    )
+
+
+@st.composite
+def activations(draw: st.DrawFn) -> dict[str, Any]:
+    low = draw(st.floats(-2.0, 0.5))
+    return {
+        "activation": draw(st.sampled_from(ACTIVATIONS)),
+        "negative_slope": draw(st.floats(0.0, 0.5)),
+        "low": low,
+        "high": low + draw(st.floats(0.1, 3.0)),
+    }
+
+
+@st.composite
+def layers(draw: st.DrawFn) -> dict[str, Any]:
+    pads = tuple(draw(st.integers(0, 2)) for _ in range(4))
+    return {
+        "batch": draw(st.integers(1, 3)),
+        "in": draw(st.integers(1, 70)),
+        "out": draw(st.integers(1, 70)),
+        "height": draw(st.integers(max(1, 3 - pads[0] - pads[2]), 19)),
+        "width": draw(st.integers(max(1, 3 - pads[1] - pads[3]), 19)),
+        "pads": pads,
+        "bias": draw(st.booleans()),
+        "activation": draw(activations()),
+        "tile": draw(st.sampled_from([2, 4])),
+        "threads": draw(st.sampled_from([1, 2])),
+        "seed": draw(st.integers(0, 2**16)),
+    }
+
+
+@SETTINGS
+@given(layers())
+def test_winograd_matches_reference(case: dict[str, Any]) -> None:
+    check(case)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layers())
+def test_small_chunks_and_channel_blocks_across_threads(case: dict[str, Any]) -> None:
+    """Two threads on layers cut into many tiny tasks: chunks that span images and tile rows,
+    output channels split into blocks."""
+    case["threads"] = 2
+    with (
+        mock.patch.object(wino, "GEMM_GRAIN", 0),
+        mock.patch.object(wino, "CHUNK_BYTES", 1),
+        mock.patch.object(wino, "MIN_TILES", 1 + case["seed"] % 3),
+        mock.patch.object(wino, "MIN_CHANNELS", 1),
+    ):
+        check(case)
+
+
+@pytest.mark.parametrize("size", [1, 3, 7, 13, 17, 31])
+def test_odd_sizes(size: int) -> None:
+    for tile in (2, 4):
+        case = {
+            "batch": 1,
+            "in": size,
+            "out": 5,
+            "height": size,
+            "width": size + 2,
+            "pads": (1, 1, 1, 1),
+            "bias": True,
+            "activation": {"activation": "relu"},
+            "tile": tile,
+            "threads": 2,
+            "seed": size,
+        }
+        check(case)
+
+
+def test_f43_is_less_accurate_than_f23() -> None:
+    """The documented accuracy order, on fixed seeded layers: F(4x4) rounds worse than F(2x2)."""
+    errors = {2: 0.0, 4: 0.0}
+    for seed in range(3):
+        case = {
+            "batch": 1,
+            "in": 48,
+            "out": 8,
+            "height": 12,
+            "width": 12,
+            "pads": (1, 1, 1, 1),
+            "bias": False,
+        }
+        op, attrs, inputs = make_layer({**case, "activation": {"activation": "none"}, "seed": seed})
+        exact = conv(attrs, inputs[0].astype(np.float64), inputs[1].astype(np.float64))
+        for tile in errors:
+            errors[tile] += float(np.abs(run_winograd(op, attrs, inputs, tile, 1) - exact).max())
+    assert errors[4] > 2 * errors[2]
+
+
+def node_types(c: int, m: int, size: int, batch: int = 1, **attrs: Any) -> tuple[Node, list, list]:
+    node = Node("Conv", "conv", ["x", "w"], ["y"], ConvAttrs(**{"pads": (1, 1, 1, 1), **attrs}))
+    kernel = attrs.get("kernel_shape", (3, 3))
+    group = attrs.get("group", 1)
+    w = np.zeros((m, c // group, *kernel), dtype=np.float32)
+    return node, [TensorType("float32", (batch, c, size, size)), TensorType("float32", w.shape)], [None, w]
+
+
+@pytest.mark.parametrize(
+    ("attrs", "applies"),
+    [
+        ({}, True),
+        ({"pads": (0, 2, 1, 0)}, True),
+        ({"strides": (2, 2)}, False),
+        ({"dilations": (2, 2)}, False),
+        ({"group": 2}, False),
+        ({"kernel_shape": (5, 5)}, False),
+    ],
+)
+def test_applies_only_to_3x3_stride_1_single_group(attrs: dict[str, Any], applies: bool) -> None:
+    node, types, values = node_types(64, 64, 28, **attrs)
+    assert (wino.winograd_setup(node, types, values) is not None) == applies
+
+
+@pytest.mark.parametrize(
+    ("c", "m", "size", "batch", "tile"),
+    [
+        (64, 64, 56, 1, 4),  # ResNet conv2_x
+        (256, 256, 14, 1, 2),  # ResNet conv4_x: 16 tiles of 4x4 are too few, 49 of 2x2 are not
+        (512, 512, 7, 1, 0),  # ResNet conv5_x: too few tiles either way
+        (512, 512, 7, 8, 2),  # ... but enough 2x2 tiles at batch 8
+        (256, 256, 14, 8, 4),  # and enough 4x4 tiles
+        (3, 64, 112, 1, 0),  # first layer: too few input channels
+        (16, 16, 28, 1, 0),  # too little work per tile for the transforms
+    ],
+)
+def test_heuristic(c: int, m: int, size: int, batch: int, tile: int) -> None:
+    node, types, _ = node_types(c, m, size, batch)
+    setup = conv_setup(node, types)
+    assert setup is not None and wino.preferred_tile(setup) == tile
+
+
+def test_plan_chooses_winograd_where_it_wins() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 32, 24, 24), dtype=np.float32)
+    w = rng.standard_normal((64, 32, 3, 3), dtype=np.float32)
+    b = rng.standard_normal(64, dtype=np.float32)
+    attrs = FusedConvAttrs(pads=(1, 1, 1, 1), activation="relu")
+    actual, kernel = fast_run("FusedConv", attrs, [x, w, b], (1, 2), 2)
+    assert kernel == "winograd_f43"
+    expected = reference_run("FusedConv", attrs, [x, w, b], (1, 2))
+    magnitude = conv(ConvAttrs(pads=(1, 1, 1, 1)), np.abs(x), np.abs(w), np.abs(b)).max()
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=ERROR_BOUND[4] * magnitude)
