@@ -81,7 +81,7 @@ class TunedChoice:
 
 def _parse_entries(section: Any) -> dict[str, TunedChoice]:
     if not isinstance(section, dict):
-        raise ValueError("a machine's section is not an object")
+        raise ValueError("a machine's 'entries' is not an object")
     entries: dict[str, TunedChoice] = {}
     for key, value in section.items():
         if not isinstance(value, dict) or not isinstance(value.get("kernel"), str):
@@ -106,12 +106,17 @@ def read_cache(path: Path) -> dict[str, dict[str, TunedChoice]]:
     try:
         document = json.loads(text)
         if not isinstance(document, dict) or document.get("format") != FORMAT:
-            raise ValueError(f"not a {FORMAT} file")
+            raise ValueError(f"not an {FORMAT} file")
         machines = document.get("machines")
         if not isinstance(machines, dict):
             raise ValueError("no 'machines' object")
-        return {str(m): _parse_entries(section.get("entries")) for m, section in machines.items()}
-    except (ValueError, AttributeError) as exc:
+        parsed = {}
+        for fingerprint, section in machines.items():
+            if not isinstance(section, dict):
+                raise ValueError(f"machine {fingerprint[:20]!r} is not an object")
+            parsed[str(fingerprint)] = _parse_entries(section.get("entries"))
+        return parsed
+    except ValueError as exc:
         warnings.warn(
             f"ignoring damaged kernel tuning cache {path} ({exc}); rerun `edgecnn tune` to rebuild it",
             TuningCacheWarning,
