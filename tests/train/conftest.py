@@ -1,0 +1,8 @@
+"""Makes train_helpers importable from the tests in this folder."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
