@@ -1,0 +1,325 @@
+"""Partitioned concurrent execution (seed 001, chapter 4): every splittable layer is divided among the
+devices of a :class:`Partition`, one worker thread per device runs its slice, results are gathered on the
+host and the next layer starts when all slices are in (layer-level synchronisation, as in the seed).
+
+Everything is prepared once per input shape: the leading device's plan supplies the step order, slots and
+constants; each device gets its own kernels (``select_kernel``) on its own weight slices. Data movement is
+explicit and timed: a slice's inputs are copied to its device, the slice runs, its output comes back and is
+written into the layer's output (see :class:`DeviceTiming`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from edgecnn.devices import DeviceTensor, to_host
+from edgecnn.errors import EdgeCNNError, GraphError
+from edgecnn.hetero.partition import Partition
+from edgecnn.hetero.slicing import slice_layer, split_spec, unit_ranges
+from edgecnn.ir.graph import TensorType
+from edgecnn.kernels.registry import KernelChoice, select_kernel
+from edgecnn.model import Model
+from edgecnn.runtime.options import RuntimeOptions
+from edgecnn.runtime.plan import Plan, Step
+
+
+@dataclass
+class DeviceTiming:
+    """Seconds one device spent on copies to it, on kernels and on copies back (gather included)."""
+
+    upload_s: float = 0.0
+    compute_s: float = 0.0
+    download_s: float = 0.0
+    pieces: int = 0
+
+    @property
+    def busy_s(self) -> float:
+        return self.upload_s + self.compute_s + self.download_s
+
+    def to_dict(self) -> dict[str, float]:
+        return {
+            "upload_s": self.upload_s,
+            "compute_s": self.compute_s,
+            "download_s": self.download_s,
+            "pieces": self.pieces,
+        }
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One device's work in one step: a prepared kernel, the weights it takes (None: the frame's value)
+    and the output/input channel ranges of a slice (None: the whole layer)."""
+
+    device: str
+    kernel: KernelChoice
+    constants: tuple[np.ndarray | None, ...]
+    out_range: tuple[int, int] | None = None
+    in_range: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class PartStep:
+    """A plan step and the pieces it is divided into (one piece: the layer runs whole on one device)."""
+
+    step: Step
+    pieces: tuple[Piece, ...]
+    out_type: TensorType | None
+
+
+@dataclass
+class RunStats:
+    """What the partitioned runs so far cost: wall time, and each device's copy and kernel time."""
+
+    runs: int = 0
+    wall_s: float = 0.0
+    devices: dict[str, DeviceTiming] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "runs": self.runs,
+            "wall_s": self.wall_s,
+            "devices": {d: t.to_dict() for d, t in self.devices.items()},
+        }
+
+
+def _is_opencl_step(run: Any) -> bool:
+    return type(run).__module__.startswith("edgecnn.kernels.opencl") and hasattr(run, "device_inputs")
+
+
+def _upload(run: Any, args: list[Any]) -> list[Any]:
+    """Copy an OpenCL step's variable inputs to its device now, so the copy is timed on its own."""
+    if not _is_opencl_step(run):
+        return args
+    from edgecnn.kernels.opencl.array import to_device
+
+    moved = [
+        to_device(run.device, a) if i in run.device_inputs and a is not None else a
+        for i, a in enumerate(args)
+    ]
+    run.device.finish()
+    return moved
+
+
+def run_piece(piece: Piece, args: list[Any], out: np.ndarray | None, timing: DeviceTiming) -> tuple[Any, ...]:
+    """Run one piece on the calling (worker) thread; a slice writes into ``out`` and returns ()."""
+    start = time.perf_counter()
+    if piece.in_range is not None:
+        lo, hi = piece.in_range
+        args[0] = np.ascontiguousarray(to_host(args[0])[:, lo:hi])
+    run = piece.kernel.run
+    run_device = getattr(run, "run_device", None)
+    if run_device is not None:
+        args = _upload(run, args)
+    uploaded = time.perf_counter()
+    try:
+        result = run_device(*args) if run_device else run(*[to_host(a) for a in args])
+        results = result if isinstance(result, tuple) else (result,)
+        for value in results:
+            if isinstance(value, DeviceTensor):
+                value.wait()
+    except EdgeCNNError:
+        raise
+    except Exception as exc:
+        raise GraphError(f"{piece.device}: kernel '{piece.kernel.name}' failed: {exc}") from exc
+    computed = time.perf_counter()
+    host = tuple(np.asarray(to_host(v)) for v in results)
+    if out is not None and piece.out_range is not None:
+        lo, hi = piece.out_range
+        out[:, lo:hi] = host[0]
+        host = ()
+    timing.upload_s += uploaded - start
+    timing.compute_s += computed - uploaded
+    timing.download_s += time.perf_counter() - computed
+    timing.pieces += 1
+    return host
+
+
+def _set_numba_threads(threads: int) -> None:
+    """Worker initializer: numba's thread budget is per calling thread."""
+    import numba
+
+    from edgecnn.kernels.cpu.threads import max_threads
+
+    numba.set_num_threads(min(threads, max_threads()))
+
+
+class PartitionedModel:
+    """A model run with its layers divided among several devices at once; ``run`` equals ``Model.run``.
+
+    ``feeds`` fixes the input shapes the pieces are prepared for (other shapes are refused). Close it (or
+    use ``with``) to stop the worker threads.
+    """
+
+    def __init__(self, model: Model, partition: Partition, feeds: Any, threads: int | None = None) -> None:
+        self.partition = partition
+        self.threads = threads or model.options.threads
+        for device in partition.devices:
+            RuntimeOptions.resolve(self.threads, device)  # an unknown or absent device fails here
+        self.lead_model = Model(model.graph, RuntimeOptions.resolve(self.threads, partition.lead))
+        checked = self.lead_model._check_feeds(feeds)
+        self.input_shapes = {name: tuple(a.shape) for name, a in checked.items()}
+        self.plan: Plan = self.lead_model.plan_for(checked)
+        self.steps = tuple(self._prepare(step) for step in self.plan.steps)
+        self.stats = RunStats(devices={d: DeviceTiming() for d in partition.devices})
+        self._workers: dict[str, ThreadPoolExecutor] = {}
+        for device in partition.devices:
+            cpu = device == "cpu"
+            self._workers[device] = ThreadPoolExecutor(
+                1,
+                thread_name_prefix=f"edgecnn-{device}",
+                initializer=_set_numba_threads if cpu else None,
+                initargs=(self.threads,) if cpu else (),
+            )
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ preparation
+    def _prepare(self, step: Step) -> PartStep:
+        node, plan = step.node, self.plan
+        out_type = plan.types.get(node.outputs[0]) if node.outputs and node.outputs[0] else None
+        spec = split_spec(node, plan.types, plan.constants)
+        if spec is None:
+            return PartStep(step, (self._whole(step, self.partition.whole_device(node.name)),), out_type)
+        counts = self.partition.counts(node.name, spec.units)
+        used = [(d, r) for d, r in zip(counts, unit_ranges(list(counts.values()))) if r[1] > r[0]]
+        if len(used) == 1:
+            return PartStep(step, (self._whole(step, used[0][0]),), out_type)
+        pieces = []
+        for device, units in used:
+            part = slice_layer(node, plan.types, plan.constants, spec, units)
+            kernel = select_kernel(part.node, part.input_types, part.input_values, backend=device)
+            pieces.append(Piece(device, kernel, part.input_values, part.out_range, part.in_range))
+        return PartStep(step, tuple(pieces), out_type)
+
+    def _whole(self, step: Step, device: str) -> Piece:
+        node = step.node
+        values = tuple(self.plan.constants.get(x) if x else None for x in node.inputs)
+        if device == self.partition.lead:
+            kernel = step.kernel
+        else:
+            types = [self.plan.types.get(x) if x else None for x in node.inputs]
+            kernel = select_kernel(node, types, values, backend=device)
+        return Piece(device, kernel, tuple(None for _ in values))
+
+    # ------------------------------------------------------------------------ running
+    def layers(self) -> list[dict[str, object]]:
+        """Each step's placement: node, op and the output-channel range (or "all") per device."""
+        rows = []
+        for part in self.steps:
+            placement = {
+                p.device: ("all" if p.out_range is None else f"{p.out_range[0]}:{p.out_range[1]}")
+                for p in part.pieces
+            }
+            kernels = {p.device: p.kernel.name for p in part.pieces}
+            rows.append(
+                {
+                    "node": part.step.node.name,
+                    "op": part.step.node.op,
+                    "devices": placement,
+                    "kernels": kernels,
+                }
+            )
+        return rows
+
+    def run(self, feeds: Any) -> dict[str, np.ndarray]:
+        """Run once; returns the graph outputs like ``Model.run``."""
+        checked = self.lead_model._check_feeds(feeds)
+        shapes = {name: tuple(a.shape) for name, a in checked.items()}
+        if shapes != self.input_shapes:
+            from edgecnn.errors import InputError
+
+            raise InputError(
+                f"this partition was prepared for input shapes {self.input_shapes}, got {shapes}"
+            )
+        with self._lock:
+            return self._run(checked)
+
+    def _run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        from edgecnn.kernels.cpu import cpu_threads
+
+        start = time.perf_counter()
+        plan = self.plan
+        frame = plan.new_frame()
+        for name, value in feeds.items():
+            frame[plan.input_slots[name]] = value
+        wanted = list(self.lead_model.graph.outputs)
+        wanted_slots = {plan.slots[name] for name in wanted if name in plan.slots}
+        with cpu_threads(self.threads):
+            for part in self.steps:
+                outputs = self._run_step(part, frame)
+                for slot, value in zip(part.step.outputs, outputs):
+                    if slot >= 0:
+                        frame[slot] = value
+                for slot in part.step.releases:
+                    if slot not in wanted_slots:
+                        frame[slot] = None
+        results = {}
+        for name in wanted:
+            if name in plan.constants:
+                results[name] = plan.constants[name].copy()
+                continue
+            value = np.asarray(to_host(frame[plan.slots[name]]))
+            results[name] = (
+                value if value.flags.owndata and not any(value is f for f in feeds.values()) else value.copy()
+            )
+        self.stats.runs += 1
+        self.stats.wall_s += time.perf_counter() - start
+        return results
+
+    def _run_step(self, part: PartStep, frame: list[Any]) -> tuple[Any, ...]:
+        args_all = [frame[i] if i >= 0 else None for i in part.step.inputs]
+        if len(part.pieces) == 1:
+            piece = part.pieces[0]
+            future = self._submit(piece, list(args_all), None)
+            return self._result(part, future)
+        assert part.out_type is not None and part.out_type.shape is not None
+        out = np.empty(part.out_type.shape, dtype=part.out_type.dtype)  # type: ignore[arg-type]
+        futures = []
+        for piece in part.pieces:
+            args = [args_all[0], *piece.constants[1:]]
+            futures.append(self._submit(piece, args, out))
+        for future in futures:
+            self._result(part, future)
+        return (out,)
+
+    def _submit(self, piece: Piece, args: list[Any], out: np.ndarray | None) -> Future[tuple[Any, ...]]:
+        timing = self.stats.devices[piece.device]
+        return self._workers[piece.device].submit(run_piece, piece, args, out, timing)
+
+    @staticmethod
+    def _result(part: PartStep, future: Future[tuple[Any, ...]]) -> tuple[Any, ...]:
+        try:
+            return future.result()
+        except GraphError as exc:
+            raise GraphError(f"node {part.step.node}: {exc}") from exc
+
+    def reset_stats(self) -> None:
+        self.stats = RunStats(devices={d: DeviceTiming() for d in self.partition.devices})
+
+    # ---------------------------------------------------------------------- lifetime
+    def close(self) -> None:
+        for worker in self._workers.values():
+            worker.shutdown(wait=True)
+
+    def __enter__(self) -> PartitionedModel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def run_partitioned(
+    model: Model, partition: Partition, feeds: Any, threads: int | None = None
+) -> dict[str, np.ndarray]:
+    """One partitioned run (preparation included): for tests and one-off checks."""
+    with PartitionedModel(model, partition, feeds, threads) as runner:
+        return runner.run(feeds)
+
+
+__all__ = ["DeviceTiming", "PartitionedModel", "Piece", "RunStats", "run_partitioned"]
