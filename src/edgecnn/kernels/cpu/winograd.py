@@ -36,6 +36,11 @@ MIN_TILES, MAX_TILES = 16, 256
 MIN_CHANNELS = 16
 """Fewest output channels per task when a small map's channels are split among threads."""
 
+POINT_PAD = 16
+"""Floats (one cache line) between the scratch blocks of two transform points. The transforms
+read or write all T points of a tile at once; blocks a multiple of 4 KiB apart would all map to
+the same L1 cache set (measured: the transforms ran 2-4x slower)."""
+
 MIN_LAYER_CHANNELS, MIN_CHANNEL_PRODUCT, MIN_LAYER_TILES = 16, 2048, 36
 """The heuristic's thresholds (``preferred_tile``), measured with benchmarks/winograd.py."""
 
@@ -85,6 +90,13 @@ def when_winograd_f23(
 ) -> bool:
     setup = winograd_setup(node, types, values)
     return setup is not None and preferred_tile(setup) == 2
+
+
+def padded_view(buffer: np.ndarray, workers: int, points: int, rows: int, step: int) -> np.ndarray:
+    """``buffer`` as (workers, points, rows, step) with POINT_PAD unused floats after each point's
+    block, so that the blocks of consecutive transform points do not start 4 KiB apart."""
+    blocks = buffer.reshape(workers, points, rows * step + POINT_PAD)
+    return blocks[:, :, : rows * step].reshape(workers, points, rows, step)
 
 
 def round_up(value: int, multiple: int) -> int:
@@ -149,11 +161,11 @@ class WinogradConv(ConvKernel):
         """Write the convolution of ``x`` into ``out`` (C-contiguous float32 of the output shape)."""
         s = self.setup
         step, oc_step, workers = self.chunking(1 if self.small else numba.get_num_threads())
-        v_size = workers * self.points * s.in_channels * step
-        m_size = workers * self.points * oc_step * step
+        v_size = workers * self.points * (s.in_channels * step + POINT_PAD)
+        m_size = workers * self.points * (oc_step * step + POINT_PAD)
         buffer = scratch(v_size + m_size)
-        v_buffers = buffer[:v_size].reshape(workers, self.points, s.in_channels, step)
-        m_buffers = buffer[v_size:].reshape(workers, self.points, oc_step, step)
+        v_buffers = padded_view(buffer[:v_size], workers, self.points, s.in_channels, step)
+        m_buffers = padded_view(buffer[v_size:], workers, self.points, oc_step, step)
         with blas_single_threaded():
             call(
                 winograd_conv_2d,
