@@ -94,7 +94,7 @@ def test_refusals(zoo_file: Callable[[str], Path]) -> None:
     x = example_input(model)
     with pytest.raises(DeviceError):
         PartitionedModel(model, Partition({"cpu": 1.0, "opencl:99": 1.0}), x)
-    with pytest.raises(ProfileError, match="not in the partition"):
+    with pytest.raises(ProfileError, match="not a set of the partition"):
         Partition({"cpu": 1.0}, {"conv": "reference"})
     with pytest.raises(ProfileError):
         Partition({"cpu": 0.0})

@@ -52,7 +52,7 @@ def _to_json(model: Path, iterations: int, outcome: PlanOutcome) -> dict[str, An
         "shares": dict(outcome.partition.shares),
         "links": {d: link.to_json() for d, link in outcome.links.items()},
         "fine_grained": {
-            "layer_devices": dict(outcome.fine.layer_devices) if outcome.fine else None,
+            "layer_devices": outcome.fine.to_json()["layer_devices"] if outcome.fine else None,
             **outcome.fine_estimates,
         },
         "explanation": result.explanation,
@@ -83,11 +83,11 @@ def _print(model: Path, iterations: int, outcome: PlanOutcome) -> None:
             )
     if outcome.fine is not None and outcome.fine_estimates:
         est = outcome.fine_estimates
-        moved = ", ".join(f"{k}->{v}" for k, v in outcome.fine.layer_devices.items()) or "none"
+        moved = ", ".join(f"{k}->{'+'.join(v)}" for k, v in outcome.fine.layer_devices.items()) or "none"
         console.print(
             f"fine-grained (all devices, per-layer choice): predicted EDP {est['fine']['edp']:.4g} J*s vs "
             f"{est['coarse_all_devices']['edp']:.4g} for every layer split "
-            f"({est['coarse_without_transfer']['edp']:.4g} without copies); whole layers placed: {moved}",
+            f"({est['coarse_without_transfer']['edp']:.4g} without copies); layers moved: {moved}",
             highlight=False,
         )
     console.print(

@@ -1,5 +1,6 @@
 """The fine-grained extension seed 001 leaves as future work: a per-layer cost model with data transfer,
-and a per-layer choice between Algorithm 4.2's split and running the whole layer on one device.
+and a per-layer choice of the devices that share each layer (Algorithm 4.2's split among a subset of the
+devices, or the whole layer on one device).
 
 Model (one inference = the layers in order, each layer finished before the next starts, as the executor
 runs them). Device d running a fraction f of layer l is busy ``f * t_l,d`` (its measured time for the whole
@@ -7,23 +8,29 @@ layer, scaled as the seed scales work) plus one copy in and one copy out (``Link
 on host memory). The layer takes the longest busy time; its energy is the sum of ``P_d x busy_d`` (each
 device's average power while it works; idle power is not charged, as in the seed). Totals add over layers.
 
-Choice: coordinate descent on the total predicted EDP = E x T (layer by layer, take the option that lowers
-it, sweep until nothing changes), started from the coarse plan (every splittable layer split, the rest on
-the leading device) and from "every layer on device d" for each d; the best end point wins, so the result
-is never predicted worse than the coarse plan or any single device.
+Choice: coordinate descent on the total predicted EDP = E x T (layer by layer, take the device subset that
+lowers it, sweep until nothing changes), started from the coarse plan (every splittable layer split among
+all devices, the rest on the leading device) and from "every layer on subset S" for each subset; the best
+end point wins, so the result is never predicted worse than the coarse plan, any single device or any
+fixed subset (Algorithm 4.1's chosen set among them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import combinations
 
 from edgecnn.hetero.partition import Partition
 from edgecnn.hetero.profiles import ProfileError
 from edgecnn.hetero.transfer import LinkCost
 
-SPLIT = "split"
 MAX_SWEEPS = 20
+MAX_SUBSET_DEVICES = 6
+"""Up to this many devices every subset is an option (2^n - 1 per layer); beyond, singles and all."""
+
+Option = tuple[str, ...]
+"""The devices that share a layer (one device: the whole layer)."""
 
 
 @dataclass(frozen=True)
@@ -60,12 +67,12 @@ class FineResult:
     """The per-layer choice, its partition and predictions next to the coarse plan's."""
 
     partition: Partition
-    choice: dict[str, str]
+    choice: dict[str, Option]
     coarse: Estimate
     fine: Estimate
     coarse_without_transfer: Estimate
     changed: tuple[str, ...] = field(default=())
-    singles: dict[str, Estimate] = field(default_factory=dict)  # every layer whole on one device
+    uniform: dict[Option, Estimate] = field(default_factory=dict)  # every layer on one subset
 
     @property
     def improvement(self) -> float:
@@ -79,19 +86,20 @@ def _links(devices: Sequence[str], links: Mapping[str, LinkCost] | None) -> dict
 
 def option_cost(
     layer: LayerCost,
-    option: str,
+    option: Option,
     partition: Partition,
     watts: Mapping[str, float],
     links: Mapping[str, LinkCost],
 ) -> Estimate:
-    """Predicted (seconds, joules) of one layer under ``option``: SPLIT, or a device name (whole layer)."""
-    if option == SPLIT:
-        if layer.units is None:
-            raise ProfileError(f"layer {layer.name!r} cannot be split")
-        counts = Partition(partition.shares).counts(layer.name, layer.units)
-        fractions = {d: c / layer.units for d, c in counts.items() if c > 0} if layer.units else {}
+    """Predicted (seconds, joules) of one layer shared by the devices of ``option``."""
+    if len(option) > 1 and not layer.units:
+        raise ProfileError(f"layer {layer.name!r} cannot be split")
+    if len(option) == 1:
+        fractions = {option[0]: 1.0}
     else:
-        fractions = {option: 1.0}
+        assert layer.units
+        counts = Partition(partition.shares, {layer.name: option}).counts(layer.name, layer.units)
+        fractions = {d: c / layer.units for d, c in counts.items() if c > 0}
     busiest, joules = 0.0, 0.0
     for device, fraction in fractions.items():
         if device not in layer.seconds:
@@ -106,14 +114,28 @@ def option_cost(
     return Estimate(busiest, joules)
 
 
-def coarse_choice(layers: Sequence[LayerCost], partition: Partition) -> dict[str, str]:
-    """Algorithm 4.2 as written: split what can be split, everything else on the leading device."""
-    return {layer.name: SPLIT if layer.units else partition.lead for layer in layers}
+def subsets(devices: Sequence[str]) -> list[Option]:
+    """Every non-empty subset in partition order (singles and the full set only for many devices)."""
+    if len(devices) > MAX_SUBSET_DEVICES:
+        return [(d,) for d in devices] + [tuple(devices)]
+    return [c for k in range(1, len(devices) + 1) for c in combinations(devices, k)]
+
+
+def _layer_option(layer: LayerCost, option: Option, partition: Partition) -> Option:
+    """What ``option`` means for this layer: a layer that cannot be split runs on the subset's fastest device."""
+    if layer.units or len(option) == 1:
+        return option
+    return (Partition(partition.shares, {layer.name: option}).whole_device(layer.name),)
+
+
+def coarse_choice(layers: Sequence[LayerCost], partition: Partition) -> dict[str, Option]:
+    """Algorithm 4.2 as written: split what can be split among all devices, the rest on the leading device."""
+    return {layer.name: _layer_option(layer, partition.devices, partition) for layer in layers}
 
 
 def total_cost(
     layers: Sequence[LayerCost],
-    choice: Mapping[str, str],
+    choice: Mapping[str, Option],
     partition: Partition,
     watts: Mapping[str, float],
     links: Mapping[str, LinkCost] | None = None,
@@ -136,41 +158,37 @@ def fine_grained(
 ) -> FineResult:
     """Per-layer device choice (see the module docstring) for ``partition``'s devices and shares."""
     table = _links(partition.devices, links)
-    options = {layer.name: ([SPLIT] if layer.units else []) + list(partition.devices) for layer in layers}
+    options = subsets(partition.devices)
     costs = {
-        layer.name: {o: option_cost(layer, o, partition, watts, table) for o in options[layer.name]}
+        layer.name: {
+            o: option_cost(layer, o, partition, watts, table) for o in options if layer.units or len(o) == 1
+        }
         for layer in layers
     }
     coarse = coarse_choice(layers, partition)
-    starts = [coarse] + [{layer.name: device for layer in layers} for device in partition.devices]
-    singles = {
-        device: _descend(layers, start, costs, sweeps=0)[1]
-        for device, start in zip(partition.devices, starts[1:])
-    }
-    choice, best = min((_descend(layers, start, costs) for start in starts), key=lambda found: found[1].edp)
-    # A whole-layer choice needs an override unless it is where the layer runs anyway (unsplittable, on the lead).
-    overrides = {
-        n: o for n, o in choice.items() if o != SPLIT and (coarse[n] == SPLIT or o != partition.lead)
-    }
-    fine_partition = Partition(partition.shares, overrides)
+    starts = {o: {layer.name: _layer_option(layer, o, partition) for layer in layers} for o in options}
+    uniform = {o: _descend(layers, start, costs, sweeps=0)[1] for o, start in starts.items()}
+    found = [_descend(layers, coarse, costs)] + [_descend(layers, start, costs) for start in starts.values()]
+    choice, best = min(found, key=lambda item: item[1].edp)  # ties keep the earlier: the coarse start
+    overrides = {n: o for n, o in choice.items() if o != coarse[n]}
     zero = {d: LinkCost(d) for d in partition.devices}
     return FineResult(
-        partition=fine_partition,
+        partition=Partition(partition.shares, overrides),
         choice=choice,
         coarse=total_cost(layers, coarse, partition, watts, table),
         fine=best,
         coarse_without_transfer=total_cost(layers, coarse, partition, watts, zero),
-        changed=tuple(n for n in choice if choice[n] != coarse[n]),
-        singles=singles,
+        changed=tuple(overrides),
+        uniform=uniform,
     )
 
 
 def _descend(
     layers: Sequence[LayerCost],
-    start: Mapping[str, str],
-    costs: Mapping[str, Mapping[str, Estimate]],
+    start: Mapping[str, Option],
+    costs: Mapping[str, Mapping[Option, Estimate]],
     sweeps: int = MAX_SWEEPS,
-) -> tuple[dict[str, str], Estimate]:
+) -> tuple[dict[str, Option], Estimate]:
     """Coordinate descent on the total EDP from ``start``: each layer takes its best option given the others."""
     choice = dict(start)
     seconds = sum(costs[n][o].seconds for n, o in choice.items())

@@ -187,7 +187,7 @@ class Planner:
                         "fine": found.fine.to_json(),
                         "changed_layers": list(found.changed),
                         "predicted_gain": found.improvement,
-                        "singles": {d: e.to_json() for d, e in found.singles.items()},
+                        "uniform": {"+".join(o): e.to_json() for o, e in found.uniform.items()},
                     }
         partition = perf_partition(result, result.chosen)
         outcome = PlanOutcome(
@@ -215,7 +215,7 @@ class Planner:
                     "edp": est["edp"],
                     "source": "predicted (per-layer times + copies)",
                     "estimated": any(p.estimated for p in profiles),
-                    "layer_devices": dict(fine_partition.layer_devices),
+                    "layer_devices": fine_partition.to_json()["layer_devices"],
                 }
             )
         if save and saved is None:

@@ -63,7 +63,7 @@ def fit_link(device: str, samples: list[tuple[int, float]]) -> LinkCost:
     n = np.array([s[0] for s in samples], dtype=np.float64)
     t = np.array([s[1] for s in samples], dtype=np.float64)
     slope, intercept = np.polyfit(n, t, 1)
-    if slope <= 0:  # copies too fast or noisy to see a size effect: all latency
+    if slope * n.max() <= 1e-9 * t.max():  # no visible size effect (fast or noisy copies): all latency
         return LinkCost(device, max(float(np.mean(t)), 0.0), math.inf, True)
     return LinkCost(device, max(float(intercept), 0.0), 1.0 / float(slope), True)
 
