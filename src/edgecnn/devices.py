@@ -11,6 +11,7 @@ import contextlib
 import os
 import platform
 import re
+import sys
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -119,9 +120,17 @@ class DeviceTensor:
         raise NotImplementedError
 
 
+def is_cupy_array(value: Any) -> bool:
+    """Whether ``value`` is a CuPy array (without importing CuPy: only if something else already did)."""
+    cupy = sys.modules.get("cupy")
+    return cupy is not None and isinstance(value, cupy.ndarray)
+
+
 def to_host(value: Any) -> Any:
-    """A DeviceTensor copied to the host; anything else unchanged."""
-    return value.get() if isinstance(value, DeviceTensor) else value
+    """A DeviceTensor or CuPy array copied to the host; anything else unchanged."""
+    if isinstance(value, DeviceTensor) or is_cupy_array(value):
+        return value.get()
+    return value
 
 
 # ------------------------------------------------------------------------------ discovery

@@ -1,0 +1,141 @@
+"""Conv and FusedConv on CUDA (1-D and 2-D): im2col (a CUDA kernel) + batched cuBLAS GEMM through
+cupy.matmul, the input planes multiplied directly for 1x1 convolutions, and a direct kernel for
+depthwise and narrow grouped ones. Bias and activation follow in one epilogue launch.
+
+The geometry (and which convolutions count as narrow) is the OpenCL backend's, reused as is."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cuda.array import CudaArray
+from edgecnn.kernels.cuda.runtime import CudaDevice
+from edgecnn.kernels.cuda.step import (
+    NO_ACTIVATION,
+    CudaStep,
+    activation_params,
+    constant_on_device,
+    cuda_kernel,
+    device_for_plan,
+    either,
+    variable_inputs,
+)
+from edgecnn.kernels.opencl.conv import Conv2d, conv2d_of, conv_supported, output_shape, prefers_direct
+
+Types = Sequence["TensorType | None"]
+Values = Sequence["np.ndarray | None"]
+
+COLUMN_BUDGET = 256 * 2**20
+"""Bytes of im2col columns per launch; a larger batch is processed a chunk of images at a time."""
+
+
+def prefers_gemm(node: Node, types: Types, values: Values) -> bool:
+    return conv_supported(node, types, values) and not prefers_direct(node, types, values)
+
+
+@dataclass(frozen=True)
+class ConvSetup:
+    """What both conv factories prepare: device, geometry, constants uploaded once, activation."""
+
+    device: CudaDevice
+    geo: Conv2d
+    weights: CudaArray | None  # None: weights are a run-time input
+    bias: CudaArray | None  # None: no bias, or a run-time one
+    activation: tuple[np.int32, np.float32, np.float32, np.float32]
+    out_shape: tuple[int, ...]
+
+
+def conv_setup(node: Node, types: Types, values: Values) -> ConvSetup:
+    device = device_for_plan()
+    has_bias = len(node.inputs) > 2 and bool(node.inputs[2])
+    return ConvSetup(
+        device=device,
+        geo=conv2d_of(node, types),
+        weights=constant_on_device(device, values, 1),
+        bias=constant_on_device(device, values, 2) if has_bias else None,
+        activation=activation_params(node.attrs) if node.op == "FusedConv" else NO_ACTIVATION,
+        out_shape=output_shape(node, types, values),
+    )
+
+
+def epilogue(device: CudaDevice, y: CudaArray, bias: CudaArray | None, activation: tuple, rows: int) -> None:
+    """y = act(y + bias[channel]) in place, y seen as (N, rows, plane); nothing to do without either."""
+    if bias is None and int(activation[0]) == 0:
+        return
+    plane = max(y.size // max(y.shape[0] * rows, 1), 1)
+    source = bias.array if bias is not None else y.array  # unread when has_bias is 0
+    device.launch("bias_activation", y.size, y.array, source, np.int32(bias is not None), np.int32(rows),
+                  np.int32(plane), *activation)  # fmt: skip
+
+
+def column_chunk(geo: Conv2d) -> int:
+    """Images per im2col launch within COLUMN_BUDGET (at least one)."""
+    per_image = geo.groups * geo.taps * geo.positions * 4
+    return max(1, min(geo.n, COLUMN_BUDGET // max(per_image, 1)))
+
+
+def _gemm_conv_factory(node: Node, types: Types, values: Values) -> CudaStep:
+    setup = conv_setup(node, types, values)
+    device, geo, out_shape = setup.device, setup.geo, setup.out_shape
+    cupy = device.cupy
+    g, mg, kc, p = geo.groups, geo.m // geo.groups, geo.taps, geo.positions
+    chunk = column_chunk(geo)
+
+    def launch(x: CudaArray, w: CudaArray, b: CudaArray | None = None) -> CudaArray:
+        w, b = either(setup.weights, w), either(setup.bias, b)
+        y = CudaArray.empty(device, out_shape)
+        if y.size == 0:
+            return y
+        weights = w.array.reshape(g, mg, kc)  # per group an (Mg x Kc) matrix
+        out = y.array.reshape(geo.n, g, mg, p)
+        if geo.is_pointwise:  # the input (N, G, Cg, H*W) is the column matrix
+            cupy.matmul(weights, x.array.reshape(geo.n, g, kc, p), out=out)
+        else:
+            cols = device.empty((chunk, g, kc, p))
+            for n0 in range(0, geo.n, chunk):
+                images = min(chunk, geo.n - n0)
+                device.launch("im2col", images * g * kc * p, x.array, *geo.args(), np.int32(n0), cols)
+                cupy.matmul(weights, cols[:images], out=out[n0 : n0 + images])
+        epilogue(device, y, b, setup.activation, geo.m)
+        return y
+
+    return CudaStep(device, launch, variable_inputs(node, values, (0, 1, 2)))
+
+
+def _direct_conv_factory(node: Node, types: Types, values: Values) -> CudaStep:
+    setup = conv_setup(node, types, values)
+    device, geo, out_shape, activation = setup.device, setup.geo, setup.out_shape, setup.activation
+
+    def launch(x: CudaArray, w: CudaArray, b: CudaArray | None = None) -> CudaArray:
+        w, b = either(setup.weights, w), either(setup.bias, b)
+        y = CudaArray.empty(device, out_shape)
+        bias = b.array if b is not None else w.array  # unread when has_bias is 0
+        device.launch("conv_direct", y.size, x.array, *geo.args(), w.array, np.int32(geo.m), bias,
+                      np.int32(b is not None), y.array, *activation)  # fmt: skip
+        return y
+
+    return CudaStep(device, launch, variable_inputs(node, values, (0, 1, 2)))
+
+
+@cuda_kernel("Conv", when=prefers_gemm, priority=10, name="cuda_conv_im2col_gemm")
+def cuda_conv_gemm(node: Node, types: Types, values: Values) -> CudaStep:
+    return _gemm_conv_factory(node, types, values)
+
+
+@cuda_kernel("Conv", when=conv_supported, priority=5, name="cuda_conv_direct")
+def cuda_conv_direct(node: Node, types: Types, values: Values) -> CudaStep:
+    return _direct_conv_factory(node, types, values)
+
+
+@cuda_kernel("FusedConv", when=prefers_gemm, priority=10, name="cuda_fused_conv_im2col_gemm")
+def cuda_fused_conv_gemm(node: Node, types: Types, values: Values) -> CudaStep:
+    return _gemm_conv_factory(node, types, values)
+
+
+@cuda_kernel("FusedConv", when=conv_supported, priority=5, name="cuda_fused_conv_direct")
+def cuda_fused_conv_direct(node: Node, types: Types, values: Values) -> CudaStep:
+    return _direct_conv_factory(node, types, values)

@@ -1,0 +1,112 @@
+"""Gemm, FusedGemm and MatMul on CUDA: cuBLAS through cupy.matmul (constant weights stored once in
+the orientation the product reads), then alpha, beta * C and the activation on the GPU."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cuda.array import CudaArray
+from edgecnn.kernels.cuda.runtime import CudaDevice
+from edgecnn.kernels.cuda.step import (
+    NO_ACTIVATION,
+    CudaStep,
+    activation_params,
+    constant_on_device,
+    cuda_kernel,
+    device_for_plan,
+    either,
+    is_float32,
+    shape_of,
+    variable_inputs,
+)
+from edgecnn.ops.registry import get_op
+
+Types = Sequence["TensorType | None"]
+Values = Sequence["np.ndarray | None"]
+
+
+def gemm_supported(node: Node, types: Types, values: Values) -> bool:
+    c = types[2] if len(types) > 2 else None
+    if not (is_float32(types[0], 2) and is_float32(types[1], 2)):
+        return False
+    return c is None or (is_float32(c) and c.rank is not None and c.rank <= 2)
+
+
+def apply_activation(device: CudaDevice, y: CudaArray, activation: tuple) -> None:
+    """y = act(y) in place (nothing for "none")."""
+    if int(activation[0]) != 0:
+        device.launch("activation", y.size, y.array, y.array, *activation)
+
+
+def _upload_oriented(device: CudaDevice, value: np.ndarray | None, transposed: bool) -> CudaArray | None:
+    """A constant operand uploaded once, already transposed where the node transposes it."""
+    if value is None:
+        return None
+    return CudaArray.upload(device, np.ascontiguousarray(value.T if transposed else value))
+
+
+def _gemm_factory(node: Node, types: Types, values: Values) -> CudaStep:
+    attrs = node.attrs
+    device = device_for_plan()
+    cupy = device.cupy
+    a_const = _upload_oriented(device, values[0], attrs.trans_a)
+    b_const = _upload_oriented(device, values[1], attrs.trans_b)
+    has_c = len(node.inputs) > 2 and bool(node.inputs[2])
+    c_const = constant_on_device(device, values, 2) if has_c else None
+    activation = activation_params(attrs) if node.op == "FusedGemm" else NO_ACTIVATION
+    alpha, beta = np.float32(attrs.alpha), np.float32(attrs.beta)
+
+    def launch(a: CudaArray, b: CudaArray, c: CudaArray | None = None) -> CudaArray:
+        left = a_const.array if a_const is not None else (a.array.T if attrs.trans_a else a.array)
+        right = b_const.array if b_const is not None else (b.array.T if attrs.trans_b else b.array)
+        c = either(c_const, c)
+        y = cupy.matmul(left, right)
+        if alpha != 1:
+            y *= alpha
+        if c is not None and beta != 0:
+            y += c.array if beta == 1 else beta * c.array
+        result = CudaArray(device, cupy.ascontiguousarray(y, dtype=cupy.float32))
+        apply_activation(device, result, activation)
+        return result
+
+    return CudaStep(device, launch, variable_inputs(node, values, (0, 1, 2)))
+
+
+@cuda_kernel("Gemm", when=gemm_supported, name="cuda_gemm")
+def cuda_gemm(node: Node, types: Types, values: Values) -> CudaStep:
+    return _gemm_factory(node, types, values)
+
+
+@cuda_kernel("FusedGemm", when=gemm_supported, name="cuda_fused_gemm")
+def cuda_fused_gemm(node: Node, types: Types, values: Values) -> CudaStep:
+    return _gemm_factory(node, types, values)
+
+
+def matmul_supported(node: Node, types: Types, values: Values) -> bool:
+    """Any float32 MatMul whose output shape is known: cupy.matmul broadcasts as numpy does."""
+    if not (is_float32(types[0]) and is_float32(types[1])):
+        return False
+    try:
+        (out,) = get_op("MatMul").infer(node.attrs, types, values)
+    except Exception:  # incompatible shapes: the reference kernel reports them
+        return False
+    return is_float32(out)
+
+
+@cuda_kernel("MatMul", when=matmul_supported, name="cuda_matmul")
+def cuda_matmul(node: Node, types: Types, values: Values) -> CudaStep:
+    device = device_for_plan()
+    cupy = device.cupy
+    (out_type,) = get_op("MatMul").infer(node.attrs, types, values)
+    out_shape = shape_of(out_type)
+    consts = constant_on_device(device, values, 0), constant_on_device(device, values, 1)
+
+    def launch(a: CudaArray, b: CudaArray) -> CudaArray:
+        a, b = either(consts[0], a), either(consts[1], b)
+        y = cupy.matmul(a.array, b.array)
+        return CudaArray(device, cupy.ascontiguousarray(y, dtype=cupy.float32).reshape(out_shape))
+
+    return CudaStep(device, launch, variable_inputs(node, values, (0, 1)))

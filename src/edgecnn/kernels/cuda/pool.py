@@ -1,0 +1,72 @@
+"""MaxPool, AveragePool (1-D and 2-D, pads, strides, dilations, ceil_mode, count_include_pad) on CUDA,
+one thread per output, and the global pools as CuPy reductions. Geometry as the OpenCL backend's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cuda.array import CudaArray
+from edgecnn.kernels.cuda.step import CudaStep, cuda_kernel, device_for_plan, is_float32, shape_of
+from edgecnn.kernels.opencl.pool import pool_args, pool_supported
+
+Types = Sequence["TensorType | None"]
+Values = Sequence["np.ndarray | None"]
+
+
+@cuda_kernel("MaxPool", when=pool_supported, name="cuda_max_pool")
+def cuda_max_pool(node: Node, types: Types, values: Values) -> CudaStep:
+    device = device_for_plan()
+    out_shape, geometry, _ = pool_args(node, shape_of(types[0]))
+
+    def launch(x: CudaArray) -> CudaArray:
+        y = CudaArray.empty(device, out_shape)
+        device.launch("max_pool2d", y.size, x.array, y.array, *geometry)
+        return y
+
+    return CudaStep(device, launch, (0,))
+
+
+@cuda_kernel("AveragePool", when=pool_supported, name="cuda_average_pool")
+def cuda_average_pool(node: Node, types: Types, values: Values) -> CudaStep:
+    device = device_for_plan()
+    out_shape, geometry, (end_h, end_w) = pool_args(node, shape_of(types[0]))
+    extra = (np.int32(end_h), np.int32(end_w), np.int32(node.attrs.count_include_pad))
+
+    def launch(x: CudaArray) -> CudaArray:
+        y = CudaArray.empty(device, out_shape)
+        device.launch("avg_pool2d", y.size, x.array, y.array, *geometry, *extra)
+        return y
+
+    return CudaStep(device, launch, (0,))
+
+
+def global_supported(node: Node, types: Types, values: Values) -> bool:
+    t = types[0]
+    return is_float32(t) and (t.rank or 0) >= 3 and int(np.prod(shape_of(t)[2:])) > 0  # type: ignore[union-attr]
+
+
+def _global_pool(node: Node, types: Types, is_max: bool) -> CudaStep:
+    device = device_for_plan()
+    shape = shape_of(types[0])
+    planes = shape[0] * shape[1]
+    out_shape = (*shape[:2], *([1] * (len(shape) - 2)))
+
+    def launch(x: CudaArray) -> CudaArray:
+        flat = x.array.reshape(planes, -1) if planes else x.array.reshape(0, 1)
+        y = flat.max(axis=1) if is_max else flat.mean(axis=1)
+        return CudaArray(device, y.astype(device.cupy.float32, copy=False).reshape(out_shape))
+
+    return CudaStep(device, launch, (0,))
+
+
+@cuda_kernel("GlobalAveragePool", when=global_supported, name="cuda_global_average_pool")
+def cuda_global_average_pool(node: Node, types: Types, values: Values) -> CudaStep:
+    return _global_pool(node, types, is_max=False)
+
+
+@cuda_kernel("GlobalMaxPool", when=global_supported, name="cuda_global_max_pool")
+def cuda_global_max_pool(node: Node, types: Types, values: Values) -> CudaStep:
+    return _global_pool(node, types, is_max=True)
