@@ -179,6 +179,7 @@ def test_sparse_conv_tiles_over_two_threads(case: dict[str, Any]) -> None:
     with (
         mock.patch("edgecnn.kernels.cpu.sparse.GRAIN", 0),
         mock.patch("edgecnn.kernels.cpu.sparse.COLUMNS_BYTES", 64),
+        mock.patch("edgecnn.kernels.cpu.sparse.MIN_WIDTH", 3),
     ):
         check_conv(case, 2)
 

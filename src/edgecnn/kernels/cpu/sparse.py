@@ -29,6 +29,8 @@ from edgecnn.ops.dense import GemmAttrs
 
 COLUMNS_BYTES = 1 << 18
 """Target size of one task's im2col columns in the sparse conv (half of a 512 KiB L2)."""
+MIN_WIDTH = 128
+"""Fewest pixels per task (where the layer has them): shorter rows make the axpy loops overhead-bound."""
 
 
 def gemm_rows(node: Node, types: Sequence[TensorType | None]) -> int:
@@ -127,12 +129,17 @@ class SparseConv(ConvKernel):
         work = s.batch * self.pixels * (self.csr.nnz + s.out_channels + self.group_rows * s.group)
         self.small = work < GRAIN
 
-    def pixel_step(self, workers: int) -> int:
-        """Pixels per task: the columns fit in COLUMNS_BYTES, and there are tasks for every worker."""
+    def steps(self, workers: int) -> tuple[int, int]:
+        """(pixels, output channels) per task: a pixel range wide enough for long vector loops whose
+        columns fit in COLUMNS_BYTES where possible, then channel ranges until every worker has a task."""
         s = self.setup
-        fits = max(16, COLUMNS_BYTES // (4 * self.group_rows))
+        out_per_group = s.out_channels // s.group
+        fits = COLUMNS_BYTES // (4 * self.group_rows)
         per_image_group = -(-workers // (s.batch * s.group))  # tasks each (image, group) must give
-        return max(1, min(fits, -(-self.pixels // per_image_group)))
+        p_step = max(1, min(max(MIN_WIDTH, fits), -(-self.pixels // per_image_group), self.pixels))
+        p_tiles = -(-self.pixels // p_step)
+        m_tiles = min(out_per_group, -(-per_image_group // p_tiles))
+        return p_step, -(-out_per_group // m_tiles)
 
     def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
         out = np.empty(self.out_shape, dtype=np.float32)
@@ -143,11 +150,11 @@ class SparseConv(ConvKernel):
         """Writes every element of ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
         s = self.setup
         workers = 1 if self.small else numba.get_num_threads()
-        p_step = self.pixel_step(workers)
+        p_step, m_step = self.steps(workers)
         if self.pointwise:
-            columns = np.empty((workers, 1, 1), dtype=np.float32)
+            columns = np.empty((workers, 1), dtype=np.float32)
         else:
-            columns = scratch(workers * self.group_rows * p_step).reshape(workers, self.group_rows, p_step)
+            columns = scratch(workers * self.group_rows * p_step).reshape(workers, self.group_rows * p_step)
         csr = self.csr
         call(
             sparse_conv_2d,
@@ -170,6 +177,7 @@ class SparseConv(ConvKernel):
             self.pointwise,
             *self.activation,
             p_step,
+            m_step,
             columns,
             out,
         )

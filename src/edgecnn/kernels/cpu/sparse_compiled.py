@@ -11,7 +11,6 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from edgecnn.kernels.cpu.conv_gemm import rows_epilogue
 from edgecnn.kernels.cpu.epilogue import activate
 from edgecnn.kernels.cpu.im2col import im2col_range
 
@@ -114,22 +113,42 @@ def sparse_rows_times(
     indptr: np.ndarray,
     indices: np.ndarray,
     values: np.ndarray,
-    first_row: int,
-    columns: np.ndarray,  # (Kg, width): the im2col columns of one pixel range
-    tile: np.ndarray,  # (rows, width) view of the output, written
+    first_row: int,  # the CSR rows first_row .. first_row + rows
+    columns: np.ndarray,  # (>= column_row + Kg, >= column_start + width), C-contiguous
+    column_row: int,  # the row of ``columns`` that weight column 0 multiplies
+    column_start: int,
+    out: np.ndarray,  # (>= first_row + rows, >= out_start + width), C-contiguous
+    rows: int,
+    out_start: int,
+    width: int,
+    bias: np.ndarray,
+    has_bias: bool,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
 ) -> None:
-    """tile[r] = sum_j values[j] * columns[indices[j]] over CSR rows first_row + r."""
-    width = tile.shape[1]
-    for r in range(tile.shape[0]):
-        row = tile[r]
+    """out[first_row + r, out_start:+width] = act(bias + sum_j values[j] * columns[column_row +
+    indices[j], column_start:+width]). Whole C-contiguous arrays and offsets come in, not 2-D views,
+    so that each row is known to be contiguous and the axpy loops vectorise."""
+    for r in range(rows):
+        row = out[first_row + r, out_start : out_start + width]
         row[:] = 0.0
         start, stop = indptr[first_row + r], indptr[first_row + r + 1]
         row_values, row_indices = values[start:stop], indices[start:stop]
         for j in range(stop - start):
             v = row_values[j]
-            source = columns[row_indices[j]]
+            source = columns[column_row + row_indices[j], column_start : column_start + width]
             for p in range(width):
                 row[p] += v * source[p]
+        b = bias[first_row + r] if has_bias else np.float32(0.0)
+        if kind == 0:
+            if has_bias:
+                for p in range(width):
+                    row[p] += b
+        else:
+            for p in range(width):
+                row[p] = activate(row[p] + b, kind, alpha, low, high)
 
 
 @numba.njit(parallel=True, cache=True)
@@ -155,34 +174,42 @@ def sparse_conv_2d(
     low: float,
     high: float,
     p_step: int,  # output pixels per task
-    columns: np.ndarray,  # (workers, Kg, p_step) scratch; unused when pointwise
+    m_step: int,  # output channels (of one group) per task
+    columns: np.ndarray,  # (workers, Kg * p_step) scratch; unused when pointwise
     out: np.ndarray,  # (N, M, OH, OW), written
 ) -> None:
-    """Each task (image, group, pixel range) builds its im2col columns and multiplies every output
-    channel's sparse row by them, so each worker's columns stay in its cache."""
+    """Each task (image, group, pixel range, range of output channels) builds its im2col columns
+    and multiplies those channels' sparse rows by them, so each worker's columns stay in its cache.
+    Channel ranges are cut only when there are fewer pixel ranges than workers (they repeat the
+    im2col work)."""
     batch, channels = x.shape[0], x.shape[1]
     out_channels = out.shape[1]
     out_per_group = out_channels // groups
     in_per_group = channels // groups
+    group_rows = in_per_group * kernel_h * kernel_w
     out_w = out.shape[3]
     pixels = out.shape[2] * out_w
     out_rows = out.reshape(batch, out_channels, pixels)
     x_rows = x.reshape(batch, channels, x.shape[2] * x.shape[3])
     p_tiles = (pixels + p_step - 1) // p_step
-    tasks = batch * groups * p_tiles
+    m_tiles = (out_per_group + m_step - 1) // m_step
+    tasks = batch * groups * p_tiles * m_tiles
     workers = columns.shape[0]
     for worker in numba.prange(workers):
         buffer = columns[worker]
         for task in range(worker, tasks, workers):
-            p_tile = task % p_tiles
-            g = (task // p_tiles) % groups
-            n = task // (p_tiles * groups)
+            m_tile = task % m_tiles
+            p_tile = (task // m_tiles) % p_tiles
+            g = (task // (m_tiles * p_tiles)) % groups
+            n = task // (m_tiles * p_tiles * groups)
             p0 = p_tile * p_step
-            p1 = min(p0 + p_step, pixels)
+            width = min(p0 + p_step, pixels) - p0
+            first = g * out_per_group + m_tile * m_step
+            rows = min(m_step, out_per_group - m_tile * m_step)
             if pointwise:
-                b = x_rows[n, g * in_per_group : (g + 1) * in_per_group, p0:p1]
+                source, source_row, source_start = x_rows[n], g * in_per_group, p0
             else:
-                b = buffer[:, : p1 - p0]
+                b = buffer[: group_rows * width].reshape(group_rows, width)
                 im2col_range(
                     x[n, g * in_per_group : (g + 1) * in_per_group],
                     kernel_h,
@@ -195,11 +222,26 @@ def sparse_conv_2d(
                     dilation_w,
                     out_w,
                     p0,
-                    p1,
+                    p0 + width,
                     b,
                 )
-            first = g * out_per_group
-            tile = out_rows[n, first : first + out_per_group, p0:p1]
-            sparse_rows_times(indptr, indices, values, first, b, tile)
-            if has_bias or kind != 0:
-                rows_epilogue(tile, bias, first, has_bias, kind, alpha, low, high)
+                source, source_row, source_start = b, 0, 0
+            sparse_rows_times(
+                indptr,
+                indices,
+                values,
+                first,
+                source,
+                source_row,
+                source_start,
+                out_rows[n],
+                rows,
+                p0,
+                width,
+                bias,
+                has_bias,
+                kind,
+                alpha,
+                low,
+                high,
+            )

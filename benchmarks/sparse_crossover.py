@@ -1,0 +1,177 @@
+"""The crossover densities of the sparse kernels (src/edgecnn/kernels/cpu/sparse_csr.py): for each
+layer shape, the dense and the sparse kernel are timed side by side (interleaved runs, median) on
+weights pruned at random to densities 0.02..0.8; the crossover is where sparse stops being faster
+(linear interpolation between the two measured densities around it). The smallest crossover over a
+kernel's shapes is the one to store.
+
+    .venv/bin/python benchmarks/sparse_crossover.py            # prints and writes docs/compression.md
+    .venv/bin/python benchmarks/sparse_crossover.py --quick    # fewer densities and repeats
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from sparse_docs import machine_line, replace_section
+
+import edgecnn.kernels.cpu  # noqa: F401  (the dense kernels)
+from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu import sparse_csr
+from edgecnn.kernels.cpu.conv import TiledConvGemm
+from edgecnn.kernels.cpu.dense import DenseGemm
+from edgecnn.kernels.cpu.sparse import SparseConv, SparseGemm
+from edgecnn.kernels.cpu.threads import cpu_threads, max_threads
+from edgecnn.ops.conv import ConvAttrs
+from edgecnn.ops.dense import GemmAttrs
+
+DENSITIES = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8)
+QUICK_DENSITIES = (0.05, 0.15, 0.3, 0.5)
+
+
+@dataclass(frozen=True)
+class Shape:
+    kernel: str  # "spmv", "spmm" or "conv": which constant it informs
+    label: str
+    build: Callable[[np.ndarray], tuple[Callable[[], object], Callable[[], object]]]
+    weight_shape: tuple[int, ...]
+
+
+def gemm_shape(kernel: str, label: str, batch: int, k: int, n: int) -> Shape:
+    def build(w: np.ndarray) -> tuple[Callable[[], object], Callable[[], object]]:
+        node = Node("Gemm", label, ["a", "w"], ["y"], GemmAttrs(trans_b=True))
+        types = [TensorType("float32", (batch, k)), TensorType("float32", (n, k))]
+        a = np.random.default_rng(1).standard_normal((batch, k), dtype=np.float32)
+        dense, sparse = DenseGemm(node, types, [None, w]), SparseGemm(node, types, [None, w])
+        return (lambda: dense(a)), (lambda: sparse(a))
+
+    return Shape(kernel, label, build, (n, k))
+
+
+def conv_shape(label: str, channels: int, size: int, out_channels: int, kernel: int, batch: int = 1) -> Shape:
+    attrs = ConvAttrs(kernel_shape=(kernel, kernel), pads=(kernel // 2,) * 4)
+
+    def build(w: np.ndarray) -> tuple[Callable[[], object], Callable[[], object]]:
+        node = Node("Conv", label, ["x", "w"], ["y"], attrs)
+        x_shape = (batch, channels, size, size)
+        types = [TensorType("float32", x_shape), TensorType("float32", w.shape)]
+        x = np.random.default_rng(1).standard_normal(x_shape, dtype=np.float32)
+        dense, sparse = TiledConvGemm(node, types, [None, w]), SparseConv(node, types, [None, w])
+        return (lambda: dense(x)), (lambda: sparse(x))
+
+    return Shape("conv", label, build, (out_channels, channels, kernel, kernel))
+
+
+SHAPES = [
+    gemm_shape("spmv", "FC 4096->4096, batch 1", 1, 4096, 4096),
+    gemm_shape("spmv", "FC 9216->4096, batch 1", 1, 9216, 4096),
+    gemm_shape("spmv", "FC 1024->1000, batch 1", 1, 1024, 1000),
+    gemm_shape("spmm", "FC 4096->4096, batch 4", 4, 4096, 4096),
+    gemm_shape("spmm", "FC 4096->4096, batch 16", 16, 4096, 4096),
+    conv_shape("conv 256->384 3x3, 13x13 (AlexNet conv3)", 256, 13, 384, 3),
+    conv_shape("conv 64->64 3x3, 56x56 (ResNet stage 1)", 64, 56, 64, 3),
+    conv_shape("conv 256->64 1x1, 56x56", 256, 56, 64, 1),
+]
+
+
+def pruned(shape: tuple[int, ...], density: float, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal(shape, dtype=np.float32)
+    return w * (rng.random(shape) < density)
+
+
+def interleaved_ms(
+    first: Callable[[], object], second: Callable[[], object], repeats: int
+) -> tuple[float, float]:
+    """Medians of ``repeats`` alternating runs of each (after one warm-up each)."""
+    first(), second()
+    a, b = [], []
+    for _ in range(repeats):
+        for action, times in ((first, a), (second, b)):
+            start = time.perf_counter()
+            action()
+            times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(a), statistics.median(b)
+
+
+def crossover(densities: Sequence[float], ratios: Sequence[float]) -> float:
+    """First density where sparse/dense time reaches 1, interpolated; the last density if never,
+    0 if sparse is slower already at the first."""
+    if ratios[0] >= 1.0:
+        return 0.0
+    for (d0, r0), (d1, r1) in zip(itertools.pairwise(zip(densities, ratios))):
+        if r1 >= 1.0:
+            return d0 + (1.0 - r0) * (d1 - d0) / (r1 - r0)
+    return densities[-1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer densities and repeats")
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--threads", type=int, default=max_threads())
+    parser.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
+    parser.add_argument(
+        "--only", choices=("spmv", "spmm", "conv"), help="one kernel's shapes (implies --no-write)"
+    )
+    args = parser.parse_args()
+    densities = QUICK_DENSITIES if args.quick else DENSITIES
+    repeats = 3 if args.quick else args.repeats
+    lines = [
+        "| layer | " + " | ".join(f"{d:.0%}" for d in densities) + " | crossover |",
+        "|---" * (len(densities) + 2) + "|",
+    ]
+    found: dict[str, list[float]] = {}
+    with cpu_threads(args.threads):
+        for shape in SHAPES:
+            if args.only and shape.kernel != args.only:
+                continue
+            ratios, cells = [], []
+            for density in densities:
+                dense, sparse = shape.build(pruned(shape.weight_shape, density))
+                dense_ms, sparse_ms = interleaved_ms(dense, sparse, repeats)
+                ratios.append(sparse_ms / dense_ms)
+                cells.append(f"{sparse_ms:.2f} / {dense_ms:.2f}")
+            point = crossover(densities, ratios)
+            found.setdefault(shape.kernel, []).append(point)
+            lines.append(f"| {shape.label} | " + " | ".join(cells) + f" | {point:.0%} |")
+            print(lines[-1], flush=True)
+    constants = {"spmv": "SPMV_CROSSOVER", "spmm": "SPMM_CROSSOVER", "conv": "CONV_CROSSOVER"}
+    summary = [
+        f"- `{constants[k]}`: measured {min(v):.2f} (smallest over its shapes); stored "
+        f"{getattr(sparse_csr, constants[k]):.2f}"
+        for k, v in found.items()
+    ]
+    body = "\n".join(
+        [
+            "### Sparse kernels: crossover density",
+            "",
+            "Each cell: sparse / dense milliseconds (median of interleaved runs) for a weight pruned at",
+            "random to that density; *crossover*: where sparse stops being faster (interpolated).",
+            machine_line(args.threads) + " The machine was shared with other work while measuring.",
+            "Command: `.venv/bin/python benchmarks/sparse_crossover.py`"
+            + (" --quick" if args.quick else "")
+            + ".",
+            "",
+            *lines,
+            "",
+            "The constants in `src/edgecnn/kernels/cpu/sparse_csr.py` (the runtime chooses the sparse kernel",
+            "below them):",
+            "",
+            *summary,
+        ]
+    )
+    print("\n".join(summary))
+    if not (args.no_write or args.only):
+        replace_section("sparse-crossover", body, before="## Not done yet (rest of issue 5)")
+
+
+if __name__ == "__main__":
+    main()
