@@ -182,4 +182,6 @@ class SharedFilters:
 
 
 for _op in ("Conv", "FusedConv"):
-    register_kernel(_op, when=when_shared_filters, priority=40, name="shared_filters")(SharedFilters)
+    # Below sparse_conv (25): pruned weights, whose repeats are mostly all-zero filters, keep the sparse
+    # kernel; above the dense GEMM and Winograd kernels, which then run the distinct filters.
+    register_kernel(_op, when=when_shared_filters, priority=22, name="shared_filters")(SharedFilters)
