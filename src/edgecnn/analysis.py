@@ -1,5 +1,8 @@
 """Static analysis of a model for one input shape: per-layer output shapes, parameters, MACs and
-activation memory (naive vs planned) — what `edgecnn info` prints."""
+activation memory (naive vs planned) — what `edgecnn info` prints.
+
+For device "cpu" the planned figure is what the runtime really holds per run (runtime/arena.py):
+its arena plus the buffers it allocates outside it (returned outputs, steps without ``run_into``)."""
 
 from __future__ import annotations
 
@@ -26,7 +29,9 @@ class LayerInfo:
 class ModelAnalysis:
     layers: list[LayerInfo]
     naive_activation_bytes: int  # every intermediate tensor in its own buffer
-    planned_activation_bytes: int  # arena size when buffers with disjoint lifetimes share memory
+    planned_activation_bytes: int  # what a run holds: arena + buffers outside it
+    arena_bytes: int = 0  # the arena alone (tensors with disjoint lifetimes share bytes)
+    outside_arena_bytes: int = 0  # returned outputs and outputs of steps that allocate their own
 
     @property
     def params(self) -> int:
@@ -78,12 +83,22 @@ def analyze(plan: Plan, graph_outputs: Collection[str]) -> ModelAnalysis:
         out_type = plan.types.get(node.outputs[0]) if node.outputs and node.outputs[0] else None
         params = sum(numel(plan.types.get(x)) for x in node.inputs if x and x in plan.constants)
         layers.append(LayerInfo(node.name, node.op, out_type, params, layer_macs(node, in_types, out_type)))
+    if plan.device == "cpu":
+        from edgecnn.runtime.arena import memory_plan
+
+        wanted = frozenset(
+            plan.slots[n] for n in graph_outputs if n in plan.slots and n not in plan.constants
+        )
+        memory = memory_plan(plan, wanted)
+        arena, outside = memory.arena_bytes, memory.outside_arena_bytes
+        return ModelAnalysis(layers, memory.buffers.naive_bytes, arena + outside, arena, outside)
     naive, planned = activation_memory(plan, graph_outputs)
-    return ModelAnalysis(layers, naive, planned)
+    return ModelAnalysis(layers, naive, planned, planned, 0)
 
 
 def activation_memory(plan: Plan, graph_outputs: Collection[str]) -> tuple[int, int]:
-    """(naive, planned) bytes of the tensors the steps produce; graph outputs live to the end."""
+    """(naive, planned) bytes of the tensors the steps produce, every step's output in a buffer of
+    its own (devices other than "cpu", which do not run in an arena); graph outputs live to the end."""
     outputs = [tuple(s for s in step.outputs if s >= 0) for step in plan.steps]
     inputs = [tuple(s for s in step.inputs if s >= 0) for step in plan.steps]
     names = {slot: name for name, slot in plan.slots.items()}

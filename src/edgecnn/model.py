@@ -15,6 +15,7 @@ from edgecnn.ir.graph import Graph, TensorSpec, TensorType, format_shape
 from edgecnn.ops.registry import known_ops
 from edgecnn.passes import optimize
 from edgecnn.profiling.layer_timer import LayerTimer, Profile
+from edgecnn.runtime.batch import batch_separable, run_split, split_pays, threading_layer_is_safe
 from edgecnn.runtime.executor import StepHook, execute
 from edgecnn.runtime.options import RuntimeOptions
 from edgecnn.runtime.plan import Plan, build_plan
@@ -35,6 +36,7 @@ class Model:
         self._optimized_tensors = tensor_names(self.optimized_graph)
         self._plans: dict[tuple[object, ...], Plan] = {}
         self._plans_lock = threading.Lock()
+        self._separable: dict[int, bool] = {}  # id(plan) -> runtime.batch.batch_separable
         self._inputs = [s for s in self.graph.inputs if s.name not in self.graph.initializers]
         self._outputs = self._infer_output_specs()
 
@@ -137,7 +139,38 @@ class Model:
         from edgecnn.kernels.cpu import cpu_threads  # lazily: the reference device never loads numba
 
         with cpu_threads(self.options.threads):
+            parts = 1 if hooks else self._batch_parts(plan, checked, wanted)
+            if parts > 1:
+                return self._run_split(plan, checked, wanted, optimized, parts)
             return execute(plan, checked, wanted, hooks)
+
+    def _batch_parts(self, plan: Plan, feeds: Mapping[str, np.ndarray], wanted: Sequence[str]) -> int:
+        """Slices to cut the batch into (1: run whole, with intra-op threads); runtime/batch.py."""
+        policy, threads = self.options.batch_parallel, self.options.threads
+        if policy == "never" or threads < 2 or not feeds:
+            return 1
+        sizes = {value.shape[0] if value.ndim else 0 for value in feeds.values()}
+        batch = sizes.pop() if len(sizes) == 1 else 0
+        if batch < 2 or any(name in plan.constants for name in wanted) or not threading_layer_is_safe():
+            return 1
+        separable = self._separable.get(id(plan))
+        if separable is None:
+            separable = self._separable[id(plan)] = batch_separable(plan, batch)
+        if not separable:
+            return 1
+        parts = min(threads, batch)
+        return parts if policy == "always" or split_pays(plan, batch, threads) else 1
+
+    def _run_split(
+        self, plan: Plan, feeds: Mapping[str, np.ndarray], wanted: Sequence[str], optimized: bool, parts: int
+    ) -> dict[str, np.ndarray]:
+        """The batch in ``parts`` slices run side by side, each writing its rows of the outputs."""
+        shapes = {name: (tuple(plan.types[name].shape), plan.types[name].dtype) for name in wanted}
+
+        def run_slice(slice_feeds: dict[str, np.ndarray], into: dict[str, np.ndarray]) -> None:
+            execute(self._plan(slice_feeds, optimized), slice_feeds, wanted, (), into)
+
+        return run_split(feeds, parts, shapes, run_slice)  # type: ignore[arg-type]
 
     def _plan(self, feeds: Mapping[str, np.ndarray], optimized: bool) -> Plan:
         key = (optimized, *((name, array.dtype.name, array.shape) for name, array in feeds.items()))

@@ -1,4 +1,9 @@
-"""Runs a Plan. Profiling and energy measurement attach through hooks, not timers in the loop."""
+"""Runs a Plan. Profiling and energy measurement attach through hooks, not timers in the loop.
+
+Plans for device "cpu" run in an arena (runtime/arena.py): no activation is allocated in steady
+state. Other devices keep the plain loop, where each step returns new arrays (or device tensors)
+and the frame drops every value after its last reader.
+"""
 
 from __future__ import annotations
 
@@ -25,8 +30,33 @@ def execute(
     feeds: Mapping[str, np.ndarray],
     wanted: Sequence[str],
     hooks: Sequence[StepHook] = (),
+    into: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Run every step and return the ``wanted`` tensors (outputs or intermediates)."""
+    """Run every step and return the ``wanted`` tensors (outputs or intermediates).
+
+    ``into``: C-contiguous arrays of the right type for some wanted tensors; they are written and
+    returned (the batch-split runner passes slices of the whole batch's outputs)."""
+    if plan.device == "cpu":
+        return execute_in_arena(plan, feeds, wanted, hooks, into)
+    results = execute_plain(plan, feeds, wanted, hooks)
+    for name, array in (into or {}).items():
+        np.copyto(array, results[name])
+        results[name] = array
+    return results
+
+
+def _failed(step: Step, exc: Exception) -> GraphError:
+    """A kernel failing on data it accepted at plan time is a bug: say where."""
+    return GraphError(f"node {step.node} failed in kernel '{step.kernel.name}': {exc}")
+
+
+def execute_plain(
+    plan: Plan,
+    feeds: Mapping[str, np.ndarray],
+    wanted: Sequence[str],
+    hooks: Sequence[StepHook] = (),
+) -> dict[str, np.ndarray]:
+    """Each step returns its outputs; values are dropped after their last reader."""
     frame = plan.new_frame()
     for name, value in feeds.items():
         frame[plan.input_slots[name]] = value
@@ -40,8 +70,8 @@ def execute(
             result = run_device(*args) if run_device else step.kernel.run(*[to_host(a) for a in args])
         except EdgeCNNError:
             raise
-        except Exception as exc:  # a kernel failing on data it accepted at plan time is a bug
-            raise GraphError(f"node {step.node} failed in kernel '{step.kernel.name}': {exc}") from exc
+        except Exception as exc:
+            raise _failed(step, exc) from exc
         outputs = result if isinstance(result, tuple) else (result,)
         for hook in hooks:
             hook.after(step, outputs)
@@ -61,3 +91,88 @@ def execute(
         # Results never alias model constants or the caller's inputs.
         results[name] = value.copy() if id(value) in feed_ids or not value.flags.owndata else value
     return results
+
+
+def execute_in_arena(
+    plan: Plan,
+    feeds: Mapping[str, np.ndarray],
+    wanted: Sequence[str],
+    hooks: Sequence[StepHook] = (),
+    into: Mapping[str, np.ndarray] | None = None,
+) -> dict[str, np.ndarray]:
+    """Steps write into the views of an arena taken from the plan's pool (returned after the run)."""
+    from edgecnn.runtime.arena import INTO, OPAQUE, SKIP, VIEW, memory_plan
+
+    wanted_slots = frozenset(plan.slots[name] for name in wanted if name not in plan.constants)
+    memory = memory_plan(plan, wanted_slots)
+    buffers = memory.buffers
+    arena = memory.acquire()
+    try:
+        frame = list(arena.template)
+        for name, value in feeds.items():
+            frame[plan.input_slots[name]] = value
+        given = {}
+        for name, array in (into or {}).items():
+            slot = plan.slots[name]
+            if buffers.kind.get(buffers.root.get(slot, -1)) == "external":
+                given[buffers.root[slot]] = array
+        for root, info in memory.external:
+            array = given.get(root)
+            frame[root] = np.empty(info.shape, info.dtype) if array is None else array.reshape(info.shape)
+        for action in memory.actions:
+            step = action.step
+            for hook in hooks:
+                hook.before(step)
+            code = action.code
+            try:
+                if code == INTO:
+                    args = [frame[i] if i >= 0 else None for i in step.inputs]
+                    if len(step.outputs) == 1:
+                        action.run(frame[step.outputs[0]], *args)
+                    else:
+                        action.run(tuple(frame[s] for s in step.outputs), *args)
+                elif code == VIEW:
+                    frame[step.outputs[0]] = frame[step.inputs[0]].reshape(action.shape)
+                elif code == OPAQUE:
+                    result = action.run(*[frame[i] if i >= 0 else None for i in step.inputs])
+                    outputs = result if isinstance(result, tuple) else (result,)
+                    for slot, value in zip(step.outputs, outputs):
+                        if slot >= 0:
+                            frame[slot] = value
+                else:
+                    assert code == SKIP
+            except EdgeCNNError:
+                raise
+            except Exception as exc:
+                raise _failed(step, exc) from exc
+            if hooks:
+                outs = tuple(frame[s] for s in step.outputs if s >= 0)
+                for hook in hooks:
+                    hook.after(step, outs)  # type: ignore[arg-type]
+            for slot in action.releases:
+                frame[slot] = None
+        results: dict[str, np.ndarray] = {}
+        claimed: set[int] = set()
+        feed_ids = {id(v) for v in feeds.values()}
+        for name in wanted:
+            if name in plan.constants:
+                results[name] = plan.constants[name].copy()
+                continue
+            slot = plan.slots[name]
+            value = np.asarray(frame[slot])
+            root = buffers.root.get(slot, slot)
+            kind = buffers.kind.get(root)
+            own = kind == "external" or (
+                kind == "opaque" and value.flags.owndata and id(value) not in feed_ids
+            )
+            if own and root not in claimed:
+                claimed.add(root)  # a buffer of this run's own: hand it over as it is
+            else:
+                value = value.copy()  # the caller's input, a constant, or shared with another result
+            if name in (into or {}) and not np.may_share_memory(value, into[name]):  # type: ignore[index]
+                np.copyto(into[name], value)  # type: ignore[index]
+                value = into[name]  # type: ignore[index]
+            results[name] = value
+        return results
+    finally:
+        memory.release(arena)

@@ -4,7 +4,8 @@ tensors numbered into slots, and the step after which each slot can be released.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -34,6 +35,9 @@ class Plan:
     frame_template: tuple[np.ndarray | None, ...]
     types: Mapping[str, TensorType]
     constants: Mapping[str, np.ndarray]  # initializers and folded tensors, by name
+    device: str = "cpu"  # "cpu" runs in an arena (runtime/arena.py)
+    # runtime.arena.MemoryPlan per set of requested slots, built on first use
+    memory_plans: dict[frozenset[int], Any] = field(default_factory=dict, compare=False, repr=False)
 
     def new_frame(self) -> list[np.ndarray | None]:
         """A fresh per-run value table, holding the constants."""
@@ -92,4 +96,5 @@ def build_plan(graph: Graph, input_types: Mapping[str, TensorType], options: Run
         frame_template=tuple(template),
         types=inferred.types,
         constants=inferred.values,
+        device=options.device,
     )

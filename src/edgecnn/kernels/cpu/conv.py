@@ -23,7 +23,7 @@ from edgecnn.kernels.cpu.conv_gemm import conv_gemm_2d
 from edgecnn.kernels.cpu.conv_matmul import Im2colMatmul, PointwiseMatmul
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, conv_setup
 from edgecnn.kernels.cpu.depthwise import depthwise_conv_2d
-from edgecnn.kernels.cpu.threads import GEMM_GRAIN, blas_single_threaded, call, is_small
+from edgecnn.kernels.cpu.threads import GEMM_GRAIN, blas_single_threaded, call, is_small, max_threads
 from edgecnn.kernels.cpu.tiling import Tiling, plan_tiles
 from edgecnn.kernels.registry import StepFn, register_kernel
 
@@ -65,6 +65,7 @@ class TiledConvGemm(ConvKernel):
         macs = s.batch * s.out_channels * self.pixels * self.group_rows
         self.small = macs < GEMM_GRAIN
         self._tilings: dict[int, Tiling] = {}
+        self._no_columns = np.empty((max_threads(), 1, 1), dtype=np.float32)  # 1x1: never read
 
     def tiling(self, threads: int) -> Tiling:
         """The tiles for a thread count (computed once per count)."""
@@ -83,14 +84,19 @@ class TiledConvGemm(ConvKernel):
         return tiling
 
     def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
+        out = np.empty(self.out_shape, dtype=np.float32)
+        self.run_into(out, x)
+        return out
+
+    def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
+        """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
         s = self.setup
         tiling = self.tiling(1 if self.small else numba.get_num_threads())
         if self.pointwise:
-            columns = np.empty((tiling.workers, 1, 1), dtype=np.float32)
+            columns = self._no_columns[: tiling.workers]
         else:
             size = tiling.workers * self.group_rows * tiling.column_step
             columns = scratch(size).reshape(tiling.workers, self.group_rows, tiling.column_step)
-        out = np.empty(self.out_shape, dtype=np.float32)
         with blas_single_threaded():
             call(
                 conv_gemm_2d,
@@ -114,7 +120,6 @@ class TiledConvGemm(ConvKernel):
                 columns,
                 out,
             )
-        return out
 
 
 class Depthwise(ConvKernel):
@@ -129,8 +134,13 @@ class Depthwise(ConvKernel):
         self.small = is_small(int(np.prod(self.out_shape)) * s.kernel[0] * s.kernel[1])
 
     def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
-        s = self.setup
         out = np.empty(self.out_shape, dtype=np.float32)
+        self.run_into(out, x)
+        return out
+
+    def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
+        """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
+        s = self.setup
         call(
             depthwise_conv_2d,
             self.small,
@@ -147,7 +157,6 @@ class Depthwise(ConvKernel):
             *self.activation,
             out,
         )
-        return out
 
 
 def im2col_gemm(

@@ -20,6 +20,11 @@ from edgecnn.kernels.cpu.threads import call, is_small
 class MatmulConvKernel(ConvKernel):
     """Adds the separate epilogue pass that runs after numpy's GEMM."""
 
+    def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
+        out = np.empty(self.out_shape, dtype=np.float32)
+        self.run_into(out, x)  # type: ignore[attr-defined]
+        return out
+
     def epilogue(self, out: np.ndarray) -> None:
         """Bias and activation over the whole (N*M, pixels) output, skipped when there is neither."""
         if not self.has_bias and self.kind == ActivationKind.NONE:
@@ -57,10 +62,10 @@ class Im2colMatmul(MatmulConvKernel):
         self.weights = np.ascontiguousarray(w.reshape(s.group, s.out_channels // s.group, group_rows))
         self.im2col_small = is_small(self.rows * self.pixels)
 
-    def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
+    def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
+        """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
         s = self.setup
         x = np.ascontiguousarray(x)
-        out = np.empty(self.out_shape, dtype=np.float32)
         columns = scratch(self.rows * self.pixels).reshape(self.rows, self.pixels)
         grouped_columns = columns.reshape(s.group, self.rows // s.group, self.pixels)
         grouped_out = out.reshape(s.batch, s.group, s.out_channels // s.group, self.pixels)
@@ -84,7 +89,6 @@ class Im2colMatmul(MatmulConvKernel):
             )
             np.matmul(self.weights, grouped_columns, out=grouped_out[n])
         self.epilogue(out)
-        return out
 
 
 class PointwiseMatmul(MatmulConvKernel):
@@ -99,10 +103,10 @@ class PointwiseMatmul(MatmulConvKernel):
             w.reshape(s.group, s.out_channels // s.group, s.in_channels // s.group)
         )
 
-    def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
+    def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
+        """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
         s = self.setup
         x = np.ascontiguousarray(x)
-        out = np.empty(self.out_shape, dtype=np.float32)
         grouped_x = x.reshape(s.batch, s.group, s.in_channels // s.group, self.pixels)
         grouped_out = out.reshape(s.batch, s.group, s.out_channels // s.group, self.pixels)
         if s.group == 1:  # one (M, C) @ (C, P) GEMM per image, without the batched-matmul loop
@@ -111,4 +115,3 @@ class PointwiseMatmul(MatmulConvKernel):
         else:
             np.matmul(self.weights, grouped_x, out=grouped_out)
         self.epilogue(out)
-        return out

@@ -70,10 +70,17 @@ class DenseGemm:
         return tiling
 
     def __call__(self, a: np.ndarray, *_: object) -> np.ndarray:
-        a = np.ascontiguousarray(a.T if self.trans_a else a)
         out = np.empty(self.out_shape, dtype=np.float32)
+        self.run_into(out, a)
+        return out
+
+    def run_into(self, out: np.ndarray, a: np.ndarray, *_: object) -> None:
+        """Writes into ``out`` (C-contiguous (M, N); must not overlap ``a``). With trans_a, A.T is
+        copied first (an allocation per call; no model in the zoo has it)."""
+        a = np.ascontiguousarray(a.T if self.trans_a else a)
         if not blas.AVAILABLE:
-            return self.numpy_gemm(a, out)
+            self.numpy_gemm(a, out)
+            return
         tiling = self.tiling(1 if self.small else numba.get_num_threads())
         with blas_single_threaded():
             call(
@@ -89,7 +96,6 @@ class DenseGemm:
                 tiling.workers,
                 out,
             )
-        return out
 
     def numpy_gemm(self, a: np.ndarray, out: np.ndarray) -> np.ndarray:
         """The same through numpy's BLAS (its own threads) and the compiled epilogue."""

@@ -76,6 +76,8 @@ def when_activation(
 
 
 class Activation:
+    in_place = True  # run_into accepts out = x
+
     def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
         self.shape = shape_of(types[0])
         self.kind = int(_KINDS[node.op])
@@ -94,6 +96,12 @@ class Activation:
 
     def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
         out = np.empty(self.shape, dtype=np.float32)
+        self.run_into(out, x)
+        return out
+
+    def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
+        """Writes into ``out`` (C-contiguous); ``out`` may be ``x`` itself (in place): each element
+        is read before it is written, by the same iteration."""
         flat = np.ascontiguousarray(x).reshape(-1)
         call(
             activation,
@@ -103,7 +111,6 @@ class Activation:
             self.chunk,
             out.reshape(-1),
         )
-        return out
 
 
 for _op in _KINDS:

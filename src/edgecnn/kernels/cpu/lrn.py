@@ -108,8 +108,13 @@ class LocalResponseNorm:
         self.small = is_small(int(np.prod(self.shape)) * 4)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        n, c = self.shape[0], self.shape[1]
         out = np.empty(self.shape, dtype=np.float32)
+        self.run_into(out, x)
+        return out
+
+    def run_into(self, out: np.ndarray, x: np.ndarray) -> None:
+        """Writes into ``out`` (C-contiguous, the input's shape; must not overlap ``x``)."""
+        n, c = self.shape[0], self.shape[1]
         flat = np.ascontiguousarray(x).reshape(n, c, self.pixels)
         call(
             lrn_across_channels,
@@ -122,7 +127,6 @@ class LocalResponseNorm:
             PIXEL_BLOCK,
             out.reshape(n, c, self.pixels),
         )
-        return out
 
 
 register_kernel("LRN", when=when_lrn, priority=10, name="lrn")(LocalResponseNorm)

@@ -44,6 +44,11 @@ class Pool2d:
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         out = np.empty(self.out_shape, dtype=np.float32)
+        self.run_into(out, x)
+        return out
+
+    def run_into(self, out: np.ndarray, x: np.ndarray) -> None:
+        """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
         top, left, bottom, right = self.pads
         call(
             pool_2d,
@@ -67,7 +72,6 @@ class Pool2d:
             0.0,
             out,
         )
-        return out
 
 
 def when_global(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
@@ -87,9 +91,13 @@ class GlobalPool:
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         out = np.empty(self.out_shape, dtype=np.float32)
+        self.run_into(out, x)
+        return out
+
+    def run_into(self, out: np.ndarray, x: np.ndarray) -> None:
+        """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
         planes = np.ascontiguousarray(x).reshape(self.planes, self.plane_size)
         call(global_pool, self.small, planes, self.is_max, out.reshape(self.planes))
-        return out
 
 
 for _op in ("MaxPool", "AveragePool"):

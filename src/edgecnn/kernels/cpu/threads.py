@@ -65,11 +65,36 @@ def set_blas_threads(n: int) -> None:
             lib.set_num_threads(n)
 
 
+_hold_lock = threading.Lock()
+_holders = 0  # runs (and direct kernel calls) under way that need BLAS held
+_saved_blas = 1  # the BLAS thread count before the first of them
+
+
+@contextmanager
+def _hold_blas(n: int) -> Iterator[None]:
+    """BLAS at ``n`` threads while any holder runs; the count before the first holder comes back
+    when the last one leaves. BLAS's setting is process-wide: with concurrent runs, restoring it
+    when one run ends would change it under the others (and with it their GEMMs' rounding)."""
+    global _holders, _saved_blas
+    with _hold_lock:
+        if _holders == 0:
+            _saved_blas = blas_threads()
+        _holders += 1
+        set_blas_threads(n)
+    try:
+        yield
+    finally:
+        with _hold_lock:
+            _holders -= 1
+            if _holders == 0:
+                set_blas_threads(_saved_blas)
+
+
 @contextmanager
 def blas_single_threaded() -> Iterator[None]:
     """BLAS on the calling thread only, for GEMMs called from numba's workers (restored after)."""
     previous = blas_threads()
-    if previous == 1:
+    if previous == 1:  # as inside every run (cpu_threads holds BLAS at one thread)
         yield
         return
     set_blas_threads(1)
@@ -84,22 +109,20 @@ def cpu_threads(n: int) -> Iterator[None]:
     """Run with ``n`` threads: numba's pool (for the calling thread) gets them, BLAS one (our GEMMs
     run on numba's threads), or ``n`` where the compiled kernels cannot call BLAS themselves.
 
-    Restores both afterwards. Numba's setting is per calling thread; BLAS's is process-wide, so
-    concurrent runs with different budgets share the last one set.
+    Restores both afterwards. Numba's setting is per calling thread; BLAS's is process-wide and
+    held until the last concurrent run ends (with different budgets, the last one set applies).
     """
     if n < 1:
         raise ValueError(f"threads must be >= 1, got {n}")
     from edgecnn.kernels.cpu import blas
 
     previous_numba = numba.get_num_threads()
-    previous_blas = blas_threads()
     numba.set_num_threads(min(n, max_threads()))
-    set_blas_threads(1 if blas.AVAILABLE else n)
     try:
-        yield
+        with _hold_blas(1 if blas.AVAILABLE else n):
+            yield
     finally:
         numba.set_num_threads(previous_numba)
-        set_blas_threads(previous_blas)
 
 
 def is_small(work: int) -> bool:

@@ -1,0 +1,164 @@
+"""Arena execution on the CPU (issue 4 item 2, seed 004's MPool): one preallocated buffer per
+(plan, requested outputs) holds every intermediate tensor at the offset the buffer planner chose,
+and kernels write into views of it (``run_into``), so a steady-state run allocates only the arrays
+it returns.
+
+A ``MemoryPlan`` is built once per plan and set of requested tensors; its arenas come from a small
+pool, one per concurrent run (two threads never share an arena). The caller's results get buffers
+of their own, written directly by the kernel that produces them: returning them costs no copy, and
+they stay valid whatever later runs write into the arena.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from edgecnn.ir.graph import TensorType
+from edgecnn.runtime.buffers import BufferPlan, StepIO, TensorInfo, plan_buffers
+from edgecnn.runtime.memory import ALIGNMENT
+from edgecnn.runtime.plan import Plan, Step
+from edgecnn.runtime.reference_into import is_view_step, reference_adapter
+
+MAX_IDLE_ARENAS = 4
+"""Arenas a plan keeps for reuse; more concurrent runs than this allocate (and drop) their own."""
+
+SKIP, VIEW, INTO, OPAQUE = range(4)
+
+
+@dataclass(frozen=True)
+class Action:
+    """How the executor runs one step in arena mode."""
+
+    code: int  # SKIP (a view already in the arena), VIEW (reshape at run time), INTO, OPAQUE
+    step: Step
+    run: Callable[..., Any]  # run_into for INTO, the kernel for OPAQUE
+    shape: tuple[int, ...]  # VIEW: the output's shape
+    releases: tuple[int, ...]  # slots to drop after the step (values outside the arena)
+
+
+def tensor_info(t: TensorType | None) -> TensorInfo | None:
+    if t is None or not t.is_concrete:
+        return None
+    shape = tuple(int(d) for d in t.shape)  # type: ignore[union-attr, arg-type]
+    dtype = np.dtype(t.dtype)
+    return TensorInfo(dtype.name, shape, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+
+
+def describe_step(step: Step, plan: Plan) -> tuple[StepIO, Callable[..., Any] | None]:
+    """The step as the buffer planner sees it, and its write-into callable (None unless ``into``)."""
+    node = step.node
+    in_types = [plan.types.get(x) if x else None for x in node.inputs]
+    out_types = [plan.types.get(x) if x else None for x in node.outputs]
+    known = all(s >= 0 for s in step.outputs) and all(tensor_info(t) for t in out_types)
+    if known and step.kernel.name == "reference" and is_view_step(node, in_types, out_types):
+        return StepIO(step.inputs, step.outputs, "view"), None
+    if known:
+        into = getattr(step.kernel.run, "run_into", None)
+        if into is not None:
+            in_place = (0,) if getattr(step.kernel.run, "in_place", False) else ()
+            return StepIO(step.inputs, step.outputs, "into", in_place), into
+        if step.kernel.name == "reference":
+            adapter = reference_adapter(node, in_types, out_types)
+            if adapter is not None:
+                return StepIO(step.inputs, step.outputs, "into", adapter.in_place), adapter.run_into
+    return StepIO(step.inputs, step.outputs, "opaque"), None
+
+
+class Arena:
+    """One run's memory: the buffer and the frame template with every arena tensor's view in it."""
+
+    def __init__(self, memory: MemoryPlan) -> None:
+        size = memory.buffers.arena_bytes
+        raw = np.empty(size + ALIGNMENT, dtype=np.uint8)
+        start = -raw.ctypes.data % ALIGNMENT
+        self.buffer = raw[start : start + size]
+        frame = list(memory.plan.frame_template)
+        for slot, root in memory.buffers.root.items():
+            if memory.buffers.kind[root] != "arena":
+                continue
+            info = memory.tensors[slot]
+            offset = memory.buffers.layout.offsets[root]
+            view = self.buffer[offset : offset + info.nbytes].view(info.dtype).reshape(info.shape)
+            frame[slot] = view
+        self.template: tuple[np.ndarray | None, ...] = tuple(frame)
+
+
+class MemoryPlan:
+    """The buffer plan and per-step actions of one plan for one set of requested slots."""
+
+    def __init__(self, plan: Plan, wanted: frozenset[int]) -> None:
+        self.plan = plan
+        self.wanted = wanted
+        described = [describe_step(step, plan) for step in plan.steps]
+        names = {slot: name for name, slot in plan.slots.items()}
+        self.tensors: dict[int, TensorInfo] = {}
+        for slot, name in names.items():
+            info = tensor_info(plan.types.get(name))
+            if info is not None:
+                self.tensors[slot] = info
+        sources = [*plan.input_slots.values(), *plan.constant_slots]
+        self.buffers: BufferPlan = plan_buffers(
+            [io for io, _ in described], self.tensors, sources, set(wanted)
+        )
+        static = {s for s, r in self.buffers.root.items() if self.buffers.kind[r] == "arena"}
+        self.external = [
+            (r, self.tensors[r]) for r in self.buffers.roots_of_kind("external")
+        ]  # roots allocated per run
+        actions = []
+        for step, (io, into) in zip(plan.steps, described):
+            releases = tuple(s for s in step.releases if s not in static and s not in wanted)
+            if io.mode == "view":
+                out = step.outputs[0]
+                code = SKIP if out in static else VIEW
+                shape = self.tensors[out].shape
+                actions.append(Action(code, step, step.kernel.run, shape, releases))
+            elif io.mode == "into":
+                assert into is not None
+                actions.append(Action(INTO, step, into, (), releases))
+            else:
+                actions.append(Action(OPAQUE, step, step.kernel.run, (), releases))
+        self.actions = tuple(actions)
+        self._idle: list[Arena] = []
+        self._lock = threading.Lock()
+
+    @property
+    def arena_bytes(self) -> int:
+        return self.buffers.arena_bytes
+
+    @property
+    def outside_arena_bytes(self) -> int:
+        """Bytes a run allocates besides the arena: returned tensors and outputs of opaque steps."""
+        roots = self.buffers.roots_of_kind("external") + self.buffers.roots_of_kind("opaque")
+        return sum(self.tensors[r].nbytes for r in roots if r in self.tensors)
+
+    def acquire(self) -> Arena:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return Arena(self)
+
+    def release(self, arena: Arena) -> None:
+        with self._lock:
+            if len(self._idle) < MAX_IDLE_ARENAS:
+                self._idle.append(arena)
+
+
+_memory_lock = threading.Lock()
+
+
+def memory_plan(plan: Plan, wanted: frozenset[int]) -> MemoryPlan:
+    """The plan's MemoryPlan for these requested slots (built once, then cached on the plan)."""
+    cache: Mapping[frozenset[int], MemoryPlan] = plan.memory_plans
+    memory = cache.get(wanted)
+    if memory is None:
+        with _memory_lock:
+            memory = plan.memory_plans.get(wanted)
+            if memory is None:
+                memory = MemoryPlan(plan, wanted)
+                plan.memory_plans[wanted] = memory
+    return memory

@@ -1,0 +1,166 @@
+"""Which buffer every tensor of a plan lives in, before any arena exists.
+
+Three kinds of steps (``StepIO.mode``):
+
+- ``view``: Reshape/Flatten/Squeeze/Unsqueeze/Identity; the output is the input's buffer read with
+  another shape, so it shares the input's *root* buffer and extends that buffer's lifetime;
+- ``into``: the kernel writes into a buffer it is given (the ``run_into`` protocol); its output gets
+  a root of its own, or the buffer of an input it may overwrite (``in_place``) when that input's root
+  is read by nobody after this step, has the output's type and is an arena buffer;
+- ``opaque``: the kernel returns arrays of its own making, which may alias any of its inputs, so
+  every input root lives as long as the output does.
+
+Roots produced by ``into`` steps go to the arena (``plan_arena``), except those holding a tensor the
+caller receives (``pinned``): those get a fresh buffer per run ("external") so that results never
+alias the arena, without a copy at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from edgecnn.runtime.memory import ArenaLayout, BufferRequest, align, plan_arena
+
+StepMode = Literal["view", "into", "opaque"]
+RootKind = Literal["source", "arena", "external", "opaque"]
+
+
+@dataclass(frozen=True)
+class StepIO:
+    """What the buffer planner needs to know of one step (slots are -1 when omitted)."""
+
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    mode: StepMode
+    in_place: tuple[int, ...] = ()  # input positions an ``into`` step may overwrite with its output
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A slot's element type and shape, and its size in bytes."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    nbytes: int
+
+
+@dataclass
+class BufferPlan:
+    root: dict[int, int]  # slot -> the slot whose buffer it lives in
+    kind: dict[int, RootKind]  # root -> where that buffer comes from
+    in_place: dict[int, int]  # step index -> position of the input it overwrites
+    layout: ArenaLayout  # offsets of the "arena" roots
+    lifetime: dict[int, tuple[int, int]]  # root -> (first, last) step
+    naive_bytes: int  # every produced tensor in a buffer of its own
+    members: dict[int, list[int]] = field(default_factory=dict)  # root -> slots living in it
+
+    @property
+    def arena_bytes(self) -> int:
+        return self.layout.size
+
+    def roots_of_kind(self, kind: RootKind) -> list[int]:
+        return [r for r, k in self.kind.items() if k == kind]
+
+
+def plan_buffers(
+    steps: Sequence[StepIO],
+    tensors: Mapping[int, TensorInfo],
+    sources: Sequence[int],
+    pinned: set[int],
+) -> BufferPlan:
+    """Assign every produced slot a root buffer and place the arena roots.
+
+    ``sources``: slots that exist before the first step (inputs, constants); ``pinned``: slots the
+    caller receives, alive until the end. Every slot an ``into`` or ``view`` step produces must be
+    in ``tensors``."""
+    end = len(steps)
+    last_read: dict[int, int] = {}
+    for index, step in enumerate(steps):
+        for s in step.inputs:
+            if s >= 0:
+                last_read[s] = index
+    root: dict[int, int] = {s: s for s in sources}
+    kind: dict[int, RootKind] = {s: "source" for s in sources}
+    members: dict[int, list[int]] = {s: [s] for s in sources}
+    produced_at: dict[int, int] = {}
+    depends: dict[int, set[int]] = {}  # opaque root -> roots its value may alias
+    referenced: set[int] = set()  # roots some opaque value may alias
+    in_place: dict[int, int] = {}
+    produced: list[int] = []
+
+    def new_root(slot: int, index: int, root_kind: RootKind) -> None:
+        root[slot] = slot
+        kind[slot] = root_kind
+        members[slot] = [slot]
+        produced_at[slot] = index
+
+    def free_after(r: int, index: int) -> bool:
+        """Whether root r's buffer is read by nobody after step ``index``."""
+        if kind.get(r) != "arena" or r in referenced:
+            return False
+        return all(m not in pinned and last_read.get(m, -1) <= index for m in members[r])
+
+    for index, step in enumerate(steps):
+        produced.extend(s for s in step.outputs if s >= 0)
+        if step.mode == "view":
+            r = root[step.inputs[0]]
+            out = step.outputs[0]
+            root[out] = r
+            members[r].append(out)
+        elif step.mode == "into":
+            out = step.outputs[0]
+            chosen = None
+            if len(step.outputs) == 1 and out not in pinned:
+                for position in step.in_place:
+                    source = step.inputs[position] if position < len(step.inputs) else -1
+                    if source < 0 or tensors.get(source) != tensors[out]:
+                        continue
+                    if free_after(root[source], index):
+                        chosen = position
+                        break
+            if chosen is not None:
+                r = root[step.inputs[chosen]]
+                root[out] = r
+                members[r].append(out)
+                in_place[index] = chosen
+            else:
+                for slot in step.outputs:
+                    new_root(slot, index, "arena")
+        else:
+            input_roots = {root[s] for s in step.inputs if s >= 0 and s in root}
+            for slot in step.outputs:
+                if slot >= 0:
+                    new_root(slot, index, "opaque")
+                    depends[slot] = input_roots
+            referenced |= input_roots
+
+    last: dict[int, int] = {}
+    for r, slots in members.items():
+        if kind[r] == "source":
+            continue
+        span = produced_at[r]
+        for m in slots:
+            span = max(span, end if m in pinned else last_read.get(m, span))
+        last[r] = span
+    for r in sorted(depends, key=lambda slot: -produced_at[slot]):  # latest first: chains propagate
+        for d in depends[r]:
+            if d in last:
+                last[d] = max(last[d], last[r])
+    for r, slots in members.items():
+        if kind[r] == "arena" and any(m in pinned for m in slots):
+            kind[r] = "external"
+    requests = [
+        BufferRequest(r, tensors[r].nbytes, produced_at[r], last[r]) for r in members if kind[r] == "arena"
+    ]
+    naive = sum(align(max(tensors[s].nbytes, 1)) for s in produced if s in tensors)
+    return BufferPlan(
+        root=root,
+        kind=kind,
+        in_place=in_place,
+        layout=plan_arena(requests),
+        lifetime={r: (produced_at[r], last[r]) for r in last},
+        naive_bytes=naive,
+        members=members,
+    )

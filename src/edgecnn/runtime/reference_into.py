@@ -1,0 +1,117 @@
+"""``run_into`` for the reference kernels where numpy can write the result in place of returning
+it (a ufunc's ``out=``, ``np.concatenate(out=)``, ``np.copyto`` from a strided view), so that the
+steps the compiled kernels do not cover (residual Add, Concat, ShuffleNet's Transpose and Split,
+small ReLUs) also run without allocating. Every other reference step still allocates its result.
+
+Each adapter has the reference's meaning for the types the plan checked (same dtypes, output
+shape = the broadcast shape); ``in_place`` lists the inputs an adapter may be given as its output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from edgecnn.ir.graph import Node, TensorType
+from edgecnn.ops.common import normalize_axis
+from edgecnn.ops.shape import ConcatAttrs, SplitAttrs, TransposeAttrs, transpose_perm
+
+IntoFn = Callable[..., None]
+
+VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"})
+"""Ops whose (first) output is their first input's data read with another shape."""
+
+_BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}
+
+
+@dataclass(frozen=True)
+class Adapter:
+    run_into: IntoFn
+    in_place: tuple[int, ...] = ()
+
+
+def _concrete(t: TensorType | None) -> bool:
+    return t is not None and t.is_concrete
+
+
+def is_view_step(
+    node: Node, in_types: Sequence[TensorType | None], out_types: Sequence[TensorType | None]
+) -> bool:
+    """The step only re-reads its first input with the output's shape (no data changes)."""
+    if node.op not in VIEW_OPS or not in_types or not out_types or not node.outputs[0]:
+        return False
+    if node.op == "Dropout" and any(node.outputs[1:]):
+        return False  # the mask output is data of its own
+    x, y = in_types[0], out_types[0]
+    if not (_concrete(x) and _concrete(y)) or x.dtype != y.dtype:  # type: ignore[union-attr]
+        return False
+    return int(np.prod(x.shape)) == int(np.prod(y.shape))  # type: ignore[union-attr, arg-type]
+
+
+def reference_adapter(
+    node: Node, in_types: Sequence[TensorType | None], out_types: Sequence[TensorType | None]
+) -> Adapter | None:
+    """A write-into form of the op's reference kernel for these types, or None."""
+    if not all(_concrete(t) for t in out_types) or not all(_concrete(t) for t in in_types if t is not None):
+        return None
+    dtypes = {t.dtype for t in (*in_types, *out_types) if t is not None}
+    op = node.op
+    if op in _BINARY and len(in_types) == 2 and len(dtypes) == 1 and None not in in_types:
+        fn = _BINARY[op]
+        out = out_types[0]
+        same = tuple(i for i, t in enumerate(in_types) if t == out)
+
+        def binary(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+            fn(a, b, out=out)
+
+        return Adapter(binary, same)
+    if op == "Div" and len(in_types) == 2 and len(dtypes) == 1 and np.dtype(out_types[0].dtype).kind == "f":  # type: ignore[union-attr]
+
+        def divide(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+            np.divide(a, b, out=out)
+
+        return Adapter(divide, tuple(i for i, t in enumerate(in_types) if t == out_types[0]))
+    if op == "Relu" and len(dtypes) == 1:
+        zero = np.zeros((), dtype=out_types[0].dtype)  # type: ignore[union-attr]
+
+        def relu(out: np.ndarray, x: np.ndarray) -> None:
+            np.maximum(x, zero, out=out)
+
+        return Adapter(relu, (0,))
+    attrs: Any = node.attrs
+    if op == "Concat" and isinstance(attrs, ConcatAttrs) and len(dtypes) == 1 and None not in in_types:
+        axis = normalize_axis(attrs.axis, len(out_types[0].shape))  # type: ignore[union-attr, arg-type]
+
+        def concat(out: np.ndarray, *xs: np.ndarray) -> None:
+            np.concatenate(xs, axis=axis, out=out)
+
+        return Adapter(concat)
+    if op == "Transpose" and isinstance(attrs, TransposeAttrs) and len(dtypes) == 1:
+        perm = transpose_perm(attrs, len(in_types[0].shape))  # type: ignore[union-attr, arg-type]
+
+        def transpose(out: np.ndarray, x: np.ndarray) -> None:
+            np.copyto(out, x.transpose(perm))
+
+        return Adapter(transpose)
+    data_dtypes = {t.dtype for t in (in_types[0], *out_types) if t is not None} if in_types else dtypes
+    if op == "Split" and isinstance(attrs, SplitAttrs) and len(data_dtypes) == 1 and all(node.outputs):
+        shape = in_types[0].shape  # type: ignore[union-attr]
+        axis = normalize_axis(attrs.axis, len(shape))  # type: ignore[arg-type]
+        parts = [int(t.shape[axis]) for t in out_types]  # type: ignore[union-attr, index]
+        if sum(parts) != shape[axis] or len(parts) != attrs.num_outputs:  # type: ignore[index]
+            return None
+        bounds = np.cumsum([0, *parts]).tolist()
+        cuts = [
+            tuple(slice(None) if a != axis else slice(bounds[k], bounds[k + 1]) for a in range(len(shape)))  # type: ignore[arg-type]
+            for k in range(len(parts))
+        ]
+
+        def split(outs: tuple[np.ndarray, ...], x: np.ndarray, *_: object) -> None:
+            for out, cut in zip(outs, cuts):
+                np.copyto(out, x[cut])
+
+        return Adapter(split)
+    return None
