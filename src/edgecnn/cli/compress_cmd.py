@@ -13,6 +13,7 @@ from edgecnn.cli.console import console, human_bytes
 
 if TYPE_CHECKING:
     from edgecnn.compress.report import Comparison, TensorRow
+    from edgecnn.ir.graph import Graph
 
 NAME = "compress"
 
@@ -50,7 +51,19 @@ def command(
         "or of one layer (LAYER=KEEP; repeat the option).",
     ),
     quantize: str | None = typer.Option(
-        None, help="Store weights as int8 (per output channel) or fp16; activations stay float32."
+        None,
+        help="Store weights as int8 (per output channel) or fp16; activations stay float32 unless "
+        "--calibration is given with int8.",
+    ),
+    calibration: Path | None = typer.Option(
+        None,
+        "--calibration",
+        metavar="DIR",
+        help="With --quantize int8: images or .npy inputs to calibrate activation ranges on; the output "
+        "then runs int8 layers (int8 x int8 -> int32) instead of decoding int8 weights to float32.",
+    ),
+    calibration_method: str = typer.Option(
+        "minmax", "--calibration-method", help="Activation ranges by minmax, percentile (99.99%) or kl."
     ),
     sparse_threshold: float = typer.Option(
         0.5, min=0.0, max=1.0, help="Store a weight as CSR when its density is below this and CSR is smaller."
@@ -70,13 +83,30 @@ def command(
 
     if quantize is not None and quantize not in ("int8", "fp16"):
         raise typer.BadParameter(f"'{quantize}': use int8 or fp16", param_hint="--quantize")
+    if calibration is not None and quantize != "int8":
+        raise typer.BadParameter("calibration needs --quantize int8", param_hint="--calibration")
+    if calibration_method not in ("minmax", "percentile", "kl"):
+        raise typer.BadParameter(f"'{calibration_method}': use minmax, percentile or kl")
     keep, layers = parse_prune(prune)
     graph = load_graph(model, weights)
-    compressed, plan = compress(
-        graph, prune=keep, prune_layers=layers, quantize=quantize, sparse_threshold=sparse_threshold
-    )
-    save_ecnn(compressed, output, storage=plan)
-    console.print(storage_table(tensor_rows(compressed, plan)))
+    if calibration is not None:
+        compressed, plan = compress(graph, prune=keep, prune_layers=layers, sparse_threshold=sparse_threshold)
+        compressed = calibrated_int8(compressed, calibration, calibration_method, threads)
+        plan = {name: storage for name, storage in plan.items() if name in compressed.initializers}
+        save_ecnn(compressed, output, storage=plan)
+        console.print(int8_table(compressed, calibration_method))
+        console.print(calibration_agreement(graph, compressed, calibration, threads))
+    else:
+        compressed, plan = compress(
+            graph, prune=keep, prune_layers=layers, quantize=quantize, sparse_threshold=sparse_threshold
+        )
+        save_ecnn(compressed, output, storage=plan)
+        console.print(storage_table(tensor_rows(compressed, plan)))
+        if quantize == "int8":
+            console.print(
+                "int8 weight storage only: weights decode to float32 at load and layers run in float32 "
+                "(give --calibration DIR for int8 execution)"
+            )
     with tempfile.TemporaryDirectory(prefix="edgecnn-compress-") as folder:
         raw_path = Path(folder) / "raw.ecnn"
         save_ecnn(graph, raw_path)
@@ -93,6 +123,54 @@ def command(
         )
     console.print(comparison_table(result))
     console.print(f"wrote {output}")
+
+
+def calibrated_int8(graph: Graph, directory: Path, method: str, threads: int | None) -> Graph:
+    """The graph with int8 layers, activation ranges calibrated on the inputs in ``directory``."""
+    import edgecnn.kernels.cpu.int8  # noqa: F401  (registers the int8 kernels)
+    from edgecnn.compress.calibrate import calibration_inputs
+    from edgecnn.compress.int8 import quantize_int8
+
+    inputs = [spec for spec in graph.inputs if spec.name not in graph.initializers]
+    if len(inputs) != 1:
+        raise typer.BadParameter("calibration supports models with one input", param_hint="--calibration")
+    samples = calibration_inputs(directory, inputs[0])
+    console.print(f"calibrating on {len(samples)} input(s) from {directory} ({method})")
+    return quantize_int8(graph, samples, method=method, threads=threads)
+
+
+def calibration_agreement(graph: Graph, int8_graph: Graph, directory: Path, threads: int | None) -> str:
+    """Agreement on the calibration inputs, which (unlike the random inputs below) lie in the
+    calibrated ranges."""
+    from edgecnn.compress.calibrate import calibration_inputs
+    from edgecnn.compress.int8 import agreement
+
+    samples = calibration_inputs(directory, int8_graph.inputs[0])
+    result = agreement(graph, int8_graph, samples, threads)
+    return (
+        f"on the {result.samples} calibration input(s): top-1 agreement {result.top1:.1%}, "
+        f"max |output difference| {result.max_abs_diff:.3g}"
+    )
+
+
+def int8_table(graph: Graph, method: str) -> Table:
+    from edgecnn.compress.int8 import int8_layers
+
+    table = Table(box=None, header_style="bold", title=f"int8 layers ({method})", title_justify="left")
+    for column in ("layer", "op", "weights", "input", "output", "activation"):
+        table.add_column(column, justify="left")
+    for node in int8_layers(graph):
+        weights = graph.initializers[node.inputs[3]]
+        scale = float(graph.initializers[node.inputs[1]])
+        table.add_row(
+            node.name or node.outputs[0],
+            node.op,
+            f"int8 {'x'.join(map(str, weights.shape))}",
+            f"scale {scale:.3g}",
+            "int8" if len(node.inputs) > 6 and node.inputs[6] else "float32",
+            node.attrs.activation,
+        )
+    return table
 
 
 def storage_table(rows: list[TensorRow]) -> Table:

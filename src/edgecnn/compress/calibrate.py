@@ -126,15 +126,20 @@ def _quantized(counts: np.ndarray, levels: int) -> np.ndarray:
     return np.where(counts > 0, spread[groups], 0.0)
 
 
-def _kl(p: np.ndarray, q: np.ndarray) -> float:
-    p = p / p.sum()
+def _kl(p: np.ndarray, q: np.ndarray, epsilon: float = 1e-4) -> float:
+    """KL(p || q) of two histograms; q's empty bins get ``epsilon`` of mass (taken evenly from its
+    others), so the mass clipping piles into p's last bin costs a finite, growing divergence."""
     q_total = q.sum()
     if q_total == 0:
         return np.inf
+    p = p / p.sum()
     q = q / q_total
+    empty = q == 0
+    if empty.any():
+        q = np.where(empty, epsilon, q - epsilon * empty.sum() / max(int((~empty).sum()), 1))
+        if np.any(q <= 0):
+            return np.inf
     support = p > 0
-    if np.any(q[support] == 0):
-        return np.inf
     return float(np.sum(p[support] * np.log(p[support] / q[support])))
 
 

@@ -211,6 +211,38 @@ def quantize_int8(
     return to_int8(optimized, ranges)
 
 
+@dataclass(frozen=True)
+class Agreement:
+    """How closely the int8 graph follows the float one on the same inputs."""
+
+    top1: float  # fraction of samples whose first output's arg-max matches
+    max_abs_diff: float  # over the first output, all samples
+    samples: int
+
+
+def agreement(
+    float_graph: Graph,
+    int8_graph: Graph,
+    samples: Sequence[np.ndarray],
+    threads: int | None = None,
+) -> Agreement:
+    """Top-1 agreement and the largest output difference of ``int8_graph`` against ``float_graph``."""
+    from edgecnn.compress.sensitivity import top1
+    from edgecnn.model import Model
+    from edgecnn.runtime.options import RuntimeOptions
+
+    options = RuntimeOptions.resolve(threads)
+    reference, quantized = Model(float_graph, options), Model(int8_graph, options)
+    output = float_graph.outputs[0]
+    matches, total, worst = 0, 0, 0.0
+    for x in samples:
+        expected, actual = reference.run(x)[output], quantized.run(x)[output]
+        matches += int(np.sum(top1(expected) == top1(actual)))
+        total += top1(expected).size
+        worst = max(worst, float(np.max(np.abs(expected.astype(np.float64) - actual))))
+    return Agreement(matches / max(total, 1), worst, total)
+
+
 def int8_layers(graph: Graph) -> Sequence[Node]:
     """The int8 layers of a rewritten graph (for reports)."""
     return [n for n in graph.nodes if n.op in ("Int8Conv", "Int8Gemm")]
