@@ -82,7 +82,7 @@ def measure(run: Callable[[], object], devices: Sequence[str], iterations: int, 
 def layer_costs(
     models: Mapping[str, Model], feeds: Mapping[str, np.ndarray], iterations: int = 3
 ) -> list[LayerCost]:
-    """Each step's mean time on every device (``Model.profile``), its bytes in and out, and its split units.
+    """Each step's best time on every device (``Model.profile``), its bytes in and out, and its split units.
 
     The plans of one graph on different devices have the same steps in the same order; a mismatch, or
     nodes without unique names (the partition names layers), is a ProfileError."""
@@ -98,7 +98,8 @@ def layer_costs(
             raise ProfileError(
                 f"{device}: its plan's steps differ from the other devices'; cannot compare layers"
             )
-        seconds[device] = [layer.mean_ms / 1e3 for layer in layers]
+        # The fastest of the runs: a layer's cost without the noise other processes add (shared machines).
+        seconds[device] = [layer.min_ms / 1e3 for layer in layers]
     costs = []
     for index, step in enumerate(plan.steps):
         node = step.node

@@ -175,7 +175,7 @@ class Planner:
                         result,
                         profiles,
                         links,
-                        max(1, min(iterations, 5)),
+                        max(3, min(iterations, 5)),
                     )
                 except ProfileError as exc:
                     notes.append(f"fine-grained plan skipped: {exc}")

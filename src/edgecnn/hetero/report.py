@@ -27,7 +27,7 @@ from edgecnn.hetero.transfer import LinkCost
 SEED_PROFILES = (
     DeviceProfile("cpu", 11.94, joules=52.12),
     DeviceProfile("gpu0", 1.9, joules=1.48),
-    DeviceProfile("gpu1", 4.5, watts=0.44),
+    DeviceProfile("gpu1", 4.5, watts=0.441),
 )
 """Seed 001's worked example (chapter 4.4): one full tiny-YOLO inference on each ODROID-XU3 processor."""
 
@@ -161,14 +161,14 @@ def machine_table(model_name: str, devices: Sequence[str], iterations: int) -> l
         lines.append(
             f"| {row['set']} | {'+'.join(row['devices'])} | {row['seconds']:.4f} | {row['edp']:.3g} | {measured} |"
         )
-    if outcome.fine_estimates:
+    if outcome.fine_estimates and outcome.fine is not None:
         est = outcome.fine_estimates
+        moved = ", ".join(f"{k}->{'+'.join(v)}" for k, v in outcome.fine.layer_devices.items()) or "none"
         lines += [
             "",
             f"Fine-grained model (all devices): every layer split {est['coarse_all_devices']['edp']:.3g} J*s "
             f"({est['coarse_without_transfer']['edp']:.3g} without copies), per-layer choice "
-            f"{est['fine']['edp']:.3g} J*s ({est['predicted_gain']:.2f}x); layers moved: "
-            f"{', '.join(est['changed_layers']) or 'none'}.",
+            f"{est['fine']['edp']:.3g} J*s ({est['predicted_gain']:.2f}x); layers moved: {moved}.",
         ]
     return lines
 
