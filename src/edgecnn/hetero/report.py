@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -131,6 +130,7 @@ def machine_table(model_name: str, devices: Sequence[str], iterations: int) -> l
 
     import edgecnn
     from edgecnn.bench.zoo import build_model
+    from edgecnn.devices import cpu_device
     from edgecnn.hetero.planner import Planner
     from edgecnn.runtime.feeds import random_feeds
 
@@ -145,7 +145,7 @@ def machine_table(model_name: str, devices: Sequence[str], iterations: int) -> l
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
     lines = [
         f"Model: zoo `{model_name}` at width 0.5, 224 x 224; devices {', '.join(devices)}; {iterations} runs "
-        f"per row; machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"per row; machine: {cpu_device().label}, {os.cpu_count()} cores, "
         f"load average {load}. Energy: {next(iter(outcome.meters.values()), '')}.",
         "",
         "| set | devices | predicted s | predicted EDP | measured s | measured J | measured EDP | max abs diff |",
