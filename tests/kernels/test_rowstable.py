@@ -1,6 +1,7 @@
-"""The shared_filters kernel (kernels/cpu/rowstable.py): repeated filters are found exactly, and
-output channels that share a filter and a bias are bit-identical, whatever their positions, while
-the whole output still matches the numpy reference."""
+"""The shared_filters and shared_features kernels (kernels/cpu/rowstable.py): repeated weight rows
+are found exactly, and output channels (Conv) or features (Gemm) that share a weight row and a
+bias are bit-identical, whatever their positions, while the whole output still matches the numpy
+reference."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from hypothesis import strategies as st
 import edgecnn.kernels.cpu.rowstable  # noqa: F401  (registers shared_filters)
 from edgecnn.kernels.cpu.rowstable import SAMPLED_COLUMNS, repeated_rows
 from edgecnn.ops.conv import ConvAttrs
-from edgecnn.ops.fused import FusedConvAttrs
+from edgecnn.ops.dense import GemmAttrs
+from edgecnn.ops.fused import FusedConvAttrs, FusedGemmAttrs
 from kernels.support import assert_matches, fast_run, reference_run
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -137,3 +139,73 @@ def test_distinct_filters_keep_the_ordinary_kernels() -> None:
     assert kernel == "gemm_1x1"
     _, kernel = fast_run("Conv", ConvAttrs(group=2), [x, np.ones((12, 4, 1, 1), np.float32)], (1,), 1)
     assert kernel != "shared_filters"  # grouped convolutions are left alone
+
+
+@st.composite
+def shared_feature_cases(draw: st.DrawFn) -> dict[str, Any]:
+    pool = draw(st.integers(1, 5))
+    return {
+        "seed": draw(st.integers(0, 2**31 - 1)),
+        "batch": draw(st.integers(1, 9)),
+        "depth": draw(st.integers(1, 70)),
+        "pool": pool,
+        "features": draw(st.integers(pool + 1, 60)),
+        "trans_a": draw(st.booleans()),
+        "trans_b": draw(st.booleans()),
+        "alpha": draw(st.sampled_from([1.0, 0.5])),
+        "beta": draw(st.sampled_from([1.0, 2.0])),
+        "c": draw(st.sampled_from(["none", "row", "matrix"])),
+        "activation": draw(st.sampled_from(["none", "relu", "sigmoid"])),
+        "threads": draw(st.integers(1, 2)),
+        "scale": draw(st.sampled_from([1.0, 1e8])),
+    }
+
+
+@SETTINGS
+@given(shared_feature_cases())
+def test_shared_features_give_identical_columns_and_match_the_reference(case: dict[str, Any]) -> None:
+    rng = np.random.default_rng(case["seed"])
+    batch, depth, n = case["batch"], case["depth"], case["features"]
+    a = (rng.random((batch, depth)) * case["scale"]).astype(np.float32)
+    a = np.ascontiguousarray(a.T) if case["trans_a"] else a
+    rows = rng.standard_normal((case["pool"], depth)).astype(np.float32)
+    which = np.concatenate([np.arange(case["pool"]), rng.integers(0, case["pool"], n - case["pool"])])
+    rng.shuffle(which)
+    b = np.ascontiguousarray(rows[which] if case["trans_b"] else rows[which].T)
+    per_feature = rng.standard_normal(case["pool"]).astype(np.float32)[which]
+    c = {
+        "none": None,
+        "row": per_feature,
+        # varies down a column, equal across columns that share a weight row
+        "matrix": (per_feature[None, :] + rng.standard_normal((batch, 1))).astype(np.float32),
+    }[case["c"]]
+    attrs = FusedGemmAttrs(
+        alpha=case["alpha"],
+        beta=case["beta"],
+        trans_a=case["trans_a"],
+        trans_b=case["trans_b"],
+        activation=case["activation"],
+    )
+    inputs = [a, b, c]
+    out, kernel = fast_run("FusedGemm", attrs, inputs, (1, 2), case["threads"])
+    assert kernel == "shared_features"
+    for m in range(n):
+        first = int(np.flatnonzero(which == which[m])[0])
+        assert np.array_equal(out[:, m].view(np.uint32), out[:, first].view(np.uint32)), (m, first)
+    expected = reference_run("FusedGemm", attrs, inputs, (1, 2))
+    assert_matches(out, expected, case["scale"] * np.abs(rows).sum(axis=1).max())
+
+
+def test_constant_dense_weights_with_a_batch() -> None:
+    """Batch > 1 goes through sgemm, which (unlike sgemv at batch 1) rounds columns by position."""
+    rng = np.random.default_rng(7)
+    a = (rng.random((64, 512)) * 1e9).astype(np.float32)
+    b = np.full((1000, 512), 0.02, np.float32)
+    for threads in (1, 2):
+        out, kernel = fast_run("Gemm", GemmAttrs(trans_b=True), [a, b], (1,), threads)
+        assert kernel == "shared_features"
+        assert len({column.tobytes() for column in np.ascontiguousarray(out.T)}) == 1
+        assert_matches(out, reference_run("Gemm", GemmAttrs(trans_b=True), [a, b], (1,)), 1e9 * 512 * 0.02)
+    rng_b = rng.standard_normal((1000, 512)).astype(np.float32)
+    _, kernel = fast_run("Gemm", GemmAttrs(trans_b=True), [a, rng_b], (1,), 1)
+    assert kernel == "gemm"

@@ -1,5 +1,6 @@
-"""Convolutions whose filters repeat: each distinct filter is computed once and its output channel
-copied to every position that holds it, so identical filters give bit-identical channels.
+"""Convolutions whose filters repeat (``shared_filters``) and Gemms whose weight rows repeat
+(``shared_features``): each distinct row is computed once and its result copied to every output
+channel (or feature) that holds it, so identical filters give bit-identical channels.
 
 Why: OpenBLAS's sgemm does not compute every row of its output with the same instruction sequence
 (on Haswell-class CPUs rows 6-11 of each 12-row block are summed differently from rows 0-5), so
@@ -10,12 +11,13 @@ exactly equal (softmax 0.001 each), and an ulp of 1024 at ~1.4e10 turns the soft
 winner-takes-all among the rows one code path happened to round up. Computing a repeated filter
 once makes the repeats equal by construction, and saves their multiply-adds.
 
-Only exact (bitwise) repeats within a group-1 convolution count. The check runs once, when the plan
-is built, and costs a few sampled columns per filter for weights without repeats (trained weights
-have none, except pruned all-zero filters); the kernel is chosen only where repeats exist, so
-other layers run unchanged. It makes identical filters equal; it does not make BLAS's rounding
-independent of a row's position in general (a row-ordered GEMM that would was measured 1.7-1.9x
-slower than OpenBLAS on the zoo's shapes: benchmarks/rowstable.py).
+Only exact (bitwise) repeats count, within a group-1 convolution or a Gemm with constant B. The
+check runs once, when the plan is built, and costs a few sampled columns per row for weights
+without repeats (trained weights have none, except pruned all-zero rows); the kernels are chosen
+only where repeats exist, so other layers run unchanged. It makes identical rows equal; it does
+not make BLAS's rounding independent of a row's position in general (a GEMM that sums every
+element in the same order, which would, was measured ~1.8x slower than OpenBLAS on SqueezeNet's
+shapes: benchmarks/rowstable.py).
 """
 
 from __future__ import annotations
@@ -27,12 +29,13 @@ import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu.common import constant_float32, single_output
+from edgecnn.kernels.cpu.common import constant_float32, is_float32, shape_of, single_output
 from edgecnn.kernels.cpu.conv_setup import conv_setup
 from edgecnn.kernels.cpu.epilogue import activate, activation_args
 from edgecnn.kernels.cpu.threads import call, is_small
 from edgecnn.kernels.registry import StepFn, register_kernel, select_kernel
 from edgecnn.ops.conv import ConvAttrs
+from edgecnn.ops.dense import GemmAttrs
 
 SAMPLED_COLUMNS = 16
 """Columns compared first: rows that differ there (almost all distinct rows) are never compared whole."""
@@ -88,24 +91,25 @@ def repeated_rows(matrix: np.ndarray) -> RowSharing | None:
 
 @numba.njit(parallel=True, cache=True)
 def expand_rows(
-    distinct: np.ndarray,  # (N, U, P): the distinct filters' raw outputs
-    inverse: np.ndarray,  # (M,): the distinct row each output channel copies
-    bias: np.ndarray,
-    has_bias: bool,
+    distinct: np.ndarray,  # (B, U, P): the distinct rows' raw results, per image (or batch row)
+    inverse: np.ndarray,  # (M,): the distinct row each output row copies
+    addend: np.ndarray,  # (1 or B, M): bias per output row, the same or one per image
+    has_addend: bool,
     kind: int,
     alpha: float,
     low: float,
     high: float,
-    out: np.ndarray,  # (N, M, P), written
+    out: np.ndarray,  # (B, M, P), written
 ) -> None:
-    """out[n, m, p] = act(distinct[n, inverse[m], p] + bias[m]); parallel over (image, channel)."""
-    batch, channels, pixels = out.shape
-    for task in numba.prange(batch * channels):
-        n = task // channels
-        m = task % channels
+    """out[b, m, p] = act(distinct[b, inverse[m], p] + addend[b or 0, m]); parallel over (b, m)."""
+    batch, rows, pixels = out.shape
+    per_image = addend.shape[0] > 1
+    for task in numba.prange(batch * rows):
+        n = task // rows
+        m = task % rows
         source = distinct[n, inverse[m]]
         row = out[n, m]
-        b = bias[m] if has_bias else np.float32(0.0)
+        b = addend[n if per_image else 0, m] if has_addend else np.float32(0.0)
         if kind == 0:
             for p in range(pixels):
                 row[p] = source[p] + b
@@ -156,7 +160,9 @@ class SharedFilters:
         self.inverse = sharing.inverse
         bias = values[2] if len(values) > 2 else None
         self.has_bias = bias is not None
-        self.bias = np.ascontiguousarray(bias if bias is not None else np.zeros(1), dtype=np.float32)
+        self.bias = np.ascontiguousarray(
+            (bias if bias is not None else np.zeros(1)).reshape(1, -1), dtype=np.float32
+        )
         self.activation = activation_args(node.attrs)
         self.out_shape = (setup.batch, setup.out_channels, *setup.out)
         self.small = is_small(int(np.prod(self.out_shape)))
@@ -185,3 +191,78 @@ for _op in ("Conv", "FusedConv"):
     # Below sparse_conv (25): pruned weights, whose repeats are mostly all-zero filters, keep the sparse
     # kernel; above the dense GEMM and Winograd kernels, which then run the distinct filters.
     register_kernel(_op, when=when_shared_filters, priority=22, name="shared_filters")(SharedFilters)
+
+
+def _features(node: Node, values: Sequence[np.ndarray | None]) -> np.ndarray:
+    """B' as (N, K) rows: one row per output feature (column of Y)."""
+    b = values[1]
+    assert b is not None
+    return b if node.attrs.trans_b else b.T
+
+
+def when_shared_features(
+    node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
+) -> bool:
+    """A float32 Gemm with constant 2-D B in which some output feature's weights occur twice."""
+    if not (isinstance(node.attrs, GemmAttrs) and single_output(node) and len(types) >= 2):
+        return False
+    if not (is_float32(types[0], 2) and constant_float32(node, values, 1) and np.ndim(values[1]) == 2):
+        return False
+    if not constant_float32(node, values, 2, optional=True):
+        return False
+    return repeated_rows(_features(node, values)) is not None
+
+
+class SharedFeatures:
+    """Gemm's counterpart of SharedFilters: the distinct weight rows of B' run as a plain Gemm (no C,
+    no activation) with the registry's kernel, then every output column is copied from its row's
+    result with beta * C and the activation applied."""
+
+    def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
+        attrs = node.attrs
+        assert isinstance(attrs, GemmAttrs) and types[1] is not None
+        features = _features(node, values)
+        sharing = repeated_rows(features)
+        assert sharing is not None
+        distinct = np.ascontiguousarray(features[sharing.first])
+        plain = GemmAttrs(alpha=attrs.alpha, beta=1.0, trans_a=attrs.trans_a, trans_b=True)
+        inner_node = replace(node, op="Gemm", inputs=node.inputs[:2], attrs=plain)
+        inner_types = [types[0], TensorType(types[1].dtype, distinct.shape)]
+        self.inner: StepFn = select_kernel(inner_node, inner_types, [values[0], distinct], "cpu").run
+        a_shape = shape_of(types[0])
+        rows = a_shape[1] if attrs.trans_a else a_shape[0]
+        self.out_shape = (rows, features.shape[0])
+        self.inverse = sharing.inverse
+        c = values[2] if len(values) > 2 else None
+        self.has_c = c is not None
+        addend = np.zeros((1, 1), np.float32)
+        if c is not None:
+            scaled = c if attrs.beta == 1.0 else c * np.float32(attrs.beta)
+            addend = np.broadcast_to(scaled.astype(np.float32), self.out_shape)
+        self.addend = np.ascontiguousarray(addend, dtype=np.float32)
+        self.activation = activation_args(attrs)
+        self.small = is_small(rows * features.shape[0])
+
+    def __call__(self, a: np.ndarray, *_: object) -> np.ndarray:
+        out = np.empty(self.out_shape, dtype=np.float32)
+        self.run_into(out, a)
+        return out
+
+    def run_into(self, out: np.ndarray, a: np.ndarray, *_: object) -> None:
+        """Writes into ``out`` (C-contiguous (M, N); must not overlap ``a``)."""
+        distinct = np.ascontiguousarray(self.inner(a))
+        call(
+            expand_rows,
+            self.small,
+            distinct.reshape(*distinct.shape, 1),
+            self.inverse,
+            self.addend,
+            self.has_c,
+            *self.activation,
+            out.reshape(*self.out_shape, 1),
+        )
+
+
+for _op in ("Gemm", "FusedGemm"):
+    # Below sparse_gemm (20), above the dense gemm kernel (10), for the reasons given for Conv.
+    register_kernel(_op, when=when_shared_features, priority=15, name="shared_features")(SharedFeatures)
