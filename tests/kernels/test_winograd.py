@@ -239,12 +239,13 @@ def test_applies_only_to_3x3_stride_1_single_group(attrs: dict[str, Any], applie
     ("c", "m", "size", "batch", "tile"),
     [
         (64, 64, 56, 1, 4),  # ResNet conv2_x
-        (256, 256, 14, 1, 2),  # ResNet conv4_x: 16 tiles of 4x4 are too few, 49 of 2x2 are not
-        (512, 512, 7, 1, 0),  # ResNet conv5_x: too few tiles either way
-        (512, 512, 7, 8, 2),  # ... but enough 2x2 tiles at batch 8
-        (256, 256, 14, 8, 4),  # and enough 4x4 tiles
+        (256, 256, 14, 1, 2),  # ResNet conv4_x: 16 tiles of 4x4 are too few
+        (512, 512, 7, 1, 2),  # ResNet conv5_x
+        (256, 256, 14, 8, 4),  # ... but at batch 8 there are enough
+        (64, 24, 40, 1, 4),  # C*M/(C+M) = 17.5
         (3, 64, 112, 1, 0),  # first layer: too few input channels
-        (16, 16, 28, 1, 0),  # too little work per tile for the transforms
+        (16, 32, 56, 1, 0),  # C*M/(C+M) = 10.7: the transforms cost more than they save
+        (16, 16, 28, 1, 0),
     ],
 )
 def test_heuristic(c: int, m: int, size: int, batch: int, tile: int) -> None:

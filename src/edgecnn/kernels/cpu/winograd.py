@@ -41,7 +41,7 @@ POINT_PAD = 16
 read or write all T points of a tile at once; blocks a multiple of 4 KiB apart would all map to
 the same L1 cache set (measured: the transforms ran 2-4x slower)."""
 
-MIN_LAYER_CHANNELS, MIN_CHANNEL_PRODUCT, MIN_LAYER_TILES = 16, 2048, 36
+MIN_CHANNEL_RATIO, MIN_F43_TILES = 12, 36
 """The heuristic's thresholds (``preferred_tile``), measured with benchmarks/winograd.py."""
 
 
@@ -62,20 +62,18 @@ def winograd_setup(
 
 
 def preferred_tile(setup: ConvSetup) -> int:
-    """The output tile (4 or 2) where Winograd beats im2col + GEMM on the measured machine, or 0.
+    """The output tile (4 or 2) where Winograd beats im2col + GEMM, or 0 where it does not.
 
-    Rule from benchmarks/winograd.py (docs/tuning.md): the transforms cost per input and per output
-    channel while the saved multiplications scale with their product, so both channel counts must
-    be large enough; and each transformed filter (4x (F(4x4)) or 1.8x (F(2x2)) the size of the
-    filter) must be used by enough tiles to pay for streaming it from memory.
+    Rule from benchmarks/winograd.py (docs/tuning.md): the input transform costs per input channel
+    and the output transform per output channel while the saved multiplications scale with their
+    product, so C*M / (C+M) must be large enough; 4x4 tiles where there are enough of them to use
+    each transformed filter (4x the size of the filter, 1.8x for 2x2) many times, else 2x2.
     """
     c, m = setup.in_channels, setup.out_channels
-    if min(c, m) < MIN_LAYER_CHANNELS or c * m < MIN_CHANNEL_PRODUCT:
+    if c * m < MIN_CHANNEL_RATIO * (c + m):
         return 0
-    for tile in (4, 2):
-        if setup.batch * math.ceil(setup.out[0] / tile) * math.ceil(setup.out[1] / tile) >= MIN_LAYER_TILES:
-            return tile
-    return 0
+    tiles = setup.batch * math.ceil(setup.out[0] / 4) * math.ceil(setup.out[1] / 4)
+    return 4 if tiles >= MIN_F43_TILES else 2
 
 
 def when_winograd_f43(

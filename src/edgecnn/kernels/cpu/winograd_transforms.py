@@ -106,6 +106,68 @@ def output_1d(m: int, src: np.ndarray, s0: int, step: int, dst: np.ndarray, d0: 
         dst[d0 + 3 * dstep] = d12 + eight * d34 + v5
 
 
+@numba.njit(inline="always", cache=True)
+def row_segment(p: int, tiles_w: int, tiles_per_image: int, remaining: int) -> tuple[int, int, int, int]:
+    """(image, tile row, first tile column, tiles) of the run of tiles from tile ``p`` that stays
+    in one tile row and has at most ``remaining`` tiles."""
+    n = p // tiles_per_image
+    r = p - n * tiles_per_image
+    ty = r // tiles_w
+    tx = r - ty * tiles_w
+    return n, ty, tx, min(tiles_w - tx, remaining)
+
+
+@numba.njit(cache=True)
+def columns_input(m: int, rows: np.ndarray, strip: np.ndarray, span: int) -> None:
+    """strip[:, j] = B^T rows[:, j] for j < span: the vertical half of the input transform for a
+    whole strip of tiles at once (contiguous in j, so it vectorises)."""
+    if m == 2:
+        for j in range(span):
+            r0, r1, r2, r3 = rows[0, j], rows[1, j], rows[2, j], rows[3, j]
+            strip[0, j] = r0 - r2
+            strip[1, j] = r1 + r2
+            strip[2, j] = r2 - r1
+            strip[3, j] = r1 - r3
+    else:
+        four, five, two = np.float32(4.0), np.float32(5.0), np.float32(2.0)
+        for j in range(span):
+            r0, r1, r2, r3, r4, r5 = rows[0, j], rows[1, j], rows[2, j], rows[3, j], rows[4, j], rows[5, j]
+            strip[0, j] = four * r0 - five * r2 + r4
+            strip[1, j] = r3 + r4 - four * (r1 + r2)
+            strip[2, j] = four * (r1 - r2) - r3 + r4
+            strip[3, j] = two * (r3 - r1) - r2 + r4
+            strip[4, j] = two * (r1 - r3) - r2 + r4
+            strip[5, j] = four * r1 - five * r3 + r5
+
+
+@numba.njit(cache=True)
+def columns_output(m: int, i: int, strip: np.ndarray, span: int, result: np.ndarray) -> None:
+    """result[j] = (A^T strip[:, j])_i for j < span: output row i of a strip of tiles (one loop per
+    row, without branches, so that it vectorises)."""
+    r0, r1, r2, r3 = strip[0], strip[1], strip[2], strip[3]
+    if m == 2:
+        if i == 0:
+            for j in range(span):
+                result[j] = r0[j] + r1[j] + r2[j]
+        else:
+            for j in range(span):
+                result[j] = r1[j] - r2[j] - r3[j]
+        return
+    r4, r5 = strip[4], strip[5]
+    if i == 0:
+        for j in range(span):
+            result[j] = r0[j] + r1[j] + r2[j] + r3[j] + r4[j]
+    elif i == 1:
+        for j in range(span):
+            result[j] = r1[j] - r2[j] + np.float32(2.0) * (r3[j] - r4[j])
+    elif i == 2:
+        for j in range(span):
+            result[j] = r1[j] + r2[j] + np.float32(4.0) * (r3[j] + r4[j])
+    else:
+        for j in range(span):
+            result[j] = r1[j] - r2[j] + np.float32(8.0) * (r3[j] - r4[j]) + r5[j]
+
+
 @numba.njit(cache=True)
 def input_tiles(
     x: np.ndarray,  # (N, C, H, W)
@@ -116,38 +178,47 @@ def input_tiles(
     tiles_per_image: int,
     p0: int,
     count: int,
-    patch: np.ndarray,  # (t*t,) scratch
-    rows: np.ndarray,  # (t*t,) scratch
+    rows: np.ndarray,  # (t, >= strip width) scratch
+    strip: np.ndarray,  # (t, >= strip width) scratch
+    tile: np.ndarray,  # (t*t,) scratch
     v: np.ndarray,  # (T, C, >= count): transformed tiles p0 .. p0+count-1, written
 ) -> None:
-    """B^T d B for ``count`` consecutive tiles of every channel; zeros stand in for the padding."""
+    """B^T d B for ``count`` consecutive tiles of every channel, a run of tiles within one tile row
+    at a time: copy the run's t input rows (zeros for the padding), transform down the columns for
+    the whole run, then across each tile's rows."""
     t = m + 2
     channels, height, width = x.shape[1], x.shape[2], x.shape[3]
-    for c in range(channels):
-        for q in range(count):
-            p = p0 + q
-            n = p // tiles_per_image
-            r = p - n * tiles_per_image
-            y0 = (r // tiles_w) * m - pad_top
-            x0 = (r % tiles_w) * m - pad_left
+    q = 0
+    while q < count:
+        n, ty, tx, run = row_segment(p0 + q, tiles_w, tiles_per_image, count - q)
+        y0 = ty * m - pad_top
+        x0 = tx * m - pad_left
+        span = run * m + 2
+        lo = min(max(-x0, 0), span)  # the columns inside the input: lo .. hi-1
+        hi = max(min(width - x0, span), lo)
+        for c in range(channels):
             plane = x[n, c]
-            if y0 >= 0 and x0 >= 0 and y0 + t <= height and x0 + t <= width:
-                for i in range(t):
-                    for j in range(t):
-                        patch[i * t + j] = plane[y0 + i, x0 + j]
-            else:
-                for i in range(t):
-                    yy = y0 + i
-                    for j in range(t):
-                        xx = x0 + j
-                        inside = 0 <= yy < height and 0 <= xx < width
-                        patch[i * t + j] = plane[yy, xx] if inside else np.float32(0.0)
-            for j in range(t):  # columns: rows = B^T d
-                input_1d(m, patch, j, t, rows, j, t)
-            for i in range(t):  # rows: (B^T d) B, written to transform point (i, k)
-                input_1d(m, rows, i * t, 1, patch, i * t, 1)
-            for k in range(t * t):
-                v[k, c, q] = patch[k]
+            for i in range(t):
+                y = y0 + i
+                row = rows[i]
+                if 0 <= y < height:
+                    for j in range(lo):
+                        row[j] = np.float32(0.0)
+                    for j in range(lo, hi):
+                        row[j] = plane[y, x0 + j]
+                    for j in range(hi, span):
+                        row[j] = np.float32(0.0)
+                else:
+                    for j in range(span):
+                        row[j] = np.float32(0.0)
+            columns_input(m, rows, strip, span)
+            for i in range(t):  # across: six (or four) output streams per strip row
+                src = strip[i]
+                for k in range(run):
+                    input_1d(m, src, k * m, 1, tile, 0, 1)
+                    for e in range(t):
+                        v[i * t + e, c, q + k] = tile[e]
+        q += run
 
 
 @numba.njit(cache=True)
@@ -166,33 +237,47 @@ def output_tiles(
     alpha: float,
     low: float,
     high: float,
-    gathered: np.ndarray,  # (t*t,) scratch
-    rows: np.ndarray,  # (m*t,) scratch
+    strip: np.ndarray,  # (t, >= strip width) scratch
+    tile: np.ndarray,  # (t*t,) scratch
     out: np.ndarray,  # (N, M, OH, OW), written
 ) -> None:
-    """A^T M A, then bias and activation, for ``count`` tiles of output channels oc0 .. oc1-1;
-    the last row and column of tiles are clipped to the output."""
+    """A^T M A, then bias and activation, for ``count`` tiles of output channels oc0 .. oc1-1, a run
+    of tiles within one tile row at a time: across each tile's rows into a strip, then down the
+    strip's columns straight into the output rows (clipped at the output's edge)."""
     t = m + 2
     out_h, out_w = out.shape[2], out.shape[3]
-    result = np.empty(m * m, dtype=np.float32)
-    for oc in range(oc0, oc1):
-        b = bias[oc] if has_bias else np.float32(0.0)
-        for q in range(count):
-            for k in range(t * t):
-                gathered[k] = products[k, oc - oc0, q]
-            for j in range(t):  # columns: rows = A^T M (m x t)
-                output_1d(m, gathered, j, t, rows, j, t)
-            for i in range(m):  # rows: (A^T M) A (m x m)
-                output_1d(m, rows, i * t, 1, result, i * m, 1)
-            p = p0 + q
-            n = p // tiles_per_image
-            r = p - n * tiles_per_image
-            y0 = (r // tiles_w) * m
-            x0 = (r % tiles_w) * m
+    flat = strip.reshape(-1)
+    stride = strip.shape[1]
+    result = np.empty(stride, dtype=np.float32)
+    q = 0
+    while q < count:
+        n, ty, tx, run = row_segment(p0 + q, tiles_w, tiles_per_image, count - q)
+        y0 = ty * m
+        x0 = tx * m
+        span = min(run * m, out_w - x0)
+        height = min(m, out_h - y0)
+        for oc in range(oc0, oc1):
+            b = bias[oc] if has_bias else np.float32(0.0)
+            for i in range(t):  # across: read t product streams per strip row
+                for k in range(run):
+                    for e in range(t):
+                        tile[e] = products[i * t + e, oc - oc0, q + k]
+                    output_1d(m, tile, 0, 1, flat, i * stride + k * m, 1)
             plane = out[n, oc]
-            for i in range(min(m, out_h - y0)):
-                for j in range(min(m, out_w - x0)):
-                    plane[y0 + i, x0 + j] = activate(result[i * m + j] + b, kind, alpha, low, high)
+            for i in range(height):
+                columns_output(m, i, strip, span, result)
+                target = plane[y0 + i, x0 : x0 + span]
+                if kind == 0:
+                    for j in range(span):
+                        target[j] = result[j] + b
+                elif kind == 1:
+                    for j in range(span):
+                        value = result[j] + b
+                        target[j] = np.float32(0.0) if value <= np.float32(0.0) else value
+                else:
+                    for j in range(span):
+                        target[j] = activate(result[j] + b, kind, alpha, low, high)
+        q += run
 
 
 @numba.njit(parallel=True, cache=True)
@@ -232,8 +317,10 @@ def winograd_conv_2d(
     for worker in numba.prange(workers):
         v = v_buffers[worker]
         products = m_buffers[worker]
-        patch = np.empty(transform_points, dtype=np.float32)
-        rows = np.empty(transform_points, dtype=np.float32)
+        width = min(tile_step, tiles_w) * m + 2
+        rows = np.empty((t, width), dtype=np.float32)
+        strip = np.empty((t, width), dtype=np.float32)
+        tile = np.empty(transform_points, dtype=np.float32)
         transformed = -1
         for task in range(worker, chunks * blocks, workers):
             chunk = task // blocks
@@ -242,7 +329,9 @@ def winograd_conv_2d(
             p0 = chunk * tile_step
             count = min(tile_step, tiles - p0)
             if chunk != transformed:
-                input_tiles(x, m, pad_top, pad_left, tiles_w, tiles_per_image, p0, count, patch, rows, v)
+                input_tiles(
+                    x, m, pad_top, pad_left, tiles_w, tiles_per_image, p0, count, rows, strip, tile, v
+                )
                 transformed = chunk
             for k in range(transform_points):
                 gemm_into(u[k, oc0:oc1], v[k, :, :count], False, products[k, : oc1 - oc0, :count])
@@ -261,7 +350,7 @@ def winograd_conv_2d(
                 alpha,
                 low,
                 high,
-                patch,
-                rows,
+                strip,
+                tile,
                 out,
             )
