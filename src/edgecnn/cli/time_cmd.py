@@ -28,13 +28,19 @@ def command(
     threads: int | None = typer.Option(None, min=1, help="Threads (default: all cores)."),
     device: str = typer.Option("cpu", help="cpu, opencl[:N] or reference (`edgecnn devices` lists them)."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+    backward: bool = typer.Option(
+        False, "--backward", help="Time training passes: forward, backward and forward-backward per layer."
+    ),
 ) -> None:
-    """Time MODEL's forward pass per layer on random input, like `caffe time`."""
+    """Time MODEL's forward pass per layer on random input, like `caffe time` (--backward: training passes too)."""
     import edgecnn
 
     net = edgecnn.load(model, weights, threads=threads, device=device)
     shapes = {net.inputs[0].name: parse_shape(shape)} if shape and net.inputs else None
     feeds = random_feeds(net.inputs, batch=batch, shapes=shapes)
+    if backward:
+        time_backward(net, feeds, iterations, warmup, as_json, model)
+        return
     profile = timed(net, feeds, iterations, warmup, show_progress=not as_json)
     if as_json:
         document = {
@@ -87,4 +93,60 @@ def print_report(profile: Profile) -> None:
     console.print(
         f"average forward: {profile.mean_ms:.3f} ms (median {profile.median_ms:.3f}, "
         f"min {profile.min_ms:.3f}); total: {profile.total_ms:.1f} ms"
+    )
+
+
+def time_backward(net: Model, feeds: dict, iterations: int, warmup: int, as_json: bool, model: Path) -> None:
+    """`caffe time` proper: per-layer forward and backward of training passes (numpy training code)."""
+    from threadpoolctl import threadpool_limits
+
+    from edgecnn.train.timing import profile_training
+
+    if len(feeds) != 1:
+        raise typer.BadParameter("--backward times single-input models")
+    x = next(iter(feeds.values()))
+    with (
+        Progress(
+            TextColumn("timing forward-backward"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=error_console,
+            transient=True,
+            disable=as_json,
+        ) as progress,
+        threadpool_limits(net.options.threads),
+    ):
+        task = progress.add_task("timing", total=iterations + warmup)
+        profile = profile_training(
+            net.graph, x, iterations, warmup, on_iteration=lambda: progress.advance(task)
+        )
+    if as_json:
+        document = {
+            "model": str(model),
+            "input": list(x.shape),
+            "threads": net.options.threads,
+            "warmup": warmup,
+        }
+        print(json.dumps({**document, **profile.to_dict()}, indent=2))
+        return
+    console.print(
+        f"[bold]{model}[/bold]: training passes on {list(x.shape)}; {net.options.threads} thread(s); "
+        f"{iterations} iteration(s) after {warmup} warm-up; no weight update"
+    )
+    table = Table(box=None, header_style="bold")
+    for column in ("layer", "op", "forward ms", "backward ms", "forward-backward ms"):
+        table.add_column(column, justify="right" if "ms" in column else "left")
+    for layer in profile.layers:
+        table.add_row(
+            layer.name,
+            layer.op,
+            f"{layer.forward_ms:.3f}",
+            f"{layer.backward_ms:.3f}",
+            f"{layer.forward_ms + layer.backward_ms:.3f}",
+        )
+    console.print(table)
+    console.print(
+        f"average forward pass: {profile.mean_forward_ms:.3f} ms; backward pass: {profile.mean_backward_ms:.3f} ms; "
+        f"forward-backward: {profile.mean_forward_backward_ms:.3f} ms"
     )

@@ -14,9 +14,10 @@ from edgecnn.ops.registry import NoAttrs
 from edgecnn.ops.shape import FlattenAttrs
 
 
-def he_uniform(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int) -> np.ndarray:
-    """Kaiming-uniform initial weights: variance 2 / fan_in keeps ReLU activations from shrinking."""
-    bound = np.sqrt(6.0 / fan_in)
+def xavier_uniform(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int) -> np.ndarray:
+    """Caffe's "xavier" filler: uniform with variance 1 / fan_in, so the convolutions (which have no
+    activation in this LeNet) neither blow up nor shrink the signal."""
+    bound = np.sqrt(3.0 / fan_in)
     return rng.uniform(-bound, bound, shape).astype(np.float32)
 
 
@@ -33,13 +34,13 @@ def build_lenet5(
     after_pools = ((size - 4) // 2 - 4) // 2
     flat = c2 * after_pools * after_pools
     init = {
-        "conv1.w": he_uniform(rng, (c1, channels, 5, 5), channels * 25),
+        "conv1.w": xavier_uniform(rng, (c1, channels, 5, 5), channels * 25),
         "conv1.b": np.zeros(c1, np.float32),
-        "conv2.w": he_uniform(rng, (c2, c1, 5, 5), c1 * 25),
+        "conv2.w": xavier_uniform(rng, (c2, c1, 5, 5), c1 * 25),
         "conv2.b": np.zeros(c2, np.float32),
-        "ip1.w": he_uniform(rng, (hidden, flat), flat),
+        "ip1.w": xavier_uniform(rng, (hidden, flat), flat),
         "ip1.b": np.zeros(hidden, np.float32),
-        "ip2.w": he_uniform(rng, (classes, hidden), hidden),
+        "ip2.w": xavier_uniform(rng, (classes, hidden), hidden),
         "ip2.b": np.zeros(classes, np.float32),
     }
     pool = MaxPoolAttrs(kernel_shape=(2, 2), strides=(2, 2))

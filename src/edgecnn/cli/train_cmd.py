@@ -1,0 +1,245 @@
+"""`edgecnn train`: train a classifier (a model file or the built-in LeNet-5) on digits, MNIST IDX
+files or an image folder; optionally prune it (iteratively, retraining between cuts) and remove
+whole filters; write the result as .ecnn."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from edgecnn.cli.compress_cmd import parse_prune
+from edgecnn.cli.console import console, error_console, human_bytes
+
+if TYPE_CHECKING:
+    from edgecnn.compress.retrain import RetrainStage
+    from edgecnn.ir.graph import Graph
+    from edgecnn.train import Dataset, EpochStats, Trainer
+
+NAME = "train"
+
+
+def _progress(show: bool) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]:.4f}"),
+        TimeRemainingColumn(),
+        console=error_console,
+        transient=True,
+        disable=not show,
+    )
+
+
+def input_size(graph: Graph) -> tuple[int, int, int]:
+    """(channels, height, width) the model's input expects; 1x28x28 where the file leaves them open."""
+    spec = next(s for s in graph.inputs if s.name not in graph.initializers)
+    dims = list(spec.shape or ())[1:]
+    if len(dims) != 3:
+        raise typer.BadParameter(f"the model's input {spec} is not (N, C, H, W)")
+    defaults = (1, 28, 28)
+    return tuple(d if isinstance(d, int) else default for d, default in zip(dims, defaults))  # type: ignore[return-value]
+
+
+def command(
+    model: Path | None = typer.Argument(None, help="Model to train (.onnx, .prototxt, .cfg, .ecnn)."),
+    output: Path = typer.Option(..., "--output", "-o", help="The trained .ecnn file to write."),
+    lenet5: bool = typer.Option(
+        False, "--lenet5", help="Train a fresh LeNet-5 (seed 001 Table 3.5) instead of MODEL."
+    ),
+    dataset: str = typer.Option(
+        "digits", help="digits (scikit-learn's, upsampled to 28x28), idx:DIR or folder:DIR."
+    ),
+    weights: Path | None = typer.Option(None, help="Weights file (.caffemodel, .weights) for MODEL."),
+    epochs: int = typer.Option(15, min=0, help="Training epochs (0: prune/evaluate only)."),
+    batch_size: int = typer.Option(64, min=1, help="Mini-batch size."),
+    lr: float = typer.Option(0.01, min=0.0, help="Initial learning rate."),
+    momentum: float = typer.Option(0.9, min=0.0, max=0.999, help="SGD momentum."),
+    weight_decay: float = typer.Option(5e-4, min=0.0, help="L2 weight decay of the layer weights."),
+    schedule: str = typer.Option("cosine", help="Learning-rate schedule: constant, step or cosine."),
+    step_size: int = typer.Option(5, min=1, help="Epochs between decays of the step schedule."),
+    gamma: float = typer.Option(0.2, min=0.0, max=1.0, help="Decay factor of the step schedule."),
+    shift: int = typer.Option(2, min=0, help="Augmentation: random translation up to this many pixels."),
+    seed: int = typer.Option(0, help="Seed of initialisation, shuffling, dropout and the test split."),
+    test_fraction: float = typer.Option(
+        0.2, min=0.01, max=0.99, help="Held-out share of digits/folder data."
+    ),
+    prune: list[str] = typer.Option(
+        [],
+        "--prune",
+        metavar="[LAYER=]KEEP",
+        help="After training, prune to KEEP of the largest-|w| weights: every layer (bare KEEP) or LAYER=KEEP; "
+        "reached along 0.95, 0.90, ... with retraining after each cut.",
+    ),
+    structured: list[str] = typer.Option(
+        [],
+        "--structured",
+        metavar="[LAYER=]KEEP",
+        help="Remove whole filters/neurons (smallest L1 norm), then retrain.",
+    ),
+    retrain_steps: int = typer.Option(100, min=0, help="SGD steps of retraining after each pruning cut."),
+    retrain_lr: float | None = typer.Option(
+        None, min=0.0, help="Learning rate of retraining (default: lr / 10)."
+    ),
+    retention_step: float = typer.Option(
+        0.05, min=0.001, max=1.0, help="Step of the falling retention schedule."
+    ),
+    checkpoint_dir: Path | None = typer.Option(
+        None, help="Save a resumable checkpoint here after every epoch."
+    ),
+    resume_from: Path | None = typer.Option(
+        None, "--resume", help="Continue from a checkpoint (its settings; --epochs extends)."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+) -> None:
+    """Train a classifier on a labelled image set, optionally prune it, and save it as .ecnn."""
+    from edgecnn.compress import compress
+    from edgecnn.format import save_ecnn
+    from edgecnn.importers import load_graph
+    from edgecnn.train import TrainConfig, Trainer, build_lenet5, load_dataset, resume
+    from edgecnn.train.evaluate import engine_accuracy
+
+    sources = sum(x is not None and x is not False for x in (model, lenet5 or None, resume_from))
+    if sources != 1:
+        raise typer.BadParameter("give exactly one of MODEL, --lenet5 or --resume")
+    keep, layers = parse_prune(prune)
+    structured_keep, structured_layers = parse_prune(structured)
+    config = TrainConfig(
+        epochs=epochs, batch_size=batch_size, lr=lr, momentum=momentum, weight_decay=weight_decay,
+        schedule=schedule, step_size=step_size, gamma=gamma, seed=seed, shift=shift,
+    )  # fmt: skip
+    if resume_from is not None:
+        trainer = resume(resume_from, epochs=epochs)
+        channels, height, width = input_size(trainer.network.source)
+        train, test = load_dataset(dataset, (height, width), channels, test_fraction, trainer.config.seed)
+    else:
+        graph = load_graph(model, weights) if model is not None else None
+        channels, height, width = input_size(graph) if graph is not None else (1, 28, 28)
+        train, test = load_dataset(dataset, (height, width), channels, test_fraction, seed)
+        if graph is None:
+            graph = build_lenet5(classes=len(train.classes), size=height, channels=channels, seed=seed)
+        trainer = Trainer(graph, config)
+    console.print(
+        f"[bold]{trainer.network.source.name}[/bold] on {dataset}: {len(train)} training, {len(test)} test images "
+        f"of {channels}x{height}x{width}, {len(train.classes)} classes; "
+        f"{sum(trainer.network.values[p].size for p in trainer.network.parameters):,} parameters"
+    )
+    fit(trainer, train, test, checkpoint_dir, not quiet)
+    if structured_keep is not None or structured_layers:
+        trainer = remove_units(
+            trainer, train, test, structured_keep, structured_layers, retrain_steps, retrain_lr, not quiet
+        )
+    if keep is not None or layers:
+        from edgecnn.compress.retrain import prune_retrain
+
+        stages_table = Table(
+            "stage",
+            "kept",
+            "after cut",
+            "retrained",
+            box=None,
+            header_style="bold",
+            title="prune-retrain",
+            title_justify="left",
+        )
+        with _progress(not quiet) as progress:
+            task = progress.add_task("retrain", total=retrain_steps, loss=float("nan"))
+
+            def on_batch(index: int, total: int, loss: float) -> None:
+                progress.update(task, completed=index + 1, total=total, loss=loss)
+
+            def on_stage(stage: RetrainStage) -> None:
+                progress.reset(task)
+                stages_table.add_row(
+                    str(stage.stage), _keeps(stage.keeps), _pct(stage.pruned_accuracy), _pct(stage.accuracy)
+                )
+
+            prune_retrain(
+                trainer, train, keep=keep, layers=layers, steps=retrain_steps,
+                lr=retrain_lr if retrain_lr is not None else trainer.config.lr / 10, step=retention_step,
+                val=test, on_stage=on_stage, on_batch=on_batch,
+            )  # fmt: skip
+        console.print(stages_table)
+    trained = trainer.graph
+    compressed, plan = compress(trained)
+    save_ecnn(compressed, output, storage=plan)
+    accuracy = engine_accuracy(compressed, test)
+    console.print(
+        f"test accuracy (edgecnn inference on the saved weights): {accuracy:.2%}; wrote {output} "
+        f"({human_bytes(output.stat().st_size)})"
+    )
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2%}"
+
+
+def _keeps(keeps: dict[str, float]) -> str:
+    return " ".join(f"{name}={value:g}" for name, value in keeps.items())
+
+
+def fit(trainer: Trainer, train: Dataset, test: Dataset, checkpoint_dir: Path | None, show: bool) -> None:
+    """Run the remaining epochs with a progress bar and one line per epoch."""
+    from edgecnn.train import save_checkpoint
+
+    if trainer.epoch >= trainer.config.epochs:
+        return
+    console.print(
+        f"[bold]{'epoch':>5}  {'lr':>8}  {'loss':>7}  {'train acc':>9}  {'test loss':>9}  {'test acc':>8}  {'s':>6}[/bold]"
+    )
+    with _progress(show) as progress:
+        task = progress.add_task(f"epoch {trainer.epoch + 1}", total=1, loss=float("nan"))
+
+        def on_batch(index: int, total: int, loss: float) -> None:
+            progress.update(task, completed=index + 1, total=total, loss=loss)
+
+        def on_epoch(stats: EpochStats) -> None:
+            console.print(
+                f"{stats.epoch:>5}  {stats.lr:>8.5f}  {stats.loss:>7.4f}  {stats.accuracy:>9.2%}  "
+                f"{stats.val_loss or 0:>9.4f}  {_pct(stats.val_accuracy):>8}  {stats.seconds:>6.1f}"
+            )
+            if checkpoint_dir is not None:
+                checkpoint_dir.mkdir(parents=True, exist_ok=True)
+                save_checkpoint(trainer, checkpoint_dir / f"epoch-{stats.epoch}.ecnn")
+            progress.update(task, description=f"epoch {stats.epoch + 1}", completed=0)
+
+        started = time.perf_counter()
+        trainer.fit(train, val=test, on_batch=on_batch, on_epoch=on_epoch)
+    console.print(f"trained in {time.perf_counter() - started:.1f} s")
+
+
+def remove_units(
+    trainer: Trainer,
+    train: Dataset,
+    test: Dataset,
+    keep: float | None,
+    layers: dict[str, float],
+    steps: int,
+    lr: float | None,
+    show: bool,
+) -> Trainer:
+    """Structured pruning, then ``steps`` of retraining of the smaller model."""
+    from edgecnn.compress.structured import prune_structured
+    from edgecnn.train import Trainer
+
+    smaller, units = prune_structured(trainer.graph, keep, layers)
+    retrained = Trainer(smaller, trainer.config)
+    retrained.epoch = trainer.epoch
+    before = retrained.evaluate(test)[1]
+    with _progress(show) as progress:
+        task = progress.add_task("retrain", total=steps, loss=float("nan"))
+        retrained.train_steps(
+            train, steps, lr if lr is not None else trainer.config.lr / 10, stream=-1,
+            on_batch=lambda i, total, loss: progress.update(task, completed=i + 1, loss=loss),
+        )  # fmt: skip
+    changes = ", ".join(f"{name} {a}->{b}" for name, (a, b) in units.items()) or "nothing removed"
+    console.print(
+        f"structured pruning: {changes}; test accuracy {before:.2%} after removal, "
+        f"{retrained.evaluate(test)[1]:.2%} after {steps} retraining steps"
+    )
+    return retrained
