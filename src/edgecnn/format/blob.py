@@ -84,11 +84,13 @@ class TensorEntry:
 
 @dataclass(frozen=True)
 class DataSection:
-    """The mapped file and where its DATA section lies in it."""
+    """The mapped file and where its DATA section lies in it; or, for a blob inside an entropy-coded
+    stream, the decoded bytes (``place`` then names that stream in error messages)."""
 
-    buffer: mmap.mmap
+    buffer: mmap.mmap | bytes
     offset: int
     length: int
+    place: str = "file byte"
 
 
 def part_start(entry: TensorEntry, data: DataSection, name: str) -> int:
@@ -123,8 +125,8 @@ def part_where(entry: TensorEntry, data: DataSection, name: str, index: int | No
     part = entry.layout.parts[name]
     at = part_start(entry, data, name)
     if index is None:
-        return f"{entry.where}, {name} at file byte {at}"
-    return f"{entry.where}, {name}[{index}] at file byte {at + index * np.dtype(part.dtype).itemsize}"
+        return f"{entry.where}, {name} at {data.place} {at}"
+    return f"{entry.where}, {name}[{index}] at {data.place} {at + index * np.dtype(part.dtype).itemsize}"
 
 
 def frozen(array: np.ndarray) -> np.ndarray:

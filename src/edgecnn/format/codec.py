@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -18,17 +18,33 @@ from edgecnn.errors import GraphError
 from edgecnn.format.blob import BlobLayout, DataSection, TensorEntry
 from edgecnn.format.checked_json import CheckedJson
 
+ENTROPY_CODERS = ("zlib", "lzma")
+"""Entropy coders a storage can be wrapped in (format 1.2): ``<storage>+zlib``, ``<storage>+lzma``."""
+
 
 @dataclass(frozen=True)
 class StorageChoice:
     """How the writer should store one tensor. Text form: ``raw``, ``float16``, ``int8``,
-    ``int8:axis=1`` (one scale per index of axis 1), ``csr``, ``csr:float16``, ``csr:int8``."""
+    ``int8:axis=1`` (one scale per index of axis 1), ``csr``, ``csr:float16``, ``csr:int8``; any of
+    them followed by ``+zlib`` or ``+lzma`` to entropy-code the blob (``csr:int8+zlib``)."""
 
     kind: str = "raw"
     values: str | None = None
     """csr only: element type of the stored non-zero values; None keeps the tensor's own dtype."""
     axis: int = 0
     """int8 only: the axis with one scale per index (the output-channel axis of a weight)."""
+    entropy: str | None = None
+    """The entropy coder wrapped around the blob (one of ENTROPY_CODERS), or None."""
+
+    @property
+    def inner(self) -> StorageChoice:
+        """The same storage without its entropy coder."""
+        return replace(self, entropy=None)
+
+    @property
+    def storage_name(self) -> str:
+        """The ``storage`` name the tensor table entry gets: the coder's if there is one."""
+        return self.entropy or self.kind
 
     @classmethod
     def parse(cls, text: str | StorageChoice) -> StorageChoice:
@@ -36,6 +52,13 @@ class StorageChoice:
             return text
         if not isinstance(text, str):
             raise GraphError(f"a storage choice is a string such as 'int8' or 'csr:float16', got {text!r}")
+        base, plus, coder = text.rpartition("+")
+        if plus:
+            if coder not in ENTROPY_CODERS:
+                raise GraphError(f"storage '{text}': unknown entropy coder '{coder}' (use zlib or lzma)")
+            if not base or "+" in base:
+                raise GraphError(f"storage '{text}': one storage and one entropy coder, e.g. 'csr:int8+zlib'")
+            return replace(cls.parse(base), entropy=coder)
         kind, _, option = text.partition(":")
         if kind == "csr":
             return cls("csr", values=option or None)
@@ -49,11 +72,12 @@ class StorageChoice:
         return cls(kind)
 
     def __str__(self) -> str:
+        coder = f"+{self.entropy}" if self.entropy else ""
         if self.kind == "csr" and self.values:
-            return f"csr:{self.values}"
+            return f"csr:{self.values}{coder}"
         if self.kind == "int8" and self.axis:
-            return f"int8:axis={self.axis}"
-        return self.kind
+            return f"int8:axis={self.axis}{coder}"
+        return self.kind + coder
 
 
 @dataclass(frozen=True)
@@ -68,6 +92,8 @@ class StorageCodec(ABC):
     name: ClassVar[str]
     decodes: ClassVar[bool] = True
     """False only for raw, whose arrays are views of the file; the rest build a new array at load."""
+    since_minor: ClassVar[int] = 1
+    """The format 1.x minor version that added this storage (a file is marked with the highest)."""
 
     def parse_params(
         self, obj: Mapping[str, Any], dtype: str, shape: tuple[int, ...], where: str, check: CheckedJson

@@ -62,6 +62,7 @@ class RawCodec(StorageCodec):
 
     name = "raw"
     decodes = False
+    since_minor = 0
 
     def layout(self, dtype: str, shape: tuple[int, ...], params: Mapping[str, Any]) -> BlobLayout:
         return lay_out([("data", dtype, int(np.prod(shape, dtype=object)))])

@@ -16,8 +16,9 @@ from edgecnn.format.errors import EcnnChecksumError, EcnnFormatError, EcnnUnsupp
 
 MAGIC = b"ECNN"
 FORMAT_MAJOR = 1
-FORMAT_MINOR = 1
-"""1.1 added the storages float16, int8 and csr; the writer marks files that use none of them 1.0."""
+FORMAT_MINOR = 2
+"""1.1 added the storages float16, int8 and csr, 1.2 the entropy coders zlib and lzma; the writer
+marks each file with the lowest version that has every storage it uses (1.0 for raw only)."""
 ALIGNMENT = 64
 """Every section and every tensor blob starts at a multiple of this many bytes from the file start."""
 

@@ -2,7 +2,8 @@
 
 Storage "raw" is a C-order little-endian blob mapped straight from the file (zero copy, read-only).
 Format 1.1 adds "float16", "int8" (per-axis scales) and "csr" (sparse rows), each decoded to a new
-array at load (dense_codecs.py, csr_codec.py). Every storage is a codec in ``STORAGE_READERS``; a file
+array at load (dense_codecs.py, csr_codec.py); format 1.2 adds "zlib" and "lzma", which entropy-code
+any of those (entropy_codec.py). Every storage is a codec in ``STORAGE_READERS``; a file
 using a storage this reader lacks is refused by name rather than misread.
 """
 
@@ -28,6 +29,7 @@ from edgecnn.format.checked_json import CheckedJson
 from edgecnn.format.codec import StorageChoice, StorageCodec
 from edgecnn.format.csr_codec import CsrCodec
 from edgecnn.format.dense_codecs import Float16Codec, Int8Codec, RawCodec
+from edgecnn.format.entropy_codec import LzmaCodec, ZlibCodec
 from edgecnn.format.errors import EcnnUnsupportedError
 from edgecnn.format.layout import ALIGNMENT, align
 from edgecnn.ir.dtypes import SUPPORTED_DTYPES
@@ -38,10 +40,14 @@ MAX_RANK = 32
 """numpy's smallest supported maximum number of dimensions."""
 MAX_DIM = 2**62
 
-STORAGE_READERS: dict[str, StorageCodec] = {
+_BASE_CODECS: dict[str, StorageCodec] = {
     codec.name: codec for codec in (RawCodec(), Float16Codec(), Int8Codec(), CsrCodec())
 }
-"""Every storage this edgecnn reads and writes, by the name files use."""
+STORAGE_READERS: dict[str, StorageCodec] = {
+    **_BASE_CODECS,
+    **{codec.name: codec for codec in (ZlibCodec(_BASE_CODECS), LzmaCodec(_BASE_CODECS))},
+}
+"""Every storage this edgecnn reads and writes, by the name files use (the entropy coders wrap the others)."""
 
 
 # ------------------------------------------------------------------ write
@@ -95,12 +101,7 @@ def plan_tensor(
         raise GraphError(f"cannot save {where} '{name}': dtype {array.dtype} is not one edgecnn stores")
     array = np.asarray(array, dtype=little_endian(array.dtype.name), order="C")  # keeps 0-d arrays 0-d
     choice = StorageChoice.parse(storage)
-    codec = STORAGE_READERS.get(choice.kind)
-    if codec is None:
-        raise GraphError(
-            f"cannot save {where} '{name}': unknown storage '{choice.kind}' "
-            f"(one of {', '.join(STORAGE_READERS)})"
-        )
+    codec = codec_for(choice, f"{where} '{name}'")
     encoded = codec.encode(array, choice, f"{where} '{name}'")
     layout = codec.layout(array.dtype.name, array.shape, encoded.params)
     chunks = tuple(
@@ -110,8 +111,19 @@ def plan_tensor(
     crc, end = chunks_crc(chunks)
     assert end == layout.nbytes, f"{choice.kind} layout of '{name}' ends at {end}, expected {layout.nbytes}"
     return PlannedTensor(
-        name, array.dtype.name, array.shape, choice.kind, encoded.params, chunks, align(offset), end, crc
+        name, array.dtype.name, array.shape, codec.name, encoded.params, chunks, align(offset), end, crc
     )
+
+
+def codec_for(choice: StorageChoice, where: str) -> StorageCodec:
+    """The codec that writes ``choice``: its entropy coder's if it has one (which wraps the rest)."""
+    codec = STORAGE_READERS.get(choice.kind) if choice.kind in _BASE_CODECS else None
+    if codec is None:
+        raise GraphError(
+            f"cannot save {where}: unknown storage '{choice.kind}' (one of {', '.join(_BASE_CODECS)}, "
+            "optionally followed by +zlib or +lzma)"
+        )
+    return STORAGE_READERS[choice.entropy] if choice.entropy else codec
 
 
 def _checked_part(array: np.ndarray, dtype: str, count: int) -> np.ndarray:
@@ -123,14 +135,20 @@ def _checked_part(array: np.ndarray, dtype: str, count: int) -> np.ndarray:
 def stored_nbytes(array: np.ndarray, storage: str | StorageChoice) -> int:
     """Size of ``array``'s blob in ``storage`` without encoding it (for choosing a storage)."""
     choice = StorageChoice.parse(storage)
-    codec = STORAGE_READERS[choice.kind]
+    codec = codec_for(choice, "tensor")
     params = codec.plan_params(np.asarray(array), choice, "tensor")
     return codec.layout(np.asarray(array).dtype.name, np.shape(array), params).nbytes
 
 
 def uses_new_storages(tensors: list[PlannedTensor]) -> bool:
-    """True when a format-1.0 reader could not read these tensors (the file is then marked 1.1)."""
-    return any(t.storage != "raw" for t in tensors)
+    """True when a format-1.0 reader could not read these tensors."""
+    return required_minor(tensors) > 0
+
+
+def required_minor(tensors: list[PlannedTensor]) -> int:
+    """The lowest format 1.x minor version whose readers know every storage these tensors use: 0 for
+    raw only, 1 with float16/int8/csr, 2 with an entropy coder."""
+    return max((STORAGE_READERS[t.storage].since_minor for t in tensors), default=0)
 
 
 def parse_storage_plan(plan: Mapping[str, str | StorageChoice] | None) -> dict[str, StorageChoice]:

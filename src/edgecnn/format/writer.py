@@ -15,7 +15,6 @@ from edgecnn.format.codec import StorageChoice
 from edgecnn.format.graph_codec import encode_graph
 from edgecnn.format.layout import (
     DIGEST_SIZE,
-    FORMAT_MINOR,
     SectionInfo,
     SectionKind,
     align,
@@ -23,7 +22,7 @@ from edgecnn.format.layout import (
     section_name,
     table_end,
 )
-from edgecnn.format.tensors import as_blob, chunks_crc, uses_new_storages
+from edgecnn.format.tensors import as_blob, chunks_crc, required_minor
 from edgecnn.ir.graph import Graph
 
 _ZEROS = bytes(64)
@@ -64,8 +63,9 @@ def save_ecnn(
     """Write ``graph`` to ``path``; GraphError if the graph cannot be stored.
 
     ``storage`` chooses how named tensors are stored ("float16", "int8", "int8:axis=1", "csr",
-    "csr:float16", "csr:int8"; see docs/formats/ecnn.md); every other tensor is "raw". A file that
-    uses only raw storage is marked format 1.0, so older readers take it; otherwise 1.1.
+    "csr:float16", "csr:int8", any of them + "+zlib" or "+lzma"; see docs/formats/ecnn.md); every
+    other tensor is "raw". A file is marked with the lowest format version whose readers know all its
+    storages: 1.0 for raw only, so older readers take it; 1.1 with float16/int8/csr; 1.2 with zlib/lzma.
 
     The file is written beside ``path`` and renamed over it, so a reader that has the old file
     memory-mapped keeps seeing the old bytes, and a failed save leaves no half-written file.
@@ -92,7 +92,7 @@ def save_ecnn(
     try:
         with os.fdopen(fd, "wb") as file:
             out = _HashingWriter(file)
-            minor = FORMAT_MINOR if uses_new_storages(encoded.tensors) else 0
+            minor = required_minor(encoded.tensors)
             out.write(pack_frame(0, file_size, sections, minor))
             out.pad_to(graph_offset)
             out.write(graph_bytes)
