@@ -101,3 +101,20 @@ def test_refusals(zoo_file: Callable[[str], Path]) -> None:
     runner = PartitionedModel(model, Partition({"cpu": 1.0, "reference": 1.0}), x)
     with runner, pytest.raises(InputError, match="prepared for input shapes"):
         runner.run(np.zeros((2, *x.shape[1:]), np.float32))
+
+
+@pytest.mark.skipif(not has_opencl(), reason="needs pyopencl and an OpenCL device (PoCL)")
+def test_opencl_lead_keeps_whole_layers_on_the_device(zoo_file: Callable[[str], Path]) -> None:
+    model = edgecnn.load(zoo_file("alexnet"), threads=1)
+    x = example_input(model)
+    plan = model.plan_for(x)
+    names = [s.node.name for s in plan.steps]
+    everything_on_opencl = Partition({"opencl:0": 1.0, "cpu": 0.5}, {n: ("opencl:0",) for n in names})
+    with PartitionedModel(model, everything_on_opencl, x) as runner:
+        close(runner.run(x), model.run(x))
+        stats = runner.stats.devices
+    assert stats["cpu"].pieces == 0 and stats["opencl:0"].pieces == len(names)
+    split_lead = Partition({"opencl:0": 1.0, "cpu": 0.5})
+    with PartitionedModel(model, split_lead, x) as runner:
+        assert runner.partition.lead == "opencl:0"
+        close(runner.run(x), model.run(x))

@@ -4,8 +4,10 @@ host and the next layer starts when all slices are in (layer-level synchronisati
 
 Everything is prepared once per input shape: the leading device's plan supplies the step order, slots and
 constants; each device gets its own kernels (``select_kernel``) on its own weight slices. Data movement is
-explicit and timed: a slice's inputs are copied to its device, the slice runs, its output comes back and is
-written into the layer's output (see :class:`DeviceTiming`).
+explicit and timed (see :class:`DeviceTiming`): a slice's input is copied to its device, the slice runs and
+its output comes back into its channels of the layer's output on the host. A layer run whole on a device
+leaves its output there, so consecutive whole layers on one device (e.g. pooling on a GPU that leads) copy
+nothing in between; a consumer elsewhere copies it.
 """
 
 from __future__ import annotations
@@ -108,18 +110,19 @@ def _upload(run: Any, args: list[Any]) -> list[Any]:
 
 
 def run_piece(piece: Piece, args: list[Any], out: np.ndarray | None, timing: DeviceTiming) -> tuple[Any, ...]:
-    """Run one piece on the calling (worker) thread; a slice writes into ``out`` and returns ()."""
+    """Run one piece on the calling (worker) thread. A slice writes its part of ``out`` and returns ();
+    a whole layer returns its outputs, left on the device when its kernel produced them there (the next
+    layer on the same device reads them in place; any other consumer copies them)."""
     start = time.perf_counter()
     if piece.in_range is not None:
         lo, hi = piece.in_range
         args[0] = np.ascontiguousarray(to_host(args[0])[:, lo:hi])
     run = piece.kernel.run
     run_device = getattr(run, "run_device", None)
-    if run_device is not None:
-        args = _upload(run, args)
+    args = _upload(run, args) if run_device is not None else [to_host(a) for a in args]
     uploaded = time.perf_counter()
     try:
-        result = run_device(*args) if run_device else run(*[to_host(a) for a in args])
+        result = run_device(*args) if run_device else run(*args)
         results = result if isinstance(result, tuple) else (result,)
         for value in results:
             if isinstance(value, DeviceTensor):
@@ -129,16 +132,15 @@ def run_piece(piece: Piece, args: list[Any], out: np.ndarray | None, timing: Dev
     except Exception as exc:
         raise GraphError(f"{piece.device}: kernel '{piece.kernel.name}' failed: {exc}") from exc
     computed = time.perf_counter()
-    host = tuple(np.asarray(to_host(v)) for v in results)
     if out is not None and piece.out_range is not None:
         lo, hi = piece.out_range
-        out[:, lo:hi] = host[0]
-        host = ()
+        out[:, lo:hi] = to_host(results[0])
+        results = ()
     timing.upload_s += uploaded - start
     timing.compute_s += computed - uploaded
     timing.download_s += time.perf_counter() - computed
     timing.pieces += 1
-    return host
+    return results
 
 
 def _set_numba_threads(threads: int) -> None:
@@ -264,7 +266,7 @@ class PartitionedModel:
             if name in plan.constants:
                 results[name] = plan.constants[name].copy()
                 continue
-            value = np.asarray(to_host(frame[plan.slots[name]]))
+            value = np.asarray(self._to_host(frame[plan.slots[name]]))
             results[name] = (
                 value if value.flags.owndata and not any(value is f for f in feeds.values()) else value.copy()
             )
@@ -280,13 +282,25 @@ class PartitionedModel:
             return self._result(part, future)
         assert part.out_type is not None and part.out_type.shape is not None
         out = np.empty(part.out_type.shape, dtype=part.out_type.dtype)  # type: ignore[arg-type]
+        x = self._to_host(args_all[0])  # once, not once per slice
         futures = []
         for piece in part.pieces:
-            args = [args_all[0], *piece.constants[1:]]
+            args = [x, *piece.constants[1:]]
             futures.append(self._submit(piece, args, out))
         for future in futures:
             self._result(part, future)
         return (out,)
+
+    def _to_host(self, value: Any) -> Any:
+        """A device-resident activation copied to the host, timed as its device's copy out."""
+        if not isinstance(value, DeviceTensor):
+            return value
+        start = time.perf_counter()
+        host = to_host(value)
+        owner = str(getattr(getattr(value, "device", None), "name", ""))
+        if owner in self.stats.devices:
+            self.stats.devices[owner].download_s += time.perf_counter() - start
+        return host
 
     def _submit(self, piece: Piece, args: list[Any], out: np.ndarray | None) -> Future[tuple[Any, ...]]:
         timing = self.stats.devices[piece.device]
