@@ -1,6 +1,9 @@
 """Compiled CPU kernels (numba), registered for the "cpu" backend when this package is imported.
 Each is tested against the op's numpy reference kernel (tests/kernels/).
 
+Entry points called from Python are compiled with ``nogil=True``: the batch-split runner
+(runtime/batch.py) calls them from several Python threads at once, which the GIL would serialise.
+
 Runs should be wrapped in ``cpu_threads(options.threads)`` (threads.py): it gives numba's pool the
 model's thread budget and holds BLAS to one thread, since the GEMMs run on numba's threads.
 

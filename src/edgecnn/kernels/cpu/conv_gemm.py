@@ -45,7 +45,7 @@ def rows_epilogue(
                 row[p] = activate(row[p] + b, kind, alpha, low, high)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, nogil=True, cache=True)
 def conv_gemm_2d(
     x: np.ndarray,  # (N, C, H, W)
     weights: np.ndarray,  # (G, Mg, Kg), Kg = Cg * KH * KW

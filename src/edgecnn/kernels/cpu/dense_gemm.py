@@ -11,7 +11,7 @@ from edgecnn.kernels.cpu.blas import gemm_into
 from edgecnn.kernels.cpu.epilogue import activate
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, nogil=True, cache=True)
 def dense_gemm(
     a: np.ndarray,  # (M, K), rows contiguous
     weights: np.ndarray,  # (N, K)

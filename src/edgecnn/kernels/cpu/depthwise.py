@@ -71,7 +71,7 @@ def _depthwise_plane(
                 out[i] = activate(acc[i], kind, alpha, low, high)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, nogil=True, cache=True)
 def depthwise_conv_2d(
     x: np.ndarray,  # (N, C, H, W)
     weights: np.ndarray,  # (M, KH, KW), M = C * multiplier

@@ -37,7 +37,7 @@ def _activate_chunk(x: np.ndarray, out: np.ndarray, kind: int, alpha: float, low
             out[i] = activate(x[i], kind, alpha, low, high)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, nogil=True, cache=True)
 def activation(
     x: np.ndarray, kind: int, alpha: float, low: float, high: float, chunk: int, out: np.ndarray
 ) -> None:

@@ -55,7 +55,7 @@ def activate(v: float, kind: int, alpha: float, low: float, high: float) -> np.f
     return x
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, nogil=True, cache=True)
 def bias_activation_(
     block: np.ndarray,  # (rows, pixels): one output channel per row
     bias: np.ndarray,  # (rows,)
@@ -82,7 +82,7 @@ def bias_activation_(
                 row[p] = activate(row[p] + b, kind, alpha, low, high)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, nogil=True, cache=True)
 def add_activation_(
     values: np.ndarray,  # (n,), written in place
     addend: np.ndarray,  # (n,)

@@ -77,7 +77,7 @@ def im2col_range(
                 tail[i] = 0.0
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, nogil=True, cache=True)
 def im2col_2d(
     image: np.ndarray,  # (C, H, W)
     kernel_h: int,

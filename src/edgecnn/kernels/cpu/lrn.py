@@ -66,7 +66,7 @@ def _lrn_block(
             dest[i] = source[i] / denominator
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, nogil=True, cache=True)
 def lrn_across_channels(
     x: np.ndarray,  # (N, C, P)
     size: int,

@@ -84,7 +84,7 @@ def _pool_plane(
                 dest[np.uint64(oy), np.uint64(ox)] = activate(result, kind, alpha, low, high)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, nogil=True, cache=True)
 def pool_2d(
     x: np.ndarray,  # (N, C, H, W)
     kernel_h: int,
@@ -139,7 +139,7 @@ def pool_2d(
         )
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, nogil=True, cache=True)
 def global_pool(
     planes: np.ndarray,  # (N*C, H*W)
     is_max: bool,
