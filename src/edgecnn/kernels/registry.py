@@ -3,6 +3,17 @@
 A kernel is registered as a *factory*: ``factory(node, input_types, input_values)`` is called
 once per plan (pack weights, pick an algorithm) and returns the callable that runs the step,
 ``fn(*inputs) -> ndarray | tuple[ndarray, ...]``. The op's reference kernel is the fallback.
+
+Write-into protocol (arena execution, edgecnn.runtime.arena): a CPU step callable may also expose
+``fn.run_into(out, *inputs) -> None``, writing its result into ``out`` instead of allocating it.
+``out`` is a C-contiguous array of exactly the planned output type (dtype and shape), often a view
+into the run's arena; a tuple of such arrays for a step with several outputs. It never overlaps an
+input unless the callable sets ``fn.in_place = True``: then ``out`` may *be* input 0 (same memory,
+same type), and the kernel must read every element before writing it. ``run_into`` must neither
+keep ``out`` or the inputs past the call nor return a view of them; per-call temporaries belong in
+``kernels.cpu.common.scratch`` (per thread, reused), so that a steady-state run allocates nothing.
+Steps without ``run_into`` still work: their results are kept as they are, outside the arena.
+OpenCL steps expose ``fn.run_device`` instead (device-resident tensors).
 """
 
 from __future__ import annotations
