@@ -185,6 +185,23 @@ def ordered(rows: list[Row]) -> list[Row]:
     return sorted(rows, key=lambda r: (ops.index(r.op), places.index(r.where)))
 
 
+def host_and_gpu_ms(
+    model: Model, x: np.ndarray, device_name: str, warmup: int, repeat: int
+) -> tuple[float, float]:
+    """Median (host ms, GPU ms) of one run with the input already on the GPU and no copy back: the
+    host's time to launch every step, and the GPU's from the first launch to the last kernel's end
+    (cupyx.profiler.benchmark). Equal times mean the GPU waited for the host."""
+    from cupyx.profiler import benchmark as cupy_benchmark
+
+    from edgecnn.kernels.cuda import CudaArray, get_device
+    from edgecnn.runtime.executor import execute
+
+    plan = model.plan_for(x)
+    feeds = {model.inputs[0].name: CudaArray.upload(get_device(parse_device(device_name).index), x)}
+    result = cupy_benchmark(lambda: execute(plan, feeds, []), n_repeat=repeat, n_warmup=warmup)
+    return float(np.median(result.cpu_times)) * 1e3, float(np.median(result.gpu_times[0])) * 1e3
+
+
 def models_table(device_name: str, names: list[str], warmup: int, repeat: int) -> str:
     """Median ms per inference (batch 1, full-size zoo models): CPU against CUDA."""
     import onnx
@@ -193,8 +210,8 @@ def models_table(device_name: str, names: list[str], warmup: int, repeat: int) -
     from edgecnn.bench.zoo import build_model
 
     lines = [
-        "| model (batch 1) | CPU ms | CUDA ms | CPU / CUDA | max relative error |",
-        "| --- | ---: | ---: | ---: | ---: |",
+        "| model (batch 1) | steps | CPU ms | CUDA ms | CPU / CUDA | CUDA host launch ms | CUDA GPU ms | max relative error |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     folder = tempfile.mkdtemp()
     for name in names:
@@ -207,11 +224,16 @@ def models_table(device_name: str, names: list[str], warmup: int, repeat: int) -
         x = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
         expected = cpu(x)
         error = float(np.abs(gpu(x) - expected).max()) / float(np.abs(expected).max())
-        fallbacks = sum(not s.kernel.name.startswith("cuda_") for s in gpu.plan_for(x).steps)
+        steps = gpu.plan_for(x).steps
+        fallbacks = sum(not s.kernel.name.startswith("cuda_") for s in steps)
         cpu_ms = statistics.median(timed(lambda cpu=cpu, x=x: cpu(x), warmup, repeat))
         gpu_ms = statistics.median(timed(lambda gpu=gpu, x=x: gpu(x), warmup, repeat))
+        host, busy = host_and_gpu_ms(gpu, x, device_name, warmup, repeat)
         note = f" ({fallbacks} steps on the reference)" if fallbacks else ""
-        lines.append(f"| {name}{note} | {cpu_ms:.2f} | {gpu_ms:.2f} | {cpu_ms / gpu_ms:.1f}x | {error:.1e} |")
+        lines.append(
+            f"| {name}{note} | {len(steps)} | {cpu_ms:.2f} | {gpu_ms:.2f} | {cpu_ms / gpu_ms:.1f}x | {host:.2f} "
+            f"| {busy:.2f} | {error:.1e} |"
+        )
     return "\n".join(lines)
 
 

@@ -63,7 +63,7 @@ def test_max_pool_propagates_nan() -> None:
 
 
 @pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
-@pytest.mark.parametrize("shape", [(1, 5, 7, 7), (2, 3, 13), (2, 3, 2, 3, 4), (3, 2, 1, 1)])
+@pytest.mark.parametrize("shape", [(1, 5, 7, 7), (2, 3, 13), (2, 3, 2, 3, 4), (3, 2, 1, 1), (1, 2, 70, 70)])
 def test_global_pools(op: str, shape: tuple[int, ...]) -> None:
     x = rand(np.random.default_rng(3), *shape)
     kind = "global_average_pool" if "Average" in op else "global_max_pool"

@@ -6,8 +6,9 @@ The geometry (and which convolutions count as narrow) is the OpenCL backend's, r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -62,14 +63,23 @@ def conv_setup(node: Node, types: Types, values: Values) -> ConvSetup:
     )
 
 
-def epilogue(device: CudaDevice, y: CudaArray, bias: CudaArray | None, activation: tuple, rows: int) -> None:
-    """y = act(y + bias[channel]) in place, y seen as (N, rows, plane); nothing to do without either."""
-    if bias is None and int(activation[0]) == 0:
-        return
-    plane = max(y.size // max(y.shape[0] * rows, 1), 1)
-    source = bias.array if bias is not None else y.array  # unread when has_bias is 0
-    device.launch("bias_activation", y.size, y.array, source, np.int32(bias is not None), np.int32(rows),
-                  np.int32(plane), *activation)  # fmt: skip
+def epilogue(
+    device: CudaDevice, out_shape: tuple[int, ...], activation: tuple, rows: int
+) -> Callable[[Any, CudaArray | None], None]:
+    """``apply(y, bias)``: y = act(y + bias[channel]) in place, y seen as (N, rows, plane); nothing
+    to do without a bias or an activation. Launch arguments are fixed at plan time."""
+    total = int(np.prod(out_shape))
+    plane = max(total // max(out_shape[0] * rows, 1), 1)
+    fixed = (np.int32(rows), np.int32(plane), *activation)
+    has_activation = int(activation[0]) != 0
+
+    def apply(y: Any, bias: CudaArray | None) -> None:
+        if bias is None and not has_activation:
+            return
+        source = bias.array if bias is not None else y  # unread when has_bias is 0
+        device.launch("bias_activation", total, y, source, np.int32(bias is not None), *fixed)
+
+    return apply
 
 
 def column_chunk(geo: Conv2d) -> int:
@@ -84,24 +94,34 @@ def _gemm_conv_factory(node: Node, types: Types, values: Values) -> CudaStep:
     cupy = device.cupy
     g, mg, kc, p = geo.groups, geo.m // geo.groups, geo.taps, geo.positions
     chunk = column_chunk(geo)
+    # Fewest batch axes for cupy.matmul: one image and one group is a plain 2-D cuBLAS GEMM (about
+    # half the host time of a batched call); the weights broadcast over images.
+    lead = () if geo.n == 1 and g == 1 else (geo.n,) if g == 1 else (geo.n, g)
+    weight_shape = (mg, kc) if g == 1 else (g, mg, kc)
+    im2col_args = (*geo.args(), np.int32(0))
+    finish = epilogue(device, out_shape, setup.activation, geo.m)
+    empty = int(np.prod(out_shape)) == 0
 
     def launch(x: CudaArray, w: CudaArray, b: CudaArray | None = None) -> CudaArray:
         w, b = either(setup.weights, w), either(setup.bias, b)
-        y = CudaArray.empty(device, out_shape)
-        if y.size == 0:
-            return y
-        weights = w.array.reshape(g, mg, kc)  # per group an (Mg x Kc) matrix
-        out = y.array.reshape(geo.n, g, mg, p)
+        if empty:
+            return CudaArray.empty(device, out_shape)
+        weights = w.array.reshape(weight_shape)  # per group an (Mg x Kc) matrix
         if geo.is_pointwise:  # the input (N, G, Cg, H*W) is the column matrix
-            cupy.matmul(weights, x.array.reshape(geo.n, g, kc, p), out=out)
-        else:
+            y = cupy.matmul(weights, x.array.reshape(*lead, kc, p))
+        elif chunk >= geo.n:
+            cols = device.empty((*lead, kc, p))
+            device.launch("im2col", cols.size, x.array, *im2col_args, cols)
+            y = cupy.matmul(weights, cols)
+        else:  # a chunk of images at a time, each product written into its part of the output
+            y = device.empty((geo.n, g, mg, p))
             cols = device.empty((chunk, g, kc, p))
             for n0 in range(0, geo.n, chunk):
                 images = min(chunk, geo.n - n0)
                 device.launch("im2col", images * g * kc * p, x.array, *geo.args(), np.int32(n0), cols)
-                cupy.matmul(weights, cols[:images], out=out[n0 : n0 + images])
-        epilogue(device, y, b, setup.activation, geo.m)
-        return y
+                cupy.matmul(weights.reshape(g, mg, kc), cols[:images], out=y[n0 : n0 + images])
+        finish(y, b)
+        return CudaArray(device, y.reshape(out_shape))
 
     return CudaStep(device, launch, variable_inputs(node, values, (0, 1, 2)))
 
@@ -109,13 +129,15 @@ def _gemm_conv_factory(node: Node, types: Types, values: Values) -> CudaStep:
 def _direct_conv_factory(node: Node, types: Types, values: Values) -> CudaStep:
     setup = conv_setup(node, types, values)
     device, geo, out_shape, activation = setup.device, setup.geo, setup.out_shape, setup.activation
+    geometry = (*geo.args(),)
+    m = np.int32(geo.m)
 
     def launch(x: CudaArray, w: CudaArray, b: CudaArray | None = None) -> CudaArray:
         w, b = either(setup.weights, w), either(setup.bias, b)
         y = CudaArray.empty(device, out_shape)
         bias = b.array if b is not None else w.array  # unread when has_bias is 0
-        device.launch("conv_direct", y.size, x.array, *geo.args(), w.array, np.int32(geo.m), bias,
-                      np.int32(b is not None), y.array, *activation)  # fmt: skip
+        device.launch("conv_direct", y.size, x.array, *geometry, w.array, m, bias, np.int32(b is not None),
+                      y.array, *activation)  # fmt: skip
         return y
 
     return CudaStep(device, launch, variable_inputs(node, values, (0, 1, 2)))

@@ -48,27 +48,44 @@ def _upload_oriented(device: CudaDevice, value: np.ndarray | None, transposed: b
     return CudaArray.upload(device, np.ascontiguousarray(value.T if transposed else value))
 
 
+def column_bias(value: np.ndarray | None, n: int, beta: float) -> np.ndarray | None:
+    """beta * C as one value per output column when the constant C is a row, (n,) or (1, n): the
+    fused epilogue then adds it with the activation in one launch. None for other shapes."""
+    if value is None or value.shape not in ((n,), (1, n)):
+        return None
+    return (np.float32(beta) * np.asarray(value, np.float32)).reshape(n)
+
+
 def _gemm_factory(node: Node, types: Types, values: Values) -> CudaStep:
     attrs = node.attrs
     device = device_for_plan()
     cupy = device.cupy
+    a_shape, b_shape = shape_of(types[0]), shape_of(types[1])
+    m = a_shape[1] if attrs.trans_a else a_shape[0]
+    n = b_shape[0] if attrs.trans_b else b_shape[1]
     a_const = _upload_oriented(device, values[0], attrs.trans_a)
     b_const = _upload_oriented(device, values[1], attrs.trans_b)
     has_c = len(node.inputs) > 2 and bool(node.inputs[2])
-    c_const = constant_on_device(device, values, 2) if has_c else None
+    bias = column_bias(values[2], n, attrs.beta) if has_c and attrs.beta != 0 else None
+    bias_const = None if bias is None else CudaArray.upload(device, bias)
+    c_const = constant_on_device(device, values, 2) if has_c and bias is None else None
     activation = activation_params(attrs) if node.op == "FusedGemm" else NO_ACTIVATION
     alpha, beta = np.float32(attrs.alpha), np.float32(attrs.beta)
+    epilogue = (np.int32(1), np.int32(n), np.int32(1), *activation)  # has_bias, rows = n, plane = 1
 
     def launch(a: CudaArray, b: CudaArray, c: CudaArray | None = None) -> CudaArray:
         left = a_const.array if a_const is not None else (a.array.T if attrs.trans_a else a.array)
         right = b_const.array if b_const is not None else (b.array.T if attrs.trans_b else b.array)
-        c = either(c_const, c)
-        y = cupy.matmul(left, right)
+        y = cupy.ascontiguousarray(cupy.matmul(left, right), dtype=cupy.float32)
         if alpha != 1:
             y *= alpha
+        result = CudaArray(device, y)
+        if bias_const is not None:  # y = act(y + bias[column]) in one launch
+            device.launch("bias_activation", m * n, y, bias_const.array, *epilogue)
+            return result
+        c = either(c_const, c)
         if c is not None and beta != 0:
             y += c.array if beta == 1 else beta * c.array
-        result = CudaArray(device, cupy.ascontiguousarray(y, dtype=cupy.float32))
         apply_activation(device, result, activation)
         return result
 

@@ -48,16 +48,26 @@ def global_supported(node: Node, types: Types, values: Values) -> bool:
     return is_float32(t) and (t.rank or 0) >= 3 and int(np.prod(shape_of(t)[2:])) > 0  # type: ignore[union-attr]
 
 
+GLOBAL_KERNEL_MAX = 4096
+"""Planes of at most this many elements are pooled by one thread each (one launch); larger ones by
+CuPy's parallel reductions."""
+
+
 def _global_pool(node: Node, types: Types, is_max: bool) -> CudaStep:
     device = device_for_plan()
     shape = shape_of(types[0])
-    planes = shape[0] * shape[1]
+    planes, size = shape[0] * shape[1], int(np.prod(shape[2:]))
     out_shape = (*shape[:2], *([1] * (len(shape) - 2)))
+    flag = np.int32(is_max)
 
     def launch(x: CudaArray) -> CudaArray:
-        flat = x.array.reshape(planes, -1) if planes else x.array.reshape(0, 1)
-        y = flat.max(axis=1) if is_max else flat.mean(axis=1)
-        return CudaArray(device, y.astype(device.cupy.float32, copy=False).reshape(out_shape))
+        if size <= GLOBAL_KERNEL_MAX:
+            y = CudaArray.empty(device, out_shape)
+            device.launch("global_pool", planes, x.array, y.array, np.int32(size), flag)
+            return y
+        flat = x.array.reshape(planes, size)
+        pooled = flat.max(axis=1) if is_max else flat.mean(axis=1)
+        return CudaArray(device, pooled.astype(device.cupy.float32, copy=False).reshape(out_shape))
 
     return CudaStep(device, launch, (0,))
 

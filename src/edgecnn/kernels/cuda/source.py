@@ -1,8 +1,10 @@
-"""CUDA C of the kernels CuPy has no routine for (im2col, direct/depthwise convolution, pooling, LRN)
-and of the fused epilogues, compiled once per device with NVRTC (cupy.RawModule).
+"""CUDA C of the kernels CuPy has no routine for (im2col, direct/depthwise convolution, pooling, LRN),
+of the fused epilogues, and of copies (Concat, Split, Transpose, global pools) that cost one launch
+where CuPy's routines cost several host calls; compiled once per device with NVRTC (cupy.RawModule).
 
 Kept in a Python string rather than a .cu file so that the package needs no extra package-data.
-Every kernel is 1-D: ``total`` threads, one per output element, each returning past ``total``.
+Every kernel is 1-D: ``total`` threads (one per output element, or per plane for global_pool),
+each returning past ``total``.
 Activation codes follow edgecnn.ops.fused.ACTIVATIONS, then tanh (as the OpenCL backend's)."""
 
 SOURCE = r"""
@@ -183,8 +185,51 @@ __global__ void lrn(const int total, const float *x, float *y, const int C, cons
     y[gid] = x[gid] / powf(bias + alpha / (float)size * sum, beta);
 }
 
+/* Mean (is_max = 0) or maximum of each plane of S elements, one thread per plane. */
+__global__ void global_pool(const int total, const float *x, float *y, const int S, const int is_max) {
+    GID_OR_RETURN
+    const float *xp = x + (long long)gid * S;
+    if (is_max) {
+        float best = NEG_INF;
+        for (int s = 0; s < S; ++s) best = max_nan(xp[s], best);
+        y[gid] = best;
+    } else {
+        float sum = 0.0f;
+        for (int s = 0; s < S; ++s) sum += xp[s];
+        y[gid] = sum / (float)S;
+    }
+}
+
+/* One input of a Concat: rows of x_row elements into rows of y_row, from column y_start. */
+__global__ void copy_rows(const int total, const float *x, float *y, const int x_row, const int y_row,
+                          const int y_start) {
+    GID_OR_RETURN
+    y[(gid / x_row) * y_row + y_start + gid % x_row] = x[gid];
+}
+
+/* One output of a Split: rows of y_row elements out of rows of x_row, from column x_start. */
+__global__ void copy_rows_from(const int total, const float *x, float *y, const int x_row, const int y_row,
+                               const int x_start) {
+    GID_OR_RETURN
+    y[gid] = x[(gid / y_row) * x_row + x_start + gid % y_row];
+}
+
+/* Transpose: meta holds the output dims, then the input stride of each output axis. */
+__global__ void permute(const int total, const float *x, float *y, const int *meta, const int rank) {
+    GID_OR_RETURN
+    int rest = gid, at = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+        at += (rest % meta[d]) * meta[rank + d];
+        rest /= meta[d];
+    }
+    y[gid] = x[at];
+}
+
 }  /* extern "C" */
 """
 
-KERNELS = ("activation", "bias_activation", "im2col", "conv_direct", "max_pool2d", "avg_pool2d", "lrn")
+KERNELS = (
+    "activation", "bias_activation", "im2col", "conv_direct", "max_pool2d", "avg_pool2d", "lrn", "global_pool",
+    "copy_rows", "copy_rows_from", "permute",
+)  # fmt: skip
 """The kernels of SOURCE, looked up by name."""

@@ -1,6 +1,8 @@
 """Shape-only ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity), Concat, Split and Transpose on
 CUDA, so that a chain of CUDA steps keeps its data on the GPU across them. A reshape of a device
-tensor is a view of the same memory; on host arrays these steps do what the reference kernels do."""
+tensor is a view of the same memory; the copies are one kernel launch per input or output (CuPy's
+concatenate and transpose cost several host calls each); on host arrays the views do what the
+reference kernels do."""
 
 from __future__ import annotations
 
@@ -62,34 +64,48 @@ _register_views()
 
 @cuda_kernel("Concat", when=concat_supported, name="cuda_concat")
 def cuda_concat(node: Node, types: Types, values: Values) -> CudaStep:
+    """Each input is copied as rows of prod(shape[axis:]) elements into the output's wider rows."""
     device = device_for_plan()
-    cupy = device.cupy
-    axis = normalize_axis(node.attrs.axis, len(shape_of(types[0])))
+    shapes = [shape_of(t) for t in types]
+    axis = normalize_axis(node.attrs.axis, len(shapes[0]))
+    (out,) = get_op("Concat").infer(node.attrs, types, values)
+    out_shape = shape_of(out)
+    out_row = np.int32(np.prod(out_shape[axis:]))
+    pieces, start = [], 0
+    for shape in shapes:
+        row = int(np.prod(shape[axis:]))
+        pieces.append((int(np.prod(shape)), np.int32(row), np.int32(start)))
+        start += row
 
     def launch(*xs: CudaArray) -> CudaArray:
-        return CudaArray(device, cupy.concatenate([x.array for x in xs], axis=axis))
+        y = CudaArray.empty(device, out_shape)
+        for x, (total, row, begin) in zip(xs, pieces):
+            device.launch("copy_rows", total, x.array, y.array, row, out_row, begin)
+        return y
 
-    return CudaStep(device, launch, range(len(types)))
+    return CudaStep(device, launch, range(len(shapes)))
 
 
 @cuda_kernel("Split", when=split_supported, name="cuda_split")
 def cuda_split(node: Node, types: Types, values: Values) -> CudaStep:
+    """Each output takes its rows of prod(shape[axis:]) elements out of the input's wider rows."""
     device = device_for_plan()
-    cupy = device.cupy
     in_shape = shape_of(types[0])
     axis = normalize_axis(node.attrs.axis, len(in_shape))
-    bounds, start = [], 0
+    in_row = np.int32(np.prod(in_shape[axis:]))
+    outputs, start = [], 0
     for out in get_op("Split").infer(node.attrs, types, values):
-        size = shape_of(out)[axis]
-        bounds.append((start, start + size))
-        start += size
+        shape = shape_of(out)
+        row = int(np.prod(shape[axis:]))
+        outputs.append((shape, np.int32(row), np.int32(start)))
+        start += row
 
     def launch(x: CudaArray, sizes: object = None) -> tuple[CudaArray, ...]:
-        index: list[Any] = [slice(None)] * len(in_shape)
         pieces = []
-        for begin, end in bounds:
-            index[axis] = slice(begin, end)
-            pieces.append(CudaArray(device, cupy.ascontiguousarray(x.array[tuple(index)])))
+        for shape, row, begin in outputs:
+            y = CudaArray.empty(device, shape)
+            device.launch("copy_rows_from", y.size, x.array, y.array, in_row, row, begin)
+            pieces.append(y)
         return tuple(pieces)
 
     return CudaStep(device, launch, (0,))
@@ -98,13 +114,18 @@ def cuda_split(node: Node, types: Types, values: Values) -> CudaStep:
 @cuda_kernel("Transpose", when=transpose_supported, name="cuda_transpose")
 def cuda_transpose(node: Node, types: Types, values: Values) -> CudaStep:
     device = device_for_plan()
-    cupy = device.cupy
     shape = shape_of(types[0])
-    perm = tuple(transpose_perm(node.attrs, len(shape)))
+    perm = transpose_perm(node.attrs, len(shape))
+    strides = [int(np.prod(shape[axis + 1 :])) for axis in range(len(shape))]
     out_shape = tuple(shape[p] for p in perm)
+    meta = np.array([*out_shape, *(strides[p] for p in perm)] or [1, 0], np.int32)
+    with device.cuda:
+        meta_device = device.cupy.asarray(meta)  # uploaded once per plan
+    rank = np.int32(max(len(shape), 1))
 
     def launch(x: CudaArray) -> CudaArray:
-        moved = cupy.ascontiguousarray(cupy.transpose(x.array, perm))
-        return CudaArray(device, moved.reshape(out_shape))  # a 0-d input stays 0-d
+        y = CudaArray.empty(device, out_shape)
+        device.launch("permute", y.size, x.array, y.array, meta_device, rank)
+        return y
 
     return CudaStep(device, launch, (0,))
