@@ -68,6 +68,11 @@ def command(
     sparse_threshold: float = typer.Option(
         0.5, min=0.0, max=1.0, help="Store a weight as CSR when its density is below this and CSR is smaller."
     ),
+    entropy: str | None = typer.Option(
+        None,
+        metavar="zlib|lzma",
+        help="Entropy-code stored tensors with this coder where it saves 5% or more (format 1.2).",
+    ),
     iterations: int = typer.Option(10, min=1, help="Timed forward passes per model (median reported)."),
     samples: int = typer.Option(8, min=1, help="Random inputs for the top-1 agreement."),
     seed: int = typer.Option(0, help="Seed of the random inputs."),
@@ -78,11 +83,14 @@ def command(
     from edgecnn.compress import compress
     from edgecnn.compress.report import compare, tensor_rows
     from edgecnn.format import save_ecnn
+    from edgecnn.format.entropy_plan import entropy_plan
     from edgecnn.importers import load_graph
     from edgecnn.vision.preprocess import parse_shape
 
     if quantize is not None and quantize not in ("int8", "fp16"):
         raise typer.BadParameter(f"'{quantize}': use int8 or fp16", param_hint="--quantize")
+    if entropy is not None and entropy not in ("zlib", "lzma"):
+        raise typer.BadParameter(f"'{entropy}': use zlib or lzma", param_hint="--entropy")
     if calibration is not None and quantize != "int8":
         raise typer.BadParameter("calibration needs --quantize int8", param_hint="--calibration")
     if calibration_method not in ("minmax", "percentile", "kl"):
@@ -93,6 +101,8 @@ def command(
         compressed, plan = compress(graph, prune=keep, prune_layers=layers, sparse_threshold=sparse_threshold)
         compressed = calibrated_int8(compressed, calibration, calibration_method, threads)
         plan = {name: storage for name, storage in plan.items() if name in compressed.initializers}
+        if entropy is not None:
+            plan = entropy_plan(compressed, plan, entropy)
         save_ecnn(compressed, output, storage=plan)
         console.print(int8_table(compressed, calibration_method))
         console.print(calibration_agreement(graph, compressed, calibration, threads))
@@ -100,6 +110,8 @@ def command(
         compressed, plan = compress(
             graph, prune=keep, prune_layers=layers, quantize=quantize, sparse_threshold=sparse_threshold
         )
+        if entropy is not None:
+            plan = entropy_plan(compressed, plan, entropy)
         save_ecnn(compressed, output, storage=plan)
         console.print(storage_table(tensor_rows(compressed, plan)))
         if quantize == "int8":
