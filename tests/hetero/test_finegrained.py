@@ -28,9 +28,17 @@ def conv(name: str = "conv", units: int | None = 10, cpu: float = 1.0, gpu: floa
 
 def test_option_cost_arithmetic() -> None:
     link = {"cpu": LinkCost("cpu"), "gpu": LinkCost("gpu", latency_s=0.01, bytes_per_s=1e5)}
+    # Whole on the gpu: copy the input in; the output stays there unless the run ends with this layer.
     whole_gpu = option_cost(conv(), ("gpu",), PARTITION, WATTS, link)
-    assert whole_gpu.seconds == pytest.approx(1.0 + (0.01 + 0.01) + (0.01 + 0.02))
+    assert whole_gpu.seconds == pytest.approx(1.0 + (0.01 + 0.01))
     assert whole_gpu.joules == pytest.approx(1.0 * whole_gpu.seconds)
+    assert option_cost(conv(), ("gpu",), PARTITION, WATTS, link, last=True).seconds == pytest.approx(1.05)
+    # After a layer whole on the gpu: its output is already there, or leaves it first.
+    after_gpu = (conv("before"), ("gpu",))
+    assert option_cost(conv(), ("gpu",), PARTITION, WATTS, link, after_gpu).seconds == pytest.approx(1.0)
+    on_cpu = option_cost(conv(), ("cpu",), PARTITION, WATTS, link, after_gpu)
+    assert on_cpu.seconds == pytest.approx(0.03 + 1.0)
+    assert on_cpu.joules == pytest.approx(1.0 * 0.03 + 4.0 * 1.0)
     split = option_cost(conv(), ("cpu", "gpu"), PARTITION, WATTS, link)
     gpu_busy = 0.5 + (0.01 + 0.01) + (0.01 + 0.01)
     assert split.seconds == pytest.approx(max(0.5, gpu_busy))
@@ -59,6 +67,15 @@ def test_costly_copies_keep_layers_on_the_host() -> None:
     assert found.fine.edp < found.coarse.edp and found.improvement > 1
     assert found.coarse_without_transfer.edp < found.coarse.edp
     assert found.partition.layer_devices == {f"c{i}": ("cpu",) for i in range(3)}
+
+
+def test_consecutive_layers_on_one_device_copy_once() -> None:
+    # Per-layer copies would make the gpu lose; resident activations make a run of gpu layers worth it.
+    layers = [conv(f"c{i}", cpu=2.0, gpu=1.0) for i in range(4)]
+    link = {"gpu": LinkCost("gpu", latency_s=0.6)}
+    found = fine_grained(layers, PARTITION, {"cpu": 1.0, "gpu": 1.0}, link)
+    assert all(option == ("gpu",) for option in found.choice.values())
+    assert found.fine.seconds == pytest.approx(4 * 1.0 + 0.6 + 0.6)  # one copy in, one copy out
 
 
 def test_layer_preferences_differ() -> None:

@@ -4,9 +4,13 @@ devices, or the whole layer on one device).
 
 Model (one inference = the layers in order, each layer finished before the next starts, as the executor
 runs them). Device d running a fraction f of layer l is busy ``f * t_l,d`` (its measured time for the whole
-layer, scaled as the seed scales work) plus one copy in and one copy out (``LinkCost``; zero for devices
-on host memory). The layer takes the longest busy time; its energy is the sum of ``P_d x busy_d`` (each
-device's average power while it works; idle power is not charged, as in the seed). Totals add over layers.
+layer, scaled as the seed scales work) plus its copies (``LinkCost``; none for devices on host memory),
+as the executor makes them: a slice copies its input in and its output out; a layer run whole on a device
+copies its input in unless the previous layer ran whole on that same device, and its output stays there
+until a layer elsewhere (or the end of the run) needs it, which then pays that copy out. "Previous" is
+the previous step: exact for chains, an approximation where branches meet. The layer takes the longest busy
+time; its energy is the sum of ``P_d x busy_d`` (each device's average power while it works; idle power is
+not charged, as in the seed). Totals add over layers.
 
 Choice: coordinate descent on the total predicted EDP = E x T (layer by layer, take the device subset that
 lowers it, sweep until nothing changes), started from the coarse plan (every splittable layer split among
@@ -84,34 +88,51 @@ def _links(devices: Sequence[str], links: Mapping[str, LinkCost] | None) -> dict
     return {d: (links or {}).get(d, LinkCost(d)) for d in devices}
 
 
+def _fractions(layer: LayerCost, option: Option, partition: Partition) -> dict[str, float]:
+    if len(option) == 1:
+        return {option[0]: 1.0}
+    if not layer.units:
+        raise ProfileError(f"layer {layer.name!r} cannot be split")
+    counts = Partition(partition.shares, {layer.name: option}).counts(layer.name, layer.units)
+    return {d: c / layer.units for d, c in counts.items() if c > 0}
+
+
 def option_cost(
     layer: LayerCost,
     option: Option,
     partition: Partition,
     watts: Mapping[str, float],
     links: Mapping[str, LinkCost],
+    previous: tuple[LayerCost, Option] | None = None,
+    last: bool = False,
 ) -> Estimate:
-    """Predicted (seconds, joules) of one layer shared by the devices of ``option``."""
-    if len(option) > 1 and not layer.units:
-        raise ProfileError(f"layer {layer.name!r} cannot be split")
-    if len(option) == 1:
-        fractions = {option[0]: 1.0}
-    else:
-        assert layer.units
-        counts = Partition(partition.shares, {layer.name: option}).counts(layer.name, layer.units)
-        fractions = {d: c / layer.units for d, c in counts.items() if c > 0}
-    busiest, joules = 0.0, 0.0
-    for device, fraction in fractions.items():
+    """Predicted (seconds, joules) of one layer shared by the devices of ``option``, after ``previous``
+    (the previous layer and its option; None: the layer reads the model's input, on the host). ``last``:
+    the model's output is copied back after this layer."""
+    fractions = _fractions(layer, option, partition)
+    for device in fractions:
         if device not in layer.seconds:
             raise ProfileError(f"layer {layer.name!r} has no time measured on {device!r}")
+    seconds = joules = 0.0
+    if previous is not None:
+        prev_layer, prev_option = previous
+        held = prev_option[0] if len(prev_option) == 1 else None
+        if held is not None and option != prev_option:  # the previous output leaves its device first
+            copy = links[held].seconds(prev_layer.out_bytes)
+            seconds, joules = copy, watts[held] * copy
+        resident = held is not None and option == prev_option
+    else:
+        resident = False
+    whole = len(option) == 1
+    busiest = 0.0
+    for device, fraction in fractions.items():
         link = links[device]
-        read = layer.in_bytes * (fraction if layer.sliced_input else 1.0)
-        busy = (
-            fraction * layer.seconds[device] + link.seconds(read) + link.seconds(layer.out_bytes * fraction)
-        )
+        read = 0.0 if resident else layer.in_bytes * (fraction if layer.sliced_input else 1.0)
+        written = layer.out_bytes * fraction if (not whole or last) else 0.0
+        busy = fraction * layer.seconds[device] + link.seconds(read) + link.seconds(written)
         busiest = max(busiest, busy)
         joules += watts[device] * busy
-    return Estimate(busiest, joules)
+    return Estimate(seconds + busiest, joules)
 
 
 def subsets(devices: Sequence[str]) -> list[Option]:
@@ -133,6 +154,47 @@ def coarse_choice(layers: Sequence[LayerCost], partition: Partition) -> dict[str
     return {layer.name: _layer_option(layer, partition.devices, partition) for layer in layers}
 
 
+class _Costs:
+    """Memoised option costs of a layer sequence: layer i's cost depends on its option and layer i-1's."""
+
+    def __init__(
+        self,
+        layers: Sequence[LayerCost],
+        partition: Partition,
+        watts: Mapping[str, float],
+        links: Mapping[str, LinkCost],
+    ) -> None:
+        self.layers, self.partition, self.watts, self.links = list(layers), partition, watts, links
+        self._memo: dict[tuple[int, Option | None, Option], Estimate] = {}
+
+    def cost(self, index: int, prev: Option | None, option: Option) -> Estimate:
+        key = (index, prev, option)
+        found = self._memo.get(key)
+        if found is None:
+            previous = None if index == 0 or prev is None else (self.layers[index - 1], prev)
+            last = index == len(self.layers) - 1
+            layer = self.layers[index]
+            found = option_cost(layer, option, self.partition, self.watts, self.links, previous, last)
+            self._memo[key] = found
+        return found
+
+    def total(self, choice: Sequence[Option]) -> Estimate:
+        seconds = joules = 0.0
+        for i, option in enumerate(choice):
+            cost = self.cost(i, choice[i - 1] if i else None, option)
+            seconds += cost.seconds
+            joules += cost.joules
+        return Estimate(seconds, joules)
+
+    def around(self, choice: Sequence[Option], i: int, option: Option) -> Estimate:
+        """Cost of layers i and i+1 (the only ones layer i's option affects) with ``option`` at i."""
+        cost = self.cost(i, choice[i - 1] if i else None, option)
+        if i + 1 < len(choice):
+            after = self.cost(i + 1, option, choice[i + 1])
+            return Estimate(cost.seconds + after.seconds, cost.joules + after.joules)
+        return cost
+
+
 def total_cost(
     layers: Sequence[LayerCost],
     choice: Mapping[str, Option],
@@ -141,13 +203,8 @@ def total_cost(
     links: Mapping[str, LinkCost] | None = None,
 ) -> Estimate:
     """Sum of the layers' predicted times and energies under ``choice``."""
-    table = _links(partition.devices, links)
-    seconds = joules = 0.0
-    for layer in layers:
-        cost = option_cost(layer, choice[layer.name], partition, watts, table)
-        seconds += cost.seconds
-        joules += cost.joules
-    return Estimate(seconds, joules)
+    table = _Costs(layers, partition, watts, _links(partition.devices, links))
+    return table.total([choice[layer.name] for layer in layers])
 
 
 def fine_grained(
@@ -157,57 +214,53 @@ def fine_grained(
     links: Mapping[str, LinkCost] | None = None,
 ) -> FineResult:
     """Per-layer device choice (see the module docstring) for ``partition``'s devices and shares."""
-    table = _links(partition.devices, links)
+    table = _Costs(layers, partition, watts, _links(partition.devices, links))
     options = subsets(partition.devices)
-    costs = {
-        layer.name: {
-            o: option_cost(layer, o, partition, watts, table) for o in options if layer.units or len(o) == 1
-        }
-        for layer in layers
-    }
-    coarse = coarse_choice(layers, partition)
-    starts = {o: {layer.name: _layer_option(layer, o, partition) for layer in layers} for o in options}
-    uniform = {o: _descend(layers, start, costs, sweeps=0)[1] for o, start in starts.items()}
-    found = [_descend(layers, coarse, costs)] + [_descend(layers, start, costs) for start in starts.values()]
+    allowed = [[o for o in options if layer.units or len(o) == 1] for layer in layers]
+    coarse_map = coarse_choice(layers, partition)
+    coarse = [coarse_map[layer.name] for layer in layers]
+    starts = {o: [_layer_option(layer, o, partition) for layer in layers] for o in options}
+    uniform = {o: table.total(start) for o, start in starts.items()}
+    found = [_descend(table, coarse, allowed)] + [
+        _descend(table, start, allowed) for start in starts.values()
+    ]
     choice, best = min(found, key=lambda item: item[1].edp)  # ties keep the earlier: the coarse start
-    overrides = {n: o for n, o in choice.items() if o != coarse[n]}
+    names = [layer.name for layer in layers]
+    overrides = {n: o for n, o, c in zip(names, choice, coarse, strict=True) if o != c}
     zero = {d: LinkCost(d) for d in partition.devices}
     return FineResult(
         partition=Partition(partition.shares, overrides),
-        choice=choice,
-        coarse=total_cost(layers, coarse, partition, watts, table),
+        choice=dict(zip(names, choice, strict=True)),
+        coarse=table.total(coarse),
         fine=best,
-        coarse_without_transfer=total_cost(layers, coarse, partition, watts, zero),
+        coarse_without_transfer=_Costs(layers, partition, watts, zero).total(coarse),
         changed=tuple(overrides),
         uniform=uniform,
     )
 
 
 def _descend(
-    layers: Sequence[LayerCost],
-    start: Mapping[str, Option],
-    costs: Mapping[str, Mapping[Option, Estimate]],
-    sweeps: int = MAX_SWEEPS,
-) -> tuple[dict[str, Option], Estimate]:
+    table: _Costs, start: Sequence[Option], allowed: Sequence[Sequence[Option]], sweeps: int = MAX_SWEEPS
+) -> tuple[list[Option], Estimate]:
     """Coordinate descent on the total EDP from ``start``: each layer takes its best option given the others."""
-    choice = dict(start)
-    seconds = sum(costs[n][o].seconds for n, o in choice.items())
-    joules = sum(costs[n][o].joules for n, o in choice.items())
+    choice = list(start)
+    total = table.total(choice)
+    seconds, joules = total.seconds, total.joules
     for _ in range(sweeps):
         improved = False
-        for layer in layers:
-            current = costs[layer.name][choice[layer.name]]
-            base_t, base_e = seconds - current.seconds, joules - current.joules
-            best, best_edp = choice[layer.name], seconds * joules
-            for option, cost in costs[layer.name].items():
+        for i in range(len(choice)):
+            here = table.around(choice, i, choice[i])
+            base_t, base_e = seconds - here.seconds, joules - here.joules
+            best, best_edp, best_cost = choice[i], seconds * joules, here
+            for option in allowed[i]:
+                cost = table.around(choice, i, option)
                 edp = (base_t + cost.seconds) * (base_e + cost.joules)
                 if edp < best_edp * (1 - 1e-9):
-                    best, best_edp = option, edp
-            if best != choice[layer.name]:
-                new = costs[layer.name][best]
-                seconds, joules = base_t + new.seconds, base_e + new.joules
-                choice[layer.name] = best
+                    best, best_edp, best_cost = option, edp, cost
+            if best != choice[i]:
+                choice[i] = best
+                seconds, joules = base_t + best_cost.seconds, base_e + best_cost.joules
                 improved = True
         if not improved:
             break
-    return choice, Estimate(seconds, joules)
+    return choice, table.total(choice)
