@@ -4,8 +4,8 @@ activation, 1 and 2 threads, chunks and channel blocks cut small), the heuristic
 
 Tolerance: float32 Winograd's error grows with the tile (the transforms' entries grow), so the
 bound is relative to the magnitude of the summed terms, max(conv(|x|, |w|) + |b|), and looser for
-F(4x4): measured worst errors are ~1e-7 (F(2x2)) and ~1.4e-6 (F(4x4)) of that magnitude
-(benchmarks/winograd.py, docs/tuning.md); the bounds below leave a 10x margin.
+F(4x4): measured worst errors are ~1e-7 (F(2x2)) and ~2e-6 (F(4x4)) of that magnitude
+(benchmarks/winograd.py, docs/tuning.md); the bounds below leave a 7-10x margin.
 """
 
 from __future__ import annotations
@@ -241,6 +241,7 @@ def test_applies_only_to_3x3_stride_1_single_group(attrs: dict[str, Any], applie
         (64, 64, 56, 1, 4),  # ResNet conv2_x
         (256, 256, 14, 1, 2),  # ResNet conv4_x: 16 tiles of 4x4 are too few
         (512, 512, 7, 1, 2),  # ResNet conv5_x
+        (512, 512, 14, 1, 4),  # VGG conv5_2: 16 tiles, but so wide that the GEMMs dominate
         (256, 256, 14, 8, 4),  # ... but at batch 8 there are enough
         (64, 24, 40, 1, 4),  # C*M/(C+M) = 17.5
         (3, 64, 112, 1, 0),  # first layer: too few input channels

@@ -42,6 +42,7 @@ read or write all T points of a tile at once; blocks a multiple of 4 KiB apart w
 the same L1 cache set (measured: the transforms ran 2-4x slower)."""
 
 MIN_CHANNEL_RATIO, MIN_F43_TILES = 12, 36
+WIDE_LAYER_RATIO, MIN_WIDE_F43_TILES = 192, 16
 """The heuristic's thresholds (``preferred_tile``), measured with benchmarks/winograd.py."""
 
 
@@ -67,13 +68,17 @@ def preferred_tile(setup: ConvSetup) -> int:
     Rule from benchmarks/winograd.py (docs/tuning.md): the input transform costs per input channel
     and the output transform per output channel while the saved multiplications scale with their
     product, so C*M / (C+M) must be large enough; 4x4 tiles where there are enough of them to use
-    each transformed filter (4x the size of the filter, 1.8x for 2x2) many times, else 2x2.
+    each transformed filter (4x the size of the filter, 1.8x for 2x2) many times, or, on very wide
+    layers (512 channels), where the GEMMs dominate even on a 14x14 map; else 2x2.
     """
     c, m = setup.in_channels, setup.out_channels
     if c * m < MIN_CHANNEL_RATIO * (c + m):
         return 0
     tiles = setup.batch * math.ceil(setup.out[0] / 4) * math.ceil(setup.out[1] / 4)
-    return 4 if tiles >= MIN_F43_TILES else 2
+    if tiles >= MIN_F43_TILES:
+        return 4
+    wide = c * m >= WIDE_LAYER_RATIO * (c + m)  # the GEMMs dominate so much that 4x4 tiles pay anyway
+    return 4 if wide and tiles >= MIN_WIDE_F43_TILES else 2
 
 
 def when_winograd_f43(
