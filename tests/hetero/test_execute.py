@@ -118,3 +118,16 @@ def test_opencl_lead_keeps_whole_layers_on_the_device(zoo_file: Callable[[str], 
     with PartitionedModel(model, split_lead, x) as runner:
         assert runner.partition.lead == "opencl:0"
         close(runner.run(x), model.run(x))
+
+
+def test_unoptimised_model_splits_plain_convs(zoo_file: Callable[[str], Path]) -> None:
+    from edgecnn.model import Model
+    from edgecnn.runtime.options import RuntimeOptions
+
+    loaded = edgecnn.load(zoo_file("alexnet"), threads=1)
+    plain = Model(loaded.graph, RuntimeOptions.resolve(1, "cpu", optimize=False))
+    x = example_input(plain)
+    with PartitionedModel(plain, Partition({"cpu": 0.6, "reference": 0.4}), x) as runner:
+        split_ops = {part.step.node.op for part in runner.steps if len(part.pieces) > 1}
+        assert split_ops == {"Conv", "Gemm"}
+        close(runner.run(x), plain.run(x))

@@ -12,6 +12,7 @@ nothing in between; a consumer elsewhere copies it.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Mapping
@@ -164,7 +165,10 @@ class PartitionedModel:
         self.threads = threads or model.options.threads
         for device in partition.devices:
             RuntimeOptions.resolve(self.threads, device)  # an unknown or absent device fails here
-        self.lead_model = Model(model.graph, RuntimeOptions.resolve(self.threads, partition.lead))
+        lead = RuntimeOptions.resolve(self.threads, partition.lead, optimize=model.options.optimize)
+        # The caller's other options (passes, batch handling...) carry over; only device and threads change.
+        options = dataclasses.replace(model.options, device=lead.device, threads=lead.threads)
+        self.lead_model = Model(model.graph, options)
         checked = self.lead_model._check_feeds(feeds)
         self.input_shapes = {name: tuple(a.shape) for name, a in checked.items()}
         self.plan: Plan = self.lead_model.plan_for(checked)
