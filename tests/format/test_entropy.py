@@ -21,7 +21,10 @@ from hypothesis import strategies as st
 
 from edgecnn.errors import GraphError, ModelFormatError
 from edgecnn.format import EcnnFormatError, load_ecnn, read_header, save_ecnn, stored_nbytes
+from edgecnn.format.blob import lay_out
 from edgecnn.format.codec import StorageChoice
+from edgecnn.format.csr_codec import CsrCodec
+from edgecnn.format.entropy_codec import blob_bytes, delta_shuffle
 from edgecnn.ir.graph import Graph, Node, TensorSpec
 from edgecnn.ops.registry import NoAttrs
 
@@ -225,6 +228,8 @@ def test_a_stream_that_expands_past_its_entry_is_not_expanded(tmp_path: Path, co
         (lambda e: e["inner"].update(nnz=10**6), "nnz"),
         (lambda e: e["inner"].update(values="int4"), "csr values must be one of"),
         (lambda e: e.update(coded_nbytes=-1), "coded_nbytes"),
+        (lambda e: e.update(filter="bwt"), "unknown filter 'bwt'"),
+        (lambda e: e.pop("filter"), "filter"),
         (lambda e: e.update(coded_nbytes=e["coded_nbytes"] + 1), "nbytes .* does not match"),
         (lambda e: e.update(shape=[2**20, 2**20]), "decodes to"),
     ],
@@ -240,10 +245,12 @@ def test_entry_defects(tmp_path: Path, edit: Any, message: str) -> None:
 def test_the_decoded_blob_gets_the_wrapped_storages_checks(tmp_path: Path, coder: str) -> None:
     """A well-formed stream of a bad CSR blob: the csr checks run and say where in the stream."""
     parts = coded_parts(tmp_path, coder)
-    blob = bytearray(decoded_blob(tmp_path, parts, coder))
+    layout = CsrCodec().layout("float32", (12, 40), parts.document["tensors"][0]["inner"])
+    blob = delta_shuffle(layout, bytearray(decoded_blob(tmp_path, parts, coder)), inverse=True)
     blob[64:68] = (99).to_bytes(4, "little", signed=True)  # indices[0] (indptr is int32[13] at 0)
+    stream = coded(coder, bytes(delta_shuffle(layout, blob)))
     with pytest.raises(EcnnFormatError, match=r"column index 99 is outside 0\.\.39") as info:
-        load(tmp_path, with_stream(parts, coded(coder, bytes(blob))))
+        load(tmp_path, with_stream(parts, stream))
     assert f"indices[0] at byte of the decoded {coder} stream 64" in str(info.value)
 
 
@@ -294,3 +301,47 @@ def test_a_whole_model_with_every_storage_coded(tmp_path: Path) -> None:
     plain = load_ecnn(tmp_path / "plain.ecnn")
     for name in plan:
         np.testing.assert_array_equal(back.initializers[name], plain.initializers[name])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    parts=st.lists(
+        st.tuples(
+            st.sampled_from(["int8", "int32", "uint16", "int64", "float32", "float16"]), st.integers(0, 50)
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    seed=st.integers(0, 2**16),
+)
+def test_delta_shuffle_is_undone_exactly(parts: list[tuple[str, int]], seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    layout = lay_out([(f"p{i}", dtype, count) for i, (dtype, count) in enumerate(parts)])
+    arrays = {
+        f"p{i}": rng.integers(0, 256, count * np.dtype(dtype).itemsize, dtype=np.uint8).view(dtype)
+        for i, (dtype, count) in enumerate(parts)
+    }
+    original = blob_bytes(layout, arrays)
+    filtered = delta_shuffle(layout, bytearray(original))
+    assert delta_shuffle(layout, filtered, inverse=True) == original
+
+
+def test_sorted_indices_become_small_byte_planes() -> None:
+    layout = lay_out([("indices", "int32", 6)])
+    blob = blob_bytes(layout, {"indices": np.array([3, 5, 9, 70000, 70001, 2], np.int32)})
+    planes = np.frombuffer(bytes(delta_shuffle(layout, blob)), np.uint8).reshape(4, 6)
+    deltas = np.array([3, 2, 4, 69991, 1, -69999], np.int64) % 2**32
+    np.testing.assert_array_equal(planes.T.copy().view("<u4").reshape(-1), deltas)
+
+
+@pytest.mark.parametrize("coder", CODERS)
+def test_an_unfiltered_stream_reads(tmp_path: Path, coder: str) -> None:
+    """Filter "none": the stream codes the blob itself (what a writer without the filter produces)."""
+    parts = coded_parts(tmp_path, coder)
+    entry = parts.document["tensors"][0]
+    layout = CsrCodec().layout("float32", (12, 40), entry["inner"])
+    blob = delta_shuffle(layout, bytearray(decoded_blob(tmp_path, parts, coder)), inverse=True)
+    expected = load(tmp_path, copy.deepcopy(parts)).initializers["w"]
+    parts = with_stream(parts, coded(coder, bytes(blob)))
+    parts.document["tensors"][0]["filter"] = "none"
+    np.testing.assert_array_equal(load(tmp_path, parts).initializers["w"], expected)

@@ -1,7 +1,9 @@
 """Storages "zlib" and "lzma" (format 1.2): any other storage's blob, entropy-coded as one stream and
 decoded at load (issue 5: entropy coding over quantised and sparse streams).
 
-The entry keeps the wrapped storage's keys in ``inner`` (``{"storage": "csr", "nnz": .., "values":
+Before coding, the filter "delta-shuffle" turns integer parts into differences and splits multi-byte
+elements into byte planes (CSR column indices shrink several-fold more that way). The entry keeps the
+wrapped storage's keys in ``inner`` (``{"storage": "csr", "nnz": .., "values":
 "int8"}``), so the decoded blob's exact length is computed from them, like any layout, before a
 byte is decoded: decoding stops one byte past that length (a stream that would expand further is
 refused without being expanded), and a stream that ends early, has trailing bytes or is damaged is
@@ -37,7 +39,7 @@ MAX_CODED_BYTES = 2**62
 LZMA_MEMLIMIT = 1 << 26
 """Most memory the lzma decoder may use (64 MiB, enough for xz's largest preset; edgecnn's writer
 uses preset 6, whose 8 MiB dictionary needs about 9 MiB to decode)."""
-ZLIB_LEVEL = 9
+ZLIB_LEVEL = 6
 LZMA_PRESET = 6
 
 
@@ -45,13 +47,39 @@ class StreamError(Exception):
     """A coded stream that does not decode to exactly the expected bytes."""
 
 
-def blob_bytes(layout: BlobLayout, arrays: Mapping[str, np.ndarray]) -> bytes:
+FILTERS = ("none", "delta-shuffle")
+"""Reversible transforms of the blob's parts before coding (the entry's ``filter`` key)."""
+
+
+def blob_bytes(layout: BlobLayout, arrays: Mapping[str, np.ndarray]) -> bytearray:
     """The blob as the file would hold it: each part at its offset, zeros between."""
     blob = bytearray(layout.nbytes)
     for name, part in layout.parts.items():
         flat = np.ascontiguousarray(arrays[name], dtype=little_endian(part.dtype)).reshape(-1)
         blob[part.offset : part.offset + part.nbytes] = flat.view(np.uint8).data
-    return bytes(blob)
+    return blob
+
+
+def delta_shuffle(layout: BlobLayout, blob: bytearray, inverse: bool = False) -> bytearray:
+    """Filter "delta-shuffle", in place: each integer part of more than one byte becomes the wrapping
+    differences of consecutive elements (CSR's sorted column indices and indptr turn into small
+    numbers), split into byte planes (all first bytes, then all second bytes...), so that the
+    near-zero high bytes form long runs for the coder. Floating-point parts are left as they are
+    (measured: byte planes of pruned or quantised weights code worse with zlib and lzma)."""
+    for part in layout.parts.values():
+        size = np.dtype(part.dtype).itemsize
+        if size == 1 or part.count == 0 or np.dtype(part.dtype).kind not in "iu":
+            continue
+        segment = np.frombuffer(blob, np.uint8, part.nbytes, part.offset)
+        unsigned = np.dtype(f"<u{size}")
+        if inverse:
+            elements = np.ascontiguousarray(segment.reshape(size, part.count).T).view(unsigned).reshape(-1)
+            result = np.cumsum(elements, dtype=unsigned).view(np.uint8)
+        else:
+            elements = np.diff(segment.view(unsigned), prepend=unsigned.type(0)).astype(unsigned)
+            result = elements.view(np.uint8).reshape(part.count, size).T.reshape(-1)
+        blob[part.offset : part.offset + part.nbytes] = result.tobytes()
+    return blob
 
 
 class EntropyCodec(StorageCodec):
@@ -94,7 +122,10 @@ class EntropyCodec(StorageCodec):
         coded = check.integer(
             check.member(obj, "coded_nbytes", int, where), f"{where}.coded_nbytes", 0, MAX_CODED_BYTES
         )
-        return {"inner": {"storage": storage, **inner_params}, "coded_nbytes": coded}
+        stream_filter = check.member(obj, "filter", str, where)
+        if stream_filter not in FILTERS:
+            check.fail(f"unknown filter '{stream_filter}' (one of {', '.join(FILTERS)})", f"{where}.filter")
+        return {"inner": {"storage": storage, **inner_params}, "filter": stream_filter, "coded_nbytes": coded}
 
     def layout(self, dtype: str, shape: tuple[int, ...], params: Mapping[str, Any]) -> BlobLayout:
         return lay_out([("stream", "uint8", params["coded_nbytes"])])
@@ -109,6 +140,8 @@ class EntropyCodec(StorageCodec):
         stream = read_part(entry, data, "stream")
         try:
             blob = self.decompress(stream.tobytes(), inner_layout.nbytes)
+            if entry.params["filter"] == "delta-shuffle":
+                blob = bytes(delta_shuffle(inner_layout, bytearray(blob), inverse=True))
         except StreamError as err:
             check.fail(
                 f"tensor '{entry.name}': the {self.name} stream is damaged: {err}",
@@ -143,8 +176,12 @@ class EntropyCodec(StorageCodec):
             )
         inner = codec.encode(array, inner_choice, where)
         layout = codec.layout(array.dtype.name, array.shape, inner.params)
-        stream = self.compress(blob_bytes(layout, inner.arrays))
-        params = {"inner": {"storage": codec.name, **inner.params}, "coded_nbytes": len(stream)}
+        stream = self.compress(bytes(delta_shuffle(layout, blob_bytes(layout, inner.arrays))))
+        params = {
+            "inner": {"storage": codec.name, **inner.params},
+            "filter": "delta-shuffle",
+            "coded_nbytes": len(stream),
+        }
         return EncodedBlob(params, {"stream": np.frombuffer(stream, np.uint8)})
 
 
