@@ -38,7 +38,7 @@ from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.dense import GemmAttrs
 
 SAMPLED_COLUMNS = 16
-"""Columns compared first: rows that differ there (almost all distinct rows) are never compared whole."""
+"""Columns whose bits key a row: rows whose keys differ (almost all distinct rows) are never compared whole."""
 
 
 @dataclass(frozen=True)
@@ -50,9 +50,20 @@ class RowSharing:
     inverse: np.ndarray  # (M,) int64
 
 
-def _exact_groups(bits: np.ndarray, rows: np.ndarray) -> list[np.ndarray]:
-    """The given rows of ``bits`` split into classes of bitwise-equal rows (each class ascending)."""
-    block = np.ascontiguousarray(bits[rows])
+_MULTIPLIERS = np.random.default_rng(0x5EED).integers(1, 2**63, SAMPLED_COLUMNS, dtype=np.uint64) | np.uint64(
+    1
+)
+"""Odd 64-bit multipliers that mix a row's sampled bit patterns into one key (wrapping arithmetic)."""
+
+
+def _bits(rows: np.ndarray) -> np.ndarray:
+    """float32 values as their uint32 bit patterns, so that -0.0 != 0.0 and equal NaNs are equal."""
+    return np.ascontiguousarray(rows, dtype=np.float32).view(np.uint32)
+
+
+def _exact_groups(matrix: np.ndarray, rows: np.ndarray) -> list[np.ndarray]:
+    """The given rows of ``matrix`` split into classes of bitwise-equal rows (each class ascending)."""
+    block = _bits(matrix[rows])
     keys = block.view(np.dtype((np.void, block.shape[1] * block.itemsize))).ravel()
     _, labels = np.unique(keys, return_inverse=True)
     labels = labels.ravel()
@@ -62,24 +73,27 @@ def _exact_groups(bits: np.ndarray, rows: np.ndarray) -> list[np.ndarray]:
 def repeated_rows(matrix: np.ndarray) -> RowSharing | None:
     """Which rows of a 2-D float32 matrix are bitwise repeats of an earlier row; None if none are.
 
-    Rows are first grouped by a few sampled columns (cheap); only rows that share those are
-    compared in full, so a matrix without repeats costs O(rows x SAMPLED_COLUMNS).
+    Each row gets a 64-bit key mixed from a few sampled columns; only rows whose keys collide are
+    compared in full, so a matrix without repeats costs one sort of ``rows`` keys.
     """
     if matrix.ndim != 2:
         raise ValueError(f"repeated_rows expects a 2-D matrix, got shape {matrix.shape}")
     rows, width = matrix.shape
     if rows < 2 or width == 0:
         return None
-    bits = np.ascontiguousarray(matrix, dtype=np.float32).view(np.uint32)
     sampled = np.unique(np.linspace(0, width - 1, min(width, SAMPLED_COLUMNS)).astype(np.int64))
-    _, sample_labels = np.unique(bits[:, sampled], axis=0, return_inverse=True)
-    sample_labels = sample_labels.ravel()
-    counts = np.bincount(sample_labels)
-    if counts.max() < 2:
+    with np.errstate(over="ignore"):
+        keys = (_bits(matrix[:, sampled]).astype(np.uint64) * _MULTIPLIERS[: len(sampled)]).sum(
+            axis=1, dtype=np.uint64
+        )
+    ordered = np.sort(keys)
+    if not np.any(ordered[1:] == ordered[:-1]):
         return None
+    _, key_labels, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    key_labels = key_labels.ravel()
     owner = np.arange(rows, dtype=np.int64)  # owner[m]: the first row equal to row m
     for label in np.flatnonzero(counts > 1):
-        for group in _exact_groups(bits, np.flatnonzero(sample_labels == label)):
+        for group in _exact_groups(matrix, np.flatnonzero(key_labels == label)):
             owner[group] = group[0]
     first = np.flatnonzero(owner == np.arange(rows))
     if len(first) == rows:
