@@ -3,12 +3,13 @@ the measurements behind kernels/cpu/rowstable.py (the light SqueezeNet of the ON
 
     .venv/bin/python benchmarks/rowstable.py            # writes docs/benchmarks/rowstable.md
 
-Four tables: (1) how many distinct output rows each GEMM call shape gives when every weight row
+Five tables: (1) how many distinct output rows each GEMM call shape gives when every weight row
 is the same constant (1 means the rows are position-invariant); (2) a numba GEMM that sums every
 output element in the same k order (so rows are position-invariant by construction) against
 OpenBLAS's sgemm, one thread, on SqueezeNet 1.1's GEMM shapes; (3) the plan-time cost of looking
 for repeated filters in zoo-sized weights that have none; (4) the light SqueezeNet end to end,
-with and without the shared_filters kernel.
+with and without the shared_filters kernel; (5) plan time and latency of light-zoo graphs whose
+weights were replaced by random ones (no repeats), with and without the rowstable kernels.
 """
 
 from __future__ import annotations
@@ -264,6 +265,70 @@ def light_squeezenet(budget: float) -> list[str]:
     return lines
 
 
+def randomized(model: Any, seed: int) -> Any:
+    """The light-zoo ONNX model with every ConstantOfShape weight replaced by random values (He-scaled
+    normal for filters and matrices, uniform [0.5, 1.5) for vectors such as biases and batch-norm
+    parameters): a network without repeated rows, like a trained one."""
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(seed)
+    shapes = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    kept = []
+    for node in model.graph.node:
+        if node.op_type != "ConstantOfShape" or node.input[0] not in shapes:
+            kept.append(node)
+            continue
+        shape = tuple(int(d) for d in shapes[node.input[0]])
+        if len(shape) >= 2:
+            fan_in = int(np.prod(shape[1:]))
+            value = rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)
+        else:
+            value = rng.uniform(0.5, 1.5, shape)
+        model.graph.initializer.append(numpy_helper.from_array(value.astype(np.float32), node.output[0]))
+    del model.graph.node[:]
+    model.graph.node.extend(kept)
+    return model
+
+
+def zoo_cost(budget: float) -> list[str]:
+    import onnx
+
+    from edgecnn.importers.onnx.reader import graph_from_model_proto
+    from edgecnn.model import Model
+    from edgecnn.runtime.options import RuntimeOptions
+
+    folder = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+    lines = [
+        "| model (random weights) | kernels | plan (ms) | latency, 2 threads (ms) | same kernels | same output |",
+        "|---|---|---:|---:|---|---|",
+    ]
+    feed = np.random.default_rng(3).random((1, 3, 224, 224), dtype=np.float32)
+    for name in ("squeezenet", "inception_v1", "resnet50"):
+        graph = graph_from_model_proto(randomized(onnx.load(str(folder / f"light_{name}.onnx")), 0), name)
+        results: dict[str, tuple[list[str], np.ndarray]] = {}
+        for label, enabled in (("warm-up", False), ("ordinary", False), ("with rowstable", True)):
+            with shared_filters(enabled):
+                plan_ms = []
+                for _ in range(3):
+                    model = Model(graph, RuntimeOptions.resolve(threads=2))
+                    start = time.perf_counter()
+                    plan = model.plan_for(feed)
+                    plan_ms.append((time.perf_counter() - start) * 1e3)
+                kernels = [step.kernel.name for step in plan.steps]
+                out = model(feed)
+                ms = best_ms(budget, model, feed) if label != "warm-up" else 0.0
+            results[label] = (kernels, out)
+            if label == "warm-up":  # compiles and caches what the first plan needs; not reported
+                continue
+            same_kernels = kernels == results["ordinary"][0]
+            same_out = np.array_equal(out, results["ordinary"][1])
+            lines.append(
+                f"| {name} | {label} | {min(plan_ms):.1f} | {ms:.2f} | {'yes' if same_kernels else 'NO'} "
+                f"| {'yes' if same_out else 'NO'} |"
+            )
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks/rowstable.md"))
@@ -276,6 +341,7 @@ def main() -> None:
         ("One thread: OpenBLAS sgemm vs row-invariant alternatives (random data)", gemm_speed),
         ("Plan-time search for repeated filters, random (repeat-free) zoo-sized weights", detection_cost),
         ("The ONNX suite's light SqueezeNet end to end (expected: 0.001 everywhere)", light_squeezenet),
+        ("Light-zoo graphs with random weights (no repeated rows): what the kernels cost there", zoo_cost),
     ]
     body = []
     for title, section in sections:
