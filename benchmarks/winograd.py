@@ -14,6 +14,7 @@ import argparse
 import os
 import re
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -138,12 +139,49 @@ def error_table(trials: int) -> list[str]:
     return lines
 
 
+def model_table(names: list[str], threads: int, batch: int, repeats: int) -> list[str]:
+    """Whole-model latency (median of ``repeats`` interleaved runs) with the Winograd kernels where
+    the heuristic picks them, and with them disabled (``preferred_tile`` forced to 0)."""
+    import statistics
+    from unittest import mock
+
+    import edgecnn
+    from edgecnn.bench.zoo import default_cache_dir, model_path, zoo_entry
+    from edgecnn.kernels.cpu import winograd
+    from edgecnn.runtime.feeds import random_feeds
+
+    lines = [
+        "| model | Winograd layers | im2col only ms | with Winograd ms | speed-up |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name in names:
+        path = model_path(name, default_cache_dir())
+        with_winograd = edgecnn.load(path, threads=threads)
+        feeds = random_feeds(with_winograd.inputs, batch=None if zoo_entry(name).fixed_batch else batch)
+        layers = sum(s.kernel.name.startswith("winograd") for s in with_winograd.plan_for(feeds).steps)
+        with mock.patch.object(winograd, "preferred_tile", lambda setup: 0):
+            without = edgecnn.load(path, threads=threads)
+            without.plan_for(feeds)
+        times: dict[str, list[float]] = {"without": [], "with": []}
+        for _ in range(repeats + 1):  # the first round warms up
+            for label, net in (("without", without), ("with", with_winograd)):
+                start = time.perf_counter()
+                net.run(feeds)
+                times[label].append((time.perf_counter() - start) * 1e3)
+        a, b = (statistics.median(times[k][1:]) for k in ("without", "with"))
+        row = f"| {name} | {layers} | {a:.1f} | {b:.1f} | {a / b:.2f}x |"
+        print(row, flush=True)
+        lines.append(row)
+    return lines
+
+
 def replace_between(text: str, marker: str, body: list[str]) -> str:
     start, end = f"<!-- winograd:{marker}:start -->", f"<!-- winograd:{marker}:end -->"
     block = "\n".join([start, *body, end])
     pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.DOTALL)
     if not pattern.search(text):
-        raise SystemExit(f"{DOC} lacks the {start} ... {end} markers")
+        print(f"{DOC} has no {start} ... {end} markers: that table is printed only", file=sys.stderr)
+        return text
     return pattern.sub(lambda _: block, text)
 
 
@@ -156,7 +194,13 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--trials", type=int, default=40, help="random layers for the error table")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/tuning.md alone")
+    parser.add_argument(
+        "--models",
+        default="resnet18,vgg16",
+        help="zoo models timed whole, with and without Winograd ('' skips)",
+    )
     args = parser.parse_args()
+    os.environ["EDGECNN_CACHE_DIR"] = tempfile.mkdtemp(prefix="edgecnn-no-tuning-")  # heuristics only
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     header = [
         f"Machine: {cpu_model()}, {os.cpu_count()} logical CPUs; load average before the run: {load}.",
@@ -170,9 +214,19 @@ def main() -> None:
     errors = [f"{args.trials} random layers (C 1..256, M 1..64, 3..29 pixels square, pad 1), seed 1.", ""]
     errors += error_table(args.trials)
     print("\n".join(errors))
+    models = [m for m in args.models.split(",") if m]
+    model_lines = [
+        header[0],
+        f"Batch {args.batch}, {args.threads} thread(s), median of {args.repeats} interleaved runs after one "
+        "warm-up run; the baseline is the same plan with the Winograd heuristic switched off.",
+        "",
+    ]
+    model_lines += model_table(models, args.threads, args.batch, args.repeats) if models else []
     if not args.no_write:
         text = DOC.read_text(encoding="utf-8")
         text = replace_between(text, f"times-{args.threads}t-b{args.batch}", timings)
+        if models:
+            text = replace_between(text, f"models-{args.threads}t-b{args.batch}", model_lines)
         text = replace_between(text, "errors", errors)
         DOC.write_text(text, encoding="utf-8")
         print(f"wrote {DOC}", file=sys.stderr)
