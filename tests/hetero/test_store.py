@@ -104,3 +104,12 @@ def test_keys_differ_by_devices_and_shapes() -> None:
     digest = model_hash(graph())
     assert plan_path(digest, ["cpu"], SHAPES) != plan_path(digest, ["cpu", "opencl:0"], SHAPES)
     assert plan_path(digest, ["cpu"], SHAPES) != plan_path(digest, ["cpu"], {"x": (2, 2, 5, 5)})
+
+
+def test_plan_naming_other_devices_warns() -> None:
+    digest = model_hash(graph())
+    plan = saved(digest)
+    stray = SavedPlan(**{**plan.__dict__, "fine": Partition({"cpu": 1.0, "cuda:0": 1.0})})
+    save_plan(stray)
+    found, warning = load_plan(digest, ["cpu", "opencl:0"], SHAPES)
+    assert found is None and warning is not None and "outside" in warning

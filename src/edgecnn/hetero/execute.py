@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from edgecnn.devices import DeviceTensor, to_host
-from edgecnn.errors import EdgeCNNError, GraphError
+from edgecnn.errors import EdgeCNNError, GraphError, InputError
 from edgecnn.hetero.partition import Partition
 from edgecnn.hetero.slicing import slice_layer, split_spec, unit_ranges
 from edgecnn.ir.graph import TensorType
@@ -239,8 +239,6 @@ class PartitionedModel:
         checked = self.lead_model._check_feeds(feeds)
         shapes = {name: tuple(a.shape) for name, a in checked.items()}
         if shapes != self.input_shapes:
-            from edgecnn.errors import InputError
-
             raise InputError(
                 f"this partition was prepared for input shapes {self.input_shapes}, got {shapes}"
             )

@@ -185,6 +185,8 @@ def load_plan(
     ):
         return None, f"saved plan {path} belongs to another model, device set or input shape; planning again"
     missing = set(plan.partition.devices) - set(devices)
+    if plan.fine is not None:
+        missing |= set(plan.fine.devices) - set(devices)
     if missing or {p.name for p in plan.profiles} - set(devices):
         return None, f"saved plan {path} names devices outside {', '.join(devices)}; planning again"
     return plan, None
