@@ -171,13 +171,11 @@ def _rewrite(graph: Graph, node: Node, grid, int8_out: bool, initializers: dict[
     names = {
         "w": f"{base}::weight_int8",
         "ws": f"{base}::weight_scale",
-        "wz": f"{base}::weight_zero_point",
         "b": f"{base}::bias_int32",
     }
     initializers[names["w"]] = q_weights
     initializers[names["ws"]] = w_scales
-    initializers[names["wz"]] = np.zeros(w_scales.shape, dtype=np.int8)
-    inputs = [node.inputs[0], x_scale, x_zp, names["w"], names["ws"], names["wz"]]
+    inputs = [node.inputs[0], x_scale, x_zp, names["w"], names["ws"], ""]  # symmetric: no weight zero point
     inputs += list(grid(node.outputs[0])[:2]) if int8_out else ["", ""]
     if bias is not None:
         bias_scale = np.float64(x_params.scale) * w_scales.astype(np.float64)
