@@ -116,3 +116,13 @@ def test_write_section_replaces_between_markers(tmp_path: object) -> None:
         and "one" not in text
         and text.count("hetero-report:begin") == 1
     )
+
+
+def test_scale_to_whole_inference_times() -> None:
+    from edgecnn.hetero.finegrained import scale_to
+
+    layers = [conv("a", cpu=1.0, gpu=3.0), conv("b", cpu=3.0, gpu=1.0)]
+    scaled = scale_to(layers, {"cpu": 8.0, "gpu": 2.0})
+    assert [layer.seconds["cpu"] for layer in scaled] == pytest.approx([2.0, 6.0])
+    assert [layer.seconds["gpu"] for layer in scaled] == pytest.approx([1.5, 0.5])
+    assert scaled[0].units == layers[0].units and scaled[1].out_bytes == layers[1].out_bytes

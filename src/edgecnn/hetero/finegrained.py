@@ -84,6 +84,24 @@ class FineResult:
         return self.coarse.edp / self.fine.edp if self.fine.edp > 0 else 1.0
 
 
+def scale_to(layers: Sequence[LayerCost], totals: Mapping[str, float]) -> list[LayerCost]:
+    """Layer times scaled so each device's sum equals its whole-inference time (``totals``): the per-step
+    overhead a layer profile leaves out is spread over the layers, and predictions share the profiles' basis."""
+    sums = {d: sum(layer.seconds.get(d, 0.0) for layer in layers) for d in totals}
+    factors = {d: (totals[d] / sums[d] if sums[d] > 0 else 1.0) for d in totals}
+    return [
+        LayerCost(
+            layer.name,
+            {d: t * factors.get(d, 1.0) for d, t in layer.seconds.items()},
+            layer.in_bytes,
+            layer.out_bytes,
+            layer.units,
+            layer.sliced_input,
+        )
+        for layer in layers
+    ]
+
+
 def _links(devices: Sequence[str], links: Mapping[str, LinkCost] | None) -> dict[str, LinkCost]:
     return {d: (links or {}).get(d, LinkCost(d)) for d in devices}
 

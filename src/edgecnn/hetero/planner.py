@@ -17,7 +17,7 @@ import numpy as np
 
 from edgecnn.errors import DeviceError, EdgeCNNError
 from edgecnn.hetero.execute import PartitionedModel
-from edgecnn.hetero.finegrained import FineResult, fine_grained
+from edgecnn.hetero.finegrained import FineResult, fine_grained, scale_to
 from edgecnn.hetero.measure import layer_costs, measure
 from edgecnn.hetero.partition import Partition
 from edgecnn.hetero.profiles import DeviceProfile, ProfileError, normalise
@@ -111,7 +111,7 @@ def _fine(
     links: Mapping[str, LinkCost],
     iterations: int,
 ) -> FineResult:
-    costs = layer_costs(models, feeds, iterations)
+    costs = scale_to(layer_costs(models, feeds, iterations), {p.name: p.seconds for p in profiles})
     partition = perf_partition(result, [p.name for p in profiles])
     return fine_grained(costs, partition, {p.name: p.power for p in profiles}, links)
 
