@@ -90,3 +90,13 @@ def test_missing_model_is_a_one_line_error(tmp_path: Path) -> None:
     result = invoke(tmp_path / "missing.onnx")
     assert result.exit_code == EXIT_ERROR
     assert "missing.onnx" in result.output
+
+
+def test_unwritable_cache_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv(tuning.CACHE_ENV, str(blocker / "cache"))  # a directory inside a file
+    with pytest.warns(tuning.TuningCacheWarning):  # reading it fails too
+        result = invoke(FACE_MODEL, "--threads", "1")
+    assert result.exit_code == EXIT_ERROR
+    assert "cannot write the tuning cache" in result.output

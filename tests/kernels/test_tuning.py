@@ -130,6 +130,13 @@ def test_default_threads_come_from_the_environment(cache: Path, monkeypatch: pyt
     assert select_kernel(node, types, values).name == "winograd_f43"
 
 
+def test_bad_thread_variable_does_not_break_selection(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    node, types, values = small_conv()
+    tuning.store_choices({tuning.layer_key(node, types, "cpu", 1): tuning.TunedChoice("winograd_f23", {})})
+    monkeypatch.setenv("EDGECNN_NUM_THREADS", "many")
+    assert select_kernel(node, types, values).name in {"im2col_gemm", "winograd_f23"}
+
+
 def test_candidates_are_every_kernel_that_can_run_the_layer() -> None:
     node, types, values = small_conv()
     assert [e.name for e in candidate_kernels(node, types, values)] == [

@@ -146,9 +146,12 @@ def _tuned_entry(
     from edgecnn.kernels.tuning import tuned_kernel
 
     if threads is None:
-        from edgecnn.runtime.options import RuntimeOptions
+        from edgecnn.runtime.options import RuntimeOptions, available_cores
 
-        threads = RuntimeOptions.resolve().threads
+        try:
+            threads = RuntimeOptions.resolve().threads
+        except ValueError:  # a bad EDGECNN_NUM_THREADS is reported where the options are resolved
+            threads = available_cores()
     name = tuned_kernel(node, input_types, device_kind, threads)
     if name is None:
         return None
