@@ -329,6 +329,17 @@ def zoo_cost(budget: float) -> list[str]:
     return lines
 
 
+def cpu_name() -> str:
+    """The CPU's model name from /proc/cpuinfo (Linux), else what platform reports."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks/rowstable.md"))
@@ -352,7 +363,7 @@ def main() -> None:
         "",
         "Produced by `.venv/bin/python benchmarks/rowstable.py` (do not edit by hand; rerun it).",
         "",
-        f"- Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"- Machine: {cpu_name()}, {os.cpu_count()} cores, "
         f"{platform.system()} {platform.release()}; Python {platform.python_version()}, numpy {np.__version__}, "
         f"BLAS {blas.get('internal_api', '?')} {blas.get('version', '?')} ({blas.get('architecture', '?')} kernels).",
         f"- Load average (1, 5, 15 min) before: {load_before[0]:.2f}, {load_before[1]:.2f}, {load_before[2]:.2f}; "
