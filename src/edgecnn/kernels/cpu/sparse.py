@@ -16,8 +16,7 @@ import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu import sparse_csr
-from edgecnn.kernels.cpu.common import scratch, shape_of
-from edgecnn.kernels.cpu.conv import _compiled as conv_compiled
+from edgecnn.kernels.cpu.common import constant_float32, scratch, shape_of, single_output
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, conv_setup
 from edgecnn.kernels.cpu.dense import when_dense
 from edgecnn.kernels.cpu.epilogue import activation_args
@@ -57,12 +56,16 @@ def when_sparse_conv(
     node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
 ) -> bool:
     """A compiled-eligible, non-depthwise Conv whose weight is sparser than the crossover."""
-    if not conv_compiled(node, types, values):
+    if not (
+        single_output(node)
+        and constant_float32(node, values, 1)
+        and constant_float32(node, values, 2, optional=True)
+    ):
         return False
     setup = conv_setup(node, types)
     weights = values[1]
-    assert setup is not None and weights is not None
-    return not setup.depthwise and density(weights) < sparse_csr.CONV_CROSSOVER
+    assert weights is not None
+    return setup is not None and not setup.depthwise and density(weights) < sparse_csr.CONV_CROSSOVER
 
 
 class SparseGemm:
