@@ -32,6 +32,7 @@ from edgecnn.importers import load_graph
 from edgecnn.kernels.cpu import cpu_threads
 from edgecnn.model import Model
 from edgecnn.runtime.arena import memory_plan
+from edgecnn.runtime.batch import batch_separable, split_pays
 from edgecnn.runtime.executor import execute_in_arena, execute_plain
 from edgecnn.runtime.options import RuntimeOptions
 
@@ -54,11 +55,12 @@ SMALL = [  # (zoo name, width, resolution): the small variants the tests also us
 ]
 FULL = [("resnet50", 1.0, None), ("googlenet", 1.0, None)]
 BATCH_MODELS = [
-    ("squeezenet1.1", 1.0, None),
-    ("mobilenetv2", 1.0, None),
-    ("resnet18", 1.0, None),
-    ("lenet5", 1.0, None),
-]
+    (name, 1.0, None)
+    for name in (
+        "alexnet", "googlenet", "resnet18", "resnet50", "squeezenet1.1", "mobilenetv2", "shufflenetv2",
+        "vgg16", "tiny-yolo", "lenet5",
+    )
+]  # fmt: skip
 
 
 def load(name: str, width: float, resolution: int | None, threads: int, policy: str = "never") -> Model:
@@ -150,7 +152,9 @@ def measure_batch(
         split_ms.append(timed(lambda: split.run(feeds)))
     a, b = statistics.median(whole_ms), statistics.median(split_ms)
     macs = whole_macs(whole, feeds) / batch
-    return [name, str(batch), f"{macs / 1e6:.0f}", f"{a:.1f}", f"{b:.1f}", f"{a / b:.2f}x"]
+    plan = whole.plan_for(feeds)
+    auto = "split" if batch_separable(plan, batch) and split_pays(plan, batch, threads) else "whole"
+    return [name, str(batch), f"{macs / 1e6:.1f}", f"{a:.1f}", f"{b:.1f}", f"{a / b:.2f}x", auto]
 
 
 def whole_macs(model: Model, feeds: dict[str, np.ndarray]) -> int:
@@ -172,6 +176,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=0, help="timed runs per model (default 15, quick 5)")
     parser.add_argument("--no-write", action="store_true", help="print, do not update docs/memory.md")
     parser.add_argument("--batch-only", action="store_true", help="only the batch split table")
+    parser.add_argument(
+        "--batch-models", default="", help="comma-separated zoo names (full size) for the batch table"
+    )
     args = parser.parse_args()
     runs = args.runs or (5 if args.quick else 15)
     models = [] if args.batch_only else SMALL + ([] if args.quick else FULL)
@@ -183,7 +190,9 @@ def main() -> None:
         print(" | ".join(row), file=sys.stderr)
         arena_rows.append(row)
     batch_rows = []
-    batch_models = [*BATCH_MODELS[-1:], ("resnet18", 0.25, 64)] if args.quick else BATCH_MODELS
+    batch_models = [("lenet5", 1.0, None), ("resnet18", 0.25, 64)] if args.quick else BATCH_MODELS
+    if args.batch_models:
+        batch_models = [(name, 1.0, None) for name in args.batch_models.split(",")]
     for name, width, resolution in batch_models:
         for batch in (2, 4, 8):
             row = measure_batch(name, width, resolution, args.threads, batch, max(3, runs // 3))
@@ -195,10 +204,10 @@ def main() -> None:
     section = "\n\n".join(
         [
             BEGIN,
-            f"Measured {date.today().isoformat()} on {cpu_model()} ({os.cpu_count()} cores, "
-            f"{platform.system()}), {args.threads} threads, batch 1, load average {load_avg} at the end "
-            f"(other work was running on this machine unless the load is below ~0.5). Command: "
-            f"`.venv/bin/python benchmarks/arena.py{' --quick' if args.quick else ''}`.",
+            f"Measured {date.today().isoformat()} on {cpu_model()} ({len(os.sched_getaffinity(0))} of "
+            f"{os.cpu_count()} cores usable by the process, {platform.system()}), {args.threads} threads, "
+            f"load average {load_avg} at the end (machine-wide). Command: "
+            f"`.venv/bin/python benchmarks/arena.py {' '.join(sys.argv[1:])}`.",
             "Peak bytes allocated during one steady-state run (tracemalloc, all allocations) with the plain "
             "executor (before) and the arena executor (after); *returned*: the outputs handed to the caller; "
             "*arena*: the arena's size (allocated once per concurrent run, not per run); *naive*: every tensor "
@@ -221,7 +230,10 @@ def main() -> None:
             "Batch-level parallelism: median ms per run of the whole batch with intra-op threads (*whole*) and "
             f"with the batch cut into min({args.threads}, batch) slices on one thread each (*split*); "
             "MMAC: multiply-adds per image.",
-            table(["model", "batch", "MMAC/image", "whole ms", "split ms", "split speed-up"], batch_rows),
+            table(
+                ["model", "batch", "MMAC/image", "whole ms", "split ms", "split speed-up", "auto picks"],
+                batch_rows,
+            ),
             END,
         ]
     )

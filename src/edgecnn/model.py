@@ -36,7 +36,7 @@ class Model:
         self._optimized_tensors = tensor_names(self.optimized_graph)
         self._plans: dict[tuple[object, ...], Plan] = {}
         self._plans_lock = threading.Lock()
-        self._separable: dict[int, bool] = {}  # id(plan) -> runtime.batch.batch_separable
+        self._split_rule: dict[int, tuple[bool, bool]] = {}  # id(plan) -> runtime.batch rule
         self._inputs = [s for s in self.graph.inputs if s.name not in self.graph.initializers]
         self._outputs = self._infer_output_specs()
 
@@ -153,13 +153,13 @@ class Model:
         batch = sizes.pop() if len(sizes) == 1 else 0
         if batch < 2 or any(name in plan.constants for name in wanted) or not threading_layer_is_safe():
             return 1
-        separable = self._separable.get(id(plan))
-        if separable is None:
-            separable = self._separable[id(plan)] = batch_separable(plan, batch)
-        if not separable:
+        rule = self._split_rule.get(id(plan))  # (separable, pays): computed once per plan
+        if rule is None:
+            separable = batch_separable(plan, batch)
+            rule = self._split_rule[id(plan)] = (separable, separable and split_pays(plan, batch, threads))
+        if not rule[0] or (policy == "auto" and not rule[1]):
             return 1
-        parts = min(threads, batch)
-        return parts if policy == "always" or split_pays(plan, batch, threads) else 1
+        return min(threads, batch)
 
     def _run_split(
         self, plan: Plan, feeds: Mapping[str, np.ndarray], wanted: Sequence[str], optimized: bool, parts: int

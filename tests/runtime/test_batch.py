@@ -14,9 +14,11 @@ from edgecnn.importers import load_graph
 from edgecnn.ir.graph import Graph, Node, TensorSpec
 from edgecnn.model import Model
 from edgecnn.ops.activation import SoftmaxAttrs
+from edgecnn.ops.conv import ConvAttrs
+from edgecnn.ops.dense import GemmAttrs
 from edgecnn.ops.registry import NoAttrs
 from edgecnn.ops.shape import FlattenAttrs, TransposeAttrs
-from edgecnn.runtime.batch import batch_separable, slice_bounds, threading_layer_is_safe
+from edgecnn.runtime.batch import batch_separable, slice_bounds, split_pays, threading_layer_is_safe
 from edgecnn.runtime.options import RuntimeOptions
 from edgecnn.testing import assert_close
 
@@ -90,3 +92,31 @@ def test_models_that_mix_the_batch_are_not_split() -> None:
         Node("Flatten", "f", ["s"], ["y"], FlattenAttrs(1)),
     )
     assert batch_separable(model_of(per_image, "always").plan_for(x), 4)
+
+
+def conv_then_dense(dense_outputs: int, channels: int = 64) -> Graph:
+    """A 3x3 conv (channels x 16 x 9 x 64 x 64 multiply-adds per image), global pool, a dense layer."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((channels, 16, 3, 3)).astype(np.float32)
+    fc = rng.standard_normal((channels, dense_outputs)).astype(np.float32)
+    return Graph(
+        inputs=[TensorSpec("x", "float32", ("N", 16, 64, 64))],
+        outputs=["y"],
+        nodes=[
+            Node("Conv", "conv", ["x", "w"], ["c"], ConvAttrs(pads=(1, 1, 1, 1))),
+            Node("GlobalAveragePool", "gap", ["c"], ["g"], NoAttrs()),
+            Node("Flatten", "flat", ["g"], ["f"], FlattenAttrs(1)),
+            Node("Gemm", "fc", ["f", "fc"], ["y"], GemmAttrs()),
+        ],
+        initializers={"w": w, "fc": fc},
+    )
+
+
+def test_auto_rule_splits_conv_work_but_not_tiny_images_or_large_dense_weights() -> None:
+    x = np.zeros((4, 16, 64, 64), np.float32)
+    conv_heavy = model_of(conv_then_dense(1000), "auto").plan_for(x)  # 37.7 MMAC/image, 256 KB dense
+    assert split_pays(conv_heavy, 4, 2)
+    tiny = model_of(conv_then_dense(1000, channels=8), "auto").plan_for(x)  # 4.7 MMAC/image
+    assert not split_pays(tiny, 4, 2)
+    dense = model_of(conv_then_dense(80_000), "auto").plan_for(x)  # 20 MB of dense weights
+    assert not split_pays(dense, 4, 2)

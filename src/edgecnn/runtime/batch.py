@@ -180,6 +180,29 @@ def run_split(
     return results
 
 
+SPLIT_MIN_MACS_PER_IMAGE = 20_000_000
+"""Below this much work per image, handing a slice to another thread costs more than it saves
+(LeNet-5, 0.3 MMAC: 0.56x at batch 2)."""
+
+SPLIT_MAX_DENSE_WEIGHT_BYTES = 16 << 20
+"""Above this many bytes of fully-connected weights, splitting loses: every slice streams the
+weights again, where the whole batch reads them once (AlexNet 0.79x, VGG-16 0.85x at batch 8)."""
+
+
 def split_pays(plan: Plan, batch: int, threads: int) -> bool:
-    """The "auto" rule (measured with benchmarks/arena.py --batch; docs/memory.md): TBD."""
-    return True
+    """The "auto" rule, from benchmarks/arena.py --batch-only (docs/memory.md): split a batch
+    unless its images are tiny or its dense layers' weights are large. Convolution-heavy models
+    gained 1.0-1.18x at batch 2-8 on 2 threads: layers below the thread grain run on one thread
+    when the batch is whole, and each slice's working set is smaller."""
+    from edgecnn.analysis import layer_macs
+
+    macs = 0
+    dense_bytes = 0
+    for step in plan.steps:
+        node = step.node
+        in_types = [plan.types.get(x) if x else None for x in node.inputs]
+        out_type = plan.types.get(node.outputs[0]) if node.outputs and node.outputs[0] else None
+        macs += layer_macs(node, in_types, out_type)
+        if node.op in ("Gemm", "FusedGemm", "MatMul"):
+            dense_bytes += sum(plan.constants[x].nbytes for x in node.inputs[1:2] if x in plan.constants)
+    return macs >= SPLIT_MIN_MACS_PER_IMAGE * batch and dense_bytes <= SPLIT_MAX_DENSE_WEIGHT_BYTES
