@@ -14,6 +14,7 @@ import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cuda.array import CudaArray
+from edgecnn.kernels.cuda.blas import ONE
 from edgecnn.kernels.cuda.runtime import CudaDevice
 from edgecnn.kernels.cuda.step import (
     NO_ACTIVATION,
@@ -94,8 +95,8 @@ def _gemm_conv_factory(node: Node, types: Types, values: Values) -> CudaStep:
     cupy = device.cupy
     g, mg, kc, p = geo.groups, geo.m // geo.groups, geo.taps, geo.positions
     chunk = column_chunk(geo)
-    # Fewest batch axes for cupy.matmul: one image and one group is a plain 2-D cuBLAS GEMM (about
-    # half the host time of a batched call); the weights broadcast over images.
+    # One group: cuBLAS directly, the weights shared by every image. Groups: cupy.matmul with the
+    # fewest batch axes, the weights broadcast over images.
     lead = () if geo.n == 1 and g == 1 else (geo.n,) if g == 1 else (geo.n, g)
     weight_shape = (mg, kc) if g == 1 else (g, mg, kc)
     im2col_args = (*geo.args(), np.int32(0))
@@ -106,6 +107,16 @@ def _gemm_conv_factory(node: Node, types: Types, values: Values) -> CudaStep:
         w, b = either(setup.weights, w), either(setup.bias, b)
         if empty:
             return CudaArray.empty(device, out_shape)
+        if g == 1 and chunk >= geo.n:  # Y[n] = W @ cols[n], one (strided batched) cuBLAS call
+            if geo.is_pointwise:
+                cols = x.array
+            else:
+                cols = device.empty((geo.n, kc, p))
+                device.launch("im2col", cols.size, x.array, *im2col_args, cols)
+            y = device.empty(out_shape)
+            device.blas.gemm(mg, p, kc, w.array.data.ptr, cols.data.ptr, y.data.ptr, ONE, geo.n, 0, kc * p)
+            finish(y, b)
+            return CudaArray(device, y)
         weights = w.array.reshape(weight_shape)  # per group an (Mg x Kc) matrix
         if geo.is_pointwise:  # the input (N, G, Cg, H*W) is the column matrix
             y = cupy.matmul(weights, x.array.reshape(*lead, kc, p))

@@ -61,7 +61,7 @@ def _gemm_factory(node: Node, types: Types, values: Values) -> CudaStep:
     device = device_for_plan()
     cupy = device.cupy
     a_shape, b_shape = shape_of(types[0]), shape_of(types[1])
-    m = a_shape[1] if attrs.trans_a else a_shape[0]
+    m, k = (a_shape[1], a_shape[0]) if attrs.trans_a else a_shape
     n = b_shape[0] if attrs.trans_b else b_shape[1]
     a_const = _upload_oriented(device, values[0], attrs.trans_a)
     b_const = _upload_oriented(device, values[1], attrs.trans_b)
@@ -71,14 +71,19 @@ def _gemm_factory(node: Node, types: Types, values: Values) -> CudaStep:
     c_const = constant_on_device(device, values, 2) if has_c and bias is None else None
     activation = activation_params(attrs) if node.op == "FusedGemm" else NO_ACTIVATION
     alpha, beta = np.float32(attrs.alpha), np.float32(attrs.beta)
+    alpha_host = np.array([alpha], np.float32)
     epilogue = (np.int32(1), np.int32(n), np.int32(1), *activation)  # has_bias, rows = n, plane = 1
 
     def launch(a: CudaArray, b: CudaArray, c: CudaArray | None = None) -> CudaArray:
         left = a_const.array if a_const is not None else (a.array.T if attrs.trans_a else a.array)
         right = b_const.array if b_const is not None else (b.array.T if attrs.trans_b else b.array)
-        y = cupy.ascontiguousarray(cupy.matmul(left, right), dtype=cupy.float32)
-        if alpha != 1:
-            y *= alpha
+        if m * n * k and left.flags.c_contiguous and right.flags.c_contiguous:  # cuBLAS directly
+            y = device.empty((m, n))
+            device.blas.gemm(m, n, k, left.data.ptr, right.data.ptr, y.data.ptr, alpha_host)
+        else:
+            y = cupy.ascontiguousarray(cupy.matmul(left, right), dtype=cupy.float32)
+            if alpha != 1:
+                y *= alpha
         result = CudaArray(device, y)
         if bias_const is not None:  # y = act(y + bias[column]) in one launch
             device.launch("bias_activation", m * n, y, bias_const.array, *epilogue)

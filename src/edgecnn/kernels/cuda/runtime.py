@@ -40,6 +40,7 @@ class CudaDevice:
         self.cupy = cupy
         self.cuda = cupy.cuda.Device(index)
         self._module: Any = None
+        self._blas: Any = None
         self._kernels: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -59,6 +60,15 @@ class CudaDevice:
                 except self.cupy.cuda.compiler.CompileException as exc:  # carries the NVRTC log
                     raise DeviceError(f"{self.name}: CUDA kernels failed to compile: {exc}") from exc
         return found
+
+    @property
+    def blas(self) -> Any:
+        """Direct cuBLAS GEMMs (kernels.cuda.blas.Blas), set up on first use."""
+        if self._blas is None:
+            from edgecnn.kernels.cuda.blas import Blas
+
+            self._blas = Blas(self.cupy)
+        return self._blas
 
     def launch(self, name: str, total: int, *args: Any) -> None:
         """Kernel ``name`` over ``total`` threads; its first argument is ``total`` (int32), then ``args``,

@@ -1,5 +1,6 @@
-"""What CUDA kernel factories share: the prepared step object, registration, constants uploaded once,
-and the activation parameters of fused ops (the same codes as the OpenCL backend's)."""
+"""What CUDA kernel factories share: the prepared step object, registration, constants uploaded once;
+the plan-time checks and the activation parameters of fused ops are the OpenCL backend's (pure
+Python: the same float32 / 32-bit-index limits and activation codes)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,16 @@ from typing import Any
 
 import numpy as np
 
-from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cuda.array import CudaArray, to_device, to_host
-from edgecnn.kernels.cuda.runtime import MAX_ELEMENTS, CudaDevice, get_device
-from edgecnn.kernels.opencl.step import NO_ACTIVATION, activation_params
+from edgecnn.kernels.cuda.runtime import CudaDevice, get_device
+from edgecnn.kernels.opencl.step import (  # backend-neutral plan-time helpers, shared
+    NO_ACTIVATION,
+    activation_params,
+    either,
+    is_float32,
+    shape_of,
+    variable_inputs,
+)
 from edgecnn.kernels.registry import KernelFactory, KernelPredicate, register_kernel
 
 BACKEND = "cuda"
@@ -70,36 +77,12 @@ def cuda_kernel(
     return register_kernel(op, backend=BACKEND, when=when, priority=priority, name=name)
 
 
-def is_float32(t: TensorType | None, rank: int | tuple[int, ...] | None = None) -> bool:
-    """A float32 tensor of known shape (and of the given rank(s)) that 32-bit indices can address."""
-    if t is None or t.dtype != "float32" or t.shape is None or not t.is_concrete:
-        return False
-    if rank is not None and len(t.shape) not in ((rank,) if isinstance(rank, int) else rank):
-        return False
-    return int(np.prod(t.shape, dtype=np.int64)) <= MAX_ELEMENTS
-
-
-def shape_of(t: TensorType | None) -> tuple[int, ...]:
-    assert t is not None and t.shape is not None
-    return tuple(int(d) for d in t.shape)  # type: ignore[arg-type]
-
-
-def variable_inputs(node: Node, values: Sequence[np.ndarray | None], indices: Sequence[int]) -> list[int]:
-    """Of ``indices``, the inputs that are present and not constants (copied to the GPU per run)."""
-    return [i for i in indices if i < len(node.inputs) and node.inputs[i] and values[i] is None]
-
-
 def constant_on_device(
     device: CudaDevice, values: Sequence[np.ndarray | None], index: int
 ) -> CudaArray | None:
     """Input ``index`` uploaded once if it is a plan-time constant; None otherwise."""
     value = values[index] if index < len(values) else None
     return None if value is None else CudaArray.upload(device, value)
-
-
-def either(constant: CudaArray | None, value: Any) -> Any:
-    """The plan-time upload of an input if there is one, else the value passed at run time."""
-    return value if constant is None else constant
 
 
 def device_for_plan() -> CudaDevice:
