@@ -126,3 +126,17 @@ def test_scale_to_whole_inference_times() -> None:
     assert [layer.seconds["cpu"] for layer in scaled] == pytest.approx([2.0, 6.0])
     assert [layer.seconds["gpu"] for layer in scaled] == pytest.approx([1.5, 0.5])
     assert scaled[0].units == layers[0].units and scaled[1].out_bytes == layers[1].out_bytes
+
+
+def test_devices_sharing_hardware_do_not_overlap() -> None:
+    from edgecnn.hetero.measure import HOST_CPU, hardware_groups
+
+    shared = {"cpu": "host", "gpu": "host"}
+    split = option_cost(conv(), ("cpu", "gpu"), PARTITION, WATTS, {}, groups=shared)
+    assert split.seconds == pytest.approx(0.5 + 0.5)  # busy times add: no gain from splitting
+    assert option_cost(conv(), ("cpu", "gpu"), PARTITION, WATTS, {}).seconds == pytest.approx(0.5)
+    layers = [conv(f"c{i}") for i in range(3)]
+    found = fine_grained(layers, PARTITION, {"cpu": 1.0, "gpu": 1.0}, None, shared)
+    assert found.fine.edp == pytest.approx(found.uniform[("cpu",)].edp)
+    groups = hardware_groups(["cpu", "reference", "opencl:99"])
+    assert groups == {"cpu": HOST_CPU, "reference": HOST_CPU, "opencl:99": "opencl:99"}

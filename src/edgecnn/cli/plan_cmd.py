@@ -83,6 +83,14 @@ def _print(model: Path, iterations: int, outcome: PlanOutcome) -> None:
             )
     if outcome.fine is not None and outcome.fine_estimates:
         est = outcome.fine_estimates
+        shared: dict[str, list[str]] = {}
+        for device, group in est.get("hardware_groups", {}).items():
+            shared.setdefault(group, []).append(device)
+        for group, members in shared.items():
+            if len(members) > 1:
+                console.print(
+                    f"  {', '.join(members)} share hardware ({group}): their busy times add", highlight=False
+                )
         moved = ", ".join(f"{k}->{'+'.join(v)}" for k, v in outcome.fine.layer_devices.items()) or "none"
         console.print(
             f"fine-grained (all devices, per-layer choice): predicted EDP {est['fine']['edp']:.4g} J*s vs "

@@ -9,7 +9,8 @@ as the executor makes them: a slice copies its input in and its output out; a la
 copies its input in unless the previous layer ran whole on that same device, and its output stays there
 until a layer elsewhere (or the end of the run) needs it, which then pays that copy out. "Previous" is
 the previous step: exact for chains, an approximation where branches meet. The layer takes the longest busy
-time; its energy is the sum of ``P_d x busy_d`` (each device's average power while it works; idle power is
+time (devices that share hardware, e.g. the CPU backend and an OpenCL driver on the same CPU, add their busy
+times instead); its energy is the sum of ``P_d x busy_d`` (each device's average power while it works; idle power is
 not charged, as in the seed). Totals add over layers.
 
 Choice: coordinate descent on the total predicted EDP = E x T (layer by layer, take the device subset that
@@ -123,10 +124,13 @@ def option_cost(
     links: Mapping[str, LinkCost],
     previous: tuple[LayerCost, Option] | None = None,
     last: bool = False,
+    groups: Mapping[str, str] | None = None,
 ) -> Estimate:
     """Predicted (seconds, joules) of one layer shared by the devices of ``option``, after ``previous``
     (the previous layer and its option; None: the layer reads the model's input, on the host). ``last``:
-    the model's output is copied back after this layer."""
+    the model's output is copied back after this layer. ``groups``: devices with the same group name share
+    their hardware (e.g. the CPU backend and a CPU OpenCL driver), so their busy times add instead of
+    overlapping."""
     fractions = _fractions(layer, option, partition)
     for device in fractions:
         if device not in layer.seconds:
@@ -136,21 +140,22 @@ def option_cost(
         prev_layer, prev_option = previous
         held = prev_option[0] if len(prev_option) == 1 else None
         if held is not None and option != prev_option:  # the previous output leaves its device first
-            copy = links[held].seconds(prev_layer.out_bytes)
+            copy = (links.get(held) or LinkCost(held)).seconds(prev_layer.out_bytes)
             seconds, joules = copy, watts[held] * copy
         resident = held is not None and option == prev_option
     else:
         resident = False
     whole = len(option) == 1
-    busiest = 0.0
+    group_busy: dict[str, float] = {}
     for device, fraction in fractions.items():
-        link = links[device]
+        link = links.get(device) or LinkCost(device)
         read = 0.0 if resident else layer.in_bytes * (fraction if layer.sliced_input else 1.0)
         written = layer.out_bytes * fraction if (not whole or last) else 0.0
         busy = fraction * layer.seconds[device] + link.seconds(read) + link.seconds(written)
-        busiest = max(busiest, busy)
+        group = (groups or {}).get(device, device)
+        group_busy[group] = group_busy.get(group, 0.0) + busy
         joules += watts[device] * busy
-    return Estimate(seconds + busiest, joules)
+    return Estimate(seconds + max(group_busy.values()), joules)
 
 
 def subsets(devices: Sequence[str]) -> list[Option]:
@@ -181,8 +186,10 @@ class _Costs:
         partition: Partition,
         watts: Mapping[str, float],
         links: Mapping[str, LinkCost],
+        groups: Mapping[str, str] | None = None,
     ) -> None:
         self.layers, self.partition, self.watts, self.links = list(layers), partition, watts, links
+        self.groups = dict(groups or {})
         self._memo: dict[tuple[int, Option | None, Option], Estimate] = {}
 
     def cost(self, index: int, prev: Option | None, option: Option) -> Estimate:
@@ -192,7 +199,9 @@ class _Costs:
             previous = None if index == 0 or prev is None else (self.layers[index - 1], prev)
             last = index == len(self.layers) - 1
             layer = self.layers[index]
-            found = option_cost(layer, option, self.partition, self.watts, self.links, previous, last)
+            found = option_cost(
+                layer, option, self.partition, self.watts, self.links, previous, last, self.groups
+            )
             self._memo[key] = found
         return found
 
@@ -219,9 +228,10 @@ def total_cost(
     partition: Partition,
     watts: Mapping[str, float],
     links: Mapping[str, LinkCost] | None = None,
+    groups: Mapping[str, str] | None = None,
 ) -> Estimate:
     """Sum of the layers' predicted times and energies under ``choice``."""
-    table = _Costs(layers, partition, watts, _links(partition.devices, links))
+    table = _Costs(layers, partition, watts, _links(partition.devices, links), groups)
     return table.total([choice[layer.name] for layer in layers])
 
 
@@ -230,9 +240,11 @@ def fine_grained(
     partition: Partition,
     watts: Mapping[str, float],
     links: Mapping[str, LinkCost] | None = None,
+    groups: Mapping[str, str] | None = None,
 ) -> FineResult:
-    """Per-layer device choice (see the module docstring) for ``partition``'s devices and shares."""
-    table = _Costs(layers, partition, watts, _links(partition.devices, links))
+    """Per-layer device choice (see the module docstring) for ``partition``'s devices and shares;
+    ``groups`` names devices that share hardware (see :func:`option_cost`)."""
+    table = _Costs(layers, partition, watts, _links(partition.devices, links), groups)
     options = subsets(partition.devices)
     allowed = [[o for o in options if layer.units or len(o) == 1] for layer in layers]
     coarse_map = coarse_choice(layers, partition)
@@ -251,7 +263,7 @@ def fine_grained(
         choice=dict(zip(names, choice, strict=True)),
         coarse=table.total(coarse),
         fine=best,
-        coarse_without_transfer=_Costs(layers, partition, watts, zero).total(coarse),
+        coarse_without_transfer=_Costs(layers, partition, watts, zero, groups).total(coarse),
         changed=tuple(overrides),
         uniform=uniform,
     )

@@ -34,6 +34,29 @@ class Measured:
         return self.joules * self.seconds
 
 
+HOST_CPU = "host CPU"
+
+
+def hardware_groups(devices: Sequence[str]) -> dict[str, str]:
+    """Which devices share hardware: the CPU backends and OpenCL drivers of CPU type (e.g. PoCL) all run on
+    the host's cores (group "host CPU"); any other device is its own group."""
+    from edgecnn.devices import find_device, parse_device
+
+    groups = {}
+    for name in devices:
+        kind = parse_device(name).kind
+        if kind in ("cpu", "reference"):
+            groups[name] = HOST_CPU
+            continue
+        try:
+            info = find_device(name)
+        except DeviceError:
+            groups[name] = name
+            continue
+        groups[name] = HOST_CPU if "CPU" in info.device_type.upper().split(" | ") else name
+    return groups
+
+
 def open_meters(devices: Sequence[str]) -> list[tuple[object, str]]:
     """One meter per distinct source covering ``devices`` (e.g. RAPL once for cpu and a CPU-OpenCL device),
     with a note when a device fell back to the labelled CPU-time estimate."""

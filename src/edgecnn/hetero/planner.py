@@ -18,7 +18,7 @@ import numpy as np
 from edgecnn.errors import DeviceError, EdgeCNNError
 from edgecnn.hetero.execute import PartitionedModel
 from edgecnn.hetero.finegrained import FineResult, fine_grained, scale_to
-from edgecnn.hetero.measure import layer_costs, measure
+from edgecnn.hetero.measure import hardware_groups, layer_costs, measure
 from edgecnn.hetero.partition import Partition
 from edgecnn.hetero.profiles import DeviceProfile, ProfileError, normalise
 from edgecnn.hetero.search import SearchResult, combination_metrics, search_combination
@@ -113,7 +113,8 @@ def _fine(
 ) -> FineResult:
     costs = scale_to(layer_costs(models, feeds, iterations), {p.name: p.seconds for p in profiles})
     partition = perf_partition(result, [p.name for p in profiles])
-    return fine_grained(costs, partition, {p.name: p.power for p in profiles}, links)
+    groups = hardware_groups(partition.devices)
+    return fine_grained(costs, partition, {p.name: p.power for p in profiles}, links, groups)
 
 
 class Planner:
@@ -187,6 +188,7 @@ class Planner:
                         "fine": found.fine.to_json(),
                         "changed_layers": list(found.changed),
                         "predicted_gain": found.improvement,
+                        "hardware_groups": hardware_groups([p.name for p in profiles]),
                         "uniform": {"+".join(o): e.to_json() for o, e in found.uniform.items()},
                     }
         partition = perf_partition(result, result.chosen)
