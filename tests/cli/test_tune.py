@@ -3,7 +3,10 @@ and the next load of the model following the cache."""
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,11 +14,11 @@ import typer
 from typer.testing import CliRunner
 
 import edgecnn
-import edgecnn.kernels.cpu.winograd  # registers the Winograd kernels
 from edgecnn.cli import tune_cmd
 from edgecnn.cli.app import EXIT_ERROR, reports_errors
 from edgecnn.cli.demo_cmd import bundled
 from edgecnn.kernels import tuning
+from edgecnn.kernels.registry import scoped_registrations
 from edgecnn.runtime.feeds import random_feeds
 
 FACE_MODEL = bundled("simplecnn/face_binary_cls.onnx")
@@ -27,6 +30,17 @@ app.command(name="unused")(lambda: None)  # two commands: typer then expects the
 
 def invoke(*args: object) -> object:
     return CliRunner().invoke(app, [tune_cmd.NAME, *(str(a) for a in args)])
+
+
+@pytest.fixture(autouse=True, scope="module")
+def registered_winograd() -> Iterator[None]:
+    """The Winograd kernels registered while this module's tests run (a fresh import registers
+    them; kernels/cpu/__init__.py does not import them yet), and unregistered afterwards."""
+    importlib.import_module("edgecnn.kernels.cpu")  # the backend's own kernels: registered for good
+    with scoped_registrations():
+        sys.modules.pop("edgecnn.kernels.cpu.winograd", None)
+        importlib.import_module("edgecnn.kernels.cpu.winograd")
+        yield
 
 
 @pytest.fixture(autouse=True)

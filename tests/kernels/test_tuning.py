@@ -4,21 +4,34 @@ select_kernel following a cached choice only where it applies."""
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-import edgecnn.kernels.cpu.winograd  # noqa: F401  (registers the Winograd kernels)
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels import tuning
-from edgecnn.kernels.registry import candidate_kernels, select_kernel
+from edgecnn.kernels.registry import candidate_kernels, scoped_registrations, select_kernel
 from edgecnn.kernels.tuning_measure import LayerTiming, example_inputs, time_layer, time_layers
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.pool import MaxPoolAttrs
+
+
+@pytest.fixture(autouse=True, scope="module")
+def registered_winograd() -> Iterator[None]:
+    """The Winograd kernels registered while this module's tests run (a fresh import registers
+    them; kernels/cpu/__init__.py does not import them yet), and unregistered afterwards."""
+    importlib.import_module("edgecnn.kernels.cpu")  # the backend's own kernels: registered for good
+    with scoped_registrations():
+        sys.modules.pop("edgecnn.kernels.cpu.winograd", None)
+        importlib.import_module("edgecnn.kernels.cpu.winograd")
+        yield
 
 
 @pytest.fixture

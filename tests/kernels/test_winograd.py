@@ -10,6 +10,9 @@ F(4x4): measured worst errors are ~1e-7 (F(2x2)) and ~2e-6 (F(4x4)) of that magn
 
 from __future__ import annotations
 
+import importlib
+import sys
+from collections.abc import Iterator
 from typing import Any
 from unittest import mock
 
@@ -20,9 +23,9 @@ from hypothesis import strategies as st
 
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu import cpu_threads
-from edgecnn.kernels.cpu import winograd as wino
 from edgecnn.kernels.cpu import winograd_transforms as transforms
 from edgecnn.kernels.cpu.conv_setup import conv_setup
+from edgecnn.kernels.registry import scoped_registrations
 from edgecnn.ops.conv import ConvAttrs, conv
 from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
 from kernels.support import fast_run, reference_run
@@ -31,11 +34,26 @@ ERROR_BOUND = {2: 1e-6, 4: 1.5e-5}
 """Allowed |error| / magnitude per output tile size."""
 
 
+wino: Any = None
+"""edgecnn.kernels.cpu.winograd, imported by ``registered_winograd`` so that its kernels are
+registered only while this module's tests run (until kernels/cpu/__init__.py imports it)."""
+
+
+def fresh_import(name: str) -> Any:
+    """Import ``name`` anew, so that the registrations it makes at import happen now."""
+    sys.modules.pop(name, None)
+    return importlib.import_module(name)
+
+
 @pytest.fixture(autouse=True, scope="module")
-def no_tuning_cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """Kernel choices by the heuristics only, whatever `edgecnn tune` has cached for this user."""
-    with pytest.MonkeyPatch.context() as patch:
+def registered_winograd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The Winograd kernels registered, and kernel choices by the heuristics only, whatever
+    `edgecnn tune` has cached for this user."""
+    global wino
+    importlib.import_module("edgecnn.kernels.cpu")  # the backend's own kernels: registered for good
+    with scoped_registrations(), pytest.MonkeyPatch.context() as patch:
         patch.setenv("EDGECNN_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        wino = fresh_import("edgecnn.kernels.cpu.winograd")
         yield
 
 

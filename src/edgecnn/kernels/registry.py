@@ -19,7 +19,8 @@ OpenCL steps expose ``fn.run_device`` instead (device-resident tensors).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +85,18 @@ def register_kernel(
         return factory
 
     return decorate
+
+
+@contextmanager
+def scoped_registrations() -> Iterator[None]:
+    """Kernels registered inside the block are unregistered when it ends: tests of a kernel module
+    that is not (yet) imported by its backend package must not change other tests' kernel choices."""
+    saved = {key: list(entries) for key, entries in _KERNELS.items()}
+    try:
+        yield
+    finally:
+        _KERNELS.clear()
+        _KERNELS.update(saved)
 
 
 def select_kernel(
