@@ -31,6 +31,7 @@ from edgecnn.compress import compress
 from edgecnn.compress.report import seeded_feeds
 from edgecnn.compress.sensitivity import top1
 from edgecnn.format import load_ecnn, save_ecnn
+from edgecnn.format.entropy_plan import entropy_plan
 from edgecnn.importers.caffe import load_caffe
 from edgecnn.importers.onnx import load_onnx
 from edgecnn.ir.graph import Graph
@@ -50,6 +51,7 @@ class Config:
     prune: float | None = None
     prune_layers: Mapping[str, float] | None = None
     quantize: str | None = None
+    entropy: str | None = None  # "zlib" or "lzma": entropy_plan over the compressed plan
 
 
 FACE_CONFIGS = [
@@ -61,6 +63,18 @@ FACE_CONFIGS = [
     Config("prune 0.3 + int8", prune=0.3, quantize="int8"),
     Config("prune 0.15 + csr", prune=0.15),
     Config("prune 0.15 + int8", prune=0.15, quantize="int8"),
+]
+FC_PRUNE = dict.fromkeys(FC_LAYERS, 0.15)
+ALEXNET_ENTROPY_CONFIGS = [
+    Config("raw"),
+    Config("raw + zlib", entropy="zlib"),
+    Config("int8", quantize="int8"),
+    Config("int8 + zlib", quantize="int8", entropy="zlib"),
+    Config("prune fc6-8 0.15 + csr (seed 001)", prune_layers=FC_PRUNE),
+    Config("prune fc6-8 0.15 + csr + zlib", prune_layers=FC_PRUNE, entropy="zlib"),
+    Config("prune all 0.15 + int8", prune=0.15, quantize="int8"),
+    Config("prune all 0.15 + int8 + zlib", prune=0.15, quantize="int8", entropy="zlib"),
+    Config("prune all 0.15 + int8 + lzma", prune=0.15, quantize="int8", entropy="lzma"),
 ]
 ALEXNET_CONFIGS = [
     Config("raw"),
@@ -124,8 +138,12 @@ def measure(
     compressed, plan = compress(
         graph, prune=config.prune, prune_layers=config.prune_layers, quantize=config.quantize
     )
+    if config.entropy is not None:
+        plan = entropy_plan(compressed, plan, config.entropy)
     path = folder / "model.ecnn"
+    start = time.perf_counter()
     save_ecnn(compressed, path, storage=plan)
+    print(f"  {config.label}: written in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     del compressed
     warm = median_ms(lambda: load_ecnn(path), 3)
     cold = median_ms(
@@ -218,7 +236,11 @@ def machine() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("face", "alexnet"))
+    parser.add_argument(
+        "--only",
+        choices=("face", "alexnet", "alexnet-entropy"),
+        help="alexnet-entropy: only the entropy-coding table, also written into docs/compression.md",
+    )
     parser.add_argument("--iterations", type=int, default=10, help="Timed runs per model (median).")
     parser.add_argument("--samples", type=int, default=8, help="Random inputs for top-1 agreement.")
     parser.add_argument("--threads", type=int, default=2)
@@ -232,6 +254,29 @@ def main() -> None:
         graph = load_caffe(ALEXNET, random_seed=0)
         rows = run("alexnet", graph, ALEXNET_CONFIGS, args.iterations, args.samples, args.threads)
         print(markdown("BVLC AlexNet, seeded random weights", rows, args.samples) + "\n")
+    if args.only in (None, "alexnet-entropy"):
+        graph = load_caffe(ALEXNET, random_seed=0)
+        rows = run("alexnet", graph, ALEXNET_ENTROPY_CONFIGS, args.iterations, args.samples, args.threads)
+        table = markdown("BVLC AlexNet with entropy-coded weights", rows, args.samples)
+        print(table + "\n")
+        write_entropy_section(table, args.threads)
+
+
+def write_entropy_section(table: str, threads: int) -> None:
+    """The table into docs/compression.md, between its markers (the rest of the page is kept)."""
+    from sparse_docs import machine_line, replace_section
+
+    body = "\n".join(
+        [
+            table,
+            "",
+            "Same model, columns and method as the table above; *+ zlib* / *+ lzma*: `compress(...)`, then",
+            "`entropy_plan(graph, plan, coder)` (what `edgecnn compress --entropy` does), format 1.2.",
+            machine_line(threads) + " The machine was shared with other work while measuring.",
+            "Command: `.venv/bin/python benchmarks/compression.py --only alexnet-entropy`.",
+        ]
+    )
+    replace_section("entropy-alexnet", body, before="## Not done yet (rest of issue 5)")
 
 
 if __name__ == "__main__":
