@@ -272,6 +272,11 @@ def write_entropy_section(table: str, threads: int) -> None:
             "",
             "Same model, columns and method as the table above; *+ zlib* / *+ lzma*: `compress(...)`, then",
             "`entropy_plan(graph, plan, coder)` (what `edgecnn compress --entropy` does), format 1.2.",
+            "Reading: the coders pay off on CSR (their filter turns column indices into small differences)",
+            "and little on dense float or int8 values, which are close to random bytes; a coded file is",
+            "decoded at every load, so it loads slower than its uncoded form, lzma several times slower",
+            "than zlib. Latency depends on the pruning, not on the coding (weights are decoded before",
+            "the plan is built); on a shared machine that column is mostly noise.",
             machine_line(threads) + " The machine was shared with other work while measuring.",
             "Command: `.venv/bin/python benchmarks/compression.py --only alexnet-entropy`.",
         ]
