@@ -89,6 +89,9 @@ def test_resume_refuses_a_plain_model(tmp_path: Path) -> None:
         resume(path)
 
 
+@pytest.mark.filterwarnings(
+    "ignore:overflow encountered:RuntimeWarning", "ignore:invalid value:RuntimeWarning"
+)
 def test_divergence_is_reported() -> None:
     trainer = Trainer(small_lenet(), TrainConfig(epochs=3, batch_size=16, lr=1e3))
     with pytest.raises(TrainingDivergedError, match="lower the learning rate"):

@@ -95,6 +95,9 @@ def command(
     resume_from: Path | None = typer.Option(
         None, "--resume", help="Continue from a checkpoint (its settings; --epochs extends)."
     ),
+    threads: int = typer.Option(
+        1, min=1, help="BLAS threads of training (results are reproducible per count)."
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
 ) -> None:
     """Train a classifier on a labelled image set, optionally prune it, and save it as .ecnn."""
@@ -111,10 +114,10 @@ def command(
     structured_keep, structured_layers = parse_prune(structured)
     config = TrainConfig(
         epochs=epochs, batch_size=batch_size, lr=lr, momentum=momentum, weight_decay=weight_decay,
-        schedule=schedule, step_size=step_size, gamma=gamma, seed=seed, shift=shift,
+        schedule=schedule, step_size=step_size, gamma=gamma, seed=seed, shift=shift, threads=threads,
     )  # fmt: skip
     if resume_from is not None:
-        trainer = resume(resume_from, epochs=epochs)
+        trainer = resume(resume_from, epochs=epochs, threads=threads)
         channels, height, width = input_size(trainer.network.source)
         train, test = load_dataset(dataset, (height, width), channels, test_fraction, trainer.config.seed)
     else:

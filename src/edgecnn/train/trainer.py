@@ -3,11 +3,14 @@ scheduled SGD, optional fixed pruning masks, evaluation, and checkpoints that re
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from edgecnn.compress.layers import weight_layers
 from edgecnn.errors import EdgeCNNError, InputError
@@ -39,6 +42,7 @@ class TrainConfig:
     seed: int = 0
     bn_momentum: float = 0.9
     shift: int = 0  # augmentation: translate each training image by up to this many pixels
+    threads: int = 1  # BLAS threads; results are bit-identical for a given seed and thread count
 
     def lr_schedule(self) -> Schedule:
         return Schedule(self.schedule, self.lr, self.step_size, self.gamma, self.epochs)
@@ -59,11 +63,26 @@ BatchCallback = Callable[[int, int, float], None]
 """on_batch(batch index, batches in the epoch, loss)."""
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def blas_threads(method: F) -> F:
+    """Run ``method`` with BLAS limited to the config's thread count: small training GEMMs gain
+    little from threads, and oversubscribed cores make them many times slower."""
+
+    @functools.wraps(method)
+    def wrapper(self: Trainer, *args: Any, **kwargs: Any) -> Any:
+        with threadpool_limits(self.config.threads):
+            return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
 class Trainer:
     def __init__(self, graph: Graph, config: TrainConfig | None = None) -> None:
         self.config = config or TrainConfig()
-        if self.config.batch_size < 1 or self.config.epochs < 0:
-            raise InputError(f"batch_size must be >= 1 and epochs >= 0, got {self.config}")
+        if self.config.batch_size < 1 or self.config.epochs < 0 or self.config.threads < 1:
+            raise InputError(f"batch_size and threads must be >= 1 and epochs >= 0, got {self.config}")
         self.schedule = self.config.lr_schedule() if self.config.epochs else None
         self.network = Network(graph)
         weights = {layer.tensor for layer in weight_layers(graph)}
@@ -117,6 +136,7 @@ class Trainer:
         self.optimizer.step(self.network.values, grads, lr, self.masks)
         return loss, int((logits.argmax(axis=1) == y).sum())
 
+    @blas_threads
     def fit(
         self,
         train: Dataset,
@@ -160,6 +180,7 @@ class Trainer:
                 on_epoch(stats)
         return done
 
+    @blas_threads
     def train_steps(
         self, train: Dataset, steps: int, lr: float, stream: int, on_batch: BatchCallback | None = None
     ) -> float:
@@ -176,6 +197,7 @@ class Trainer:
                     break
         return float(np.mean(losses)) if losses else float("nan")
 
+    @blas_threads
     def evaluate(self, data: Dataset, batch_size: int = 256) -> tuple[float, float]:
         """(mean loss, accuracy) in inference mode (running BatchNorm statistics, no dropout)."""
         if len(data) == 0:

@@ -54,9 +54,9 @@ def fold(cols: np.ndarray, x_shape: tuple[int, ...], geo: ConvGeometry, out: tup
     return padded[(slice(None), slice(None), *inner)]
 
 
-def per_group(a: np.ndarray, b: np.ndarray, transpose_a: bool = False, transpose_b: bool = False) -> np.ndarray:
+def per_group(a: np.ndarray, b: np.ndarray, transpose_b: bool = False) -> np.ndarray:
     """One 2-D BLAS product per group (numpy's stacked matmul is slower for the few, large groups here)."""
-    return np.stack([(x.T if transpose_a else x) @ (y.T if transpose_b else y) for x, y in zip(a, b)])
+    return np.stack([x @ (y.T if transpose_b else y) for x, y in zip(a, b)])
 
 
 def conv_forward(attrs: ConvAttrs, inputs: Sequence[np.ndarray | None], ctx: Context) -> Forward:
@@ -81,13 +81,18 @@ def conv_backward(
 ) -> list[np.ndarray | None]:
     groups, n = attrs.group, dy.shape[0]
     m, rank = dy.shape[1], len(cache.out)
-    # (N, M, *out) -> (G, N * positions, Mg)
-    dyg = dy.reshape(n, groups, m // groups, -1).transpose(1, 0, 3, 2).reshape(groups, -1, m // groups)
-    dw = per_group(dyg, cache.cols, transpose_a=True)  # (G, Mg, Cg * taps)
+    per_group_out = m // groups
+    # Both layouts are made C-contiguous: BLAS is several times slower on a transposed long operand.
+    dy_rows = (
+        dy.reshape(n, groups, per_group_out, -1).transpose(1, 2, 0, 3).reshape(groups, per_group_out, -1)
+    )
+    dw = per_group(dy_rows, cache.cols)  # (G, Mg, Cg * taps)
     grads: list[np.ndarray | None] = [None, dw.reshape(m, -1, *cache.geo.kernel)]
     if needed[0]:
-        dcols = per_group(dyg, cache.weights)
-        grads[0] = fold(dcols, cache.x_shape, cache.geo, cache.out)
+        dy_cols = (
+            dy.reshape(n, groups, per_group_out, -1).transpose(1, 0, 3, 2).reshape(groups, -1, per_group_out)
+        )
+        grads[0] = fold(per_group(dy_cols, cache.weights), cache.x_shape, cache.geo, cache.out)
     if cache.has_bias:
         grads.append(dy.sum(axis=(0, *range(2, 2 + rank))))
     return grads
