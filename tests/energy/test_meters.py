@@ -144,3 +144,21 @@ def test_energy_command_says_which_meter(tmp_path: Path) -> None:
     bad = CliRunner().invoke(app, ["energy", str(model), "--meter", "rapl"])
     if bad.exit_code != 0:  # no RAPL on this machine: a clear one-line error
         assert bad.exit_code == EXIT_ERROR and bad.stderr.startswith("error: ")
+
+
+def test_nvml_meter_reads_the_board_of_the_named_cuda_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    import edgecnn.energy.meters as meters
+
+    opened: list[int] = []
+
+    class FakeNvml:
+        name = "nvml"
+
+        def __init__(self, index: int = 0) -> None:
+            opened.append(index)
+
+    monkeypatch.setattr(meters, "NvmlMeter", FakeNvml)
+    assert open_meter(device="cuda:1").name == "nvml"
+    assert open_meter("nvml", device="cuda:3").name == "nvml"
+    assert open_meter(device="cuda").name == "nvml"
+    assert opened == [1, 3, 0]

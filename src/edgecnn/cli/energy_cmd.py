@@ -23,7 +23,9 @@ def command(
     interval: float = typer.Option(0.05, min=0.001, help="Sampling interval in seconds."),
     shape: str | None = typer.Option(None, help="Input shape for symbolic dimensions, e.g. 1x3x224x224."),
     threads: int | None = typer.Option(None, min=1, help="Threads (default: all cores)."),
-    device: str = typer.Option("cpu", help="cpu, opencl[:N] or reference (`edgecnn devices` lists them)."),
+    device: str = typer.Option(
+        "cpu", help="cpu, opencl[:N], cuda[:N] or reference (`edgecnn devices` lists them)."
+    ),
     csv: Path | None = typer.Option(None, help="Write the power samples to this CSV file."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:

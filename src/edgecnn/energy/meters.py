@@ -251,12 +251,21 @@ AUTO_ORDER = {
 """Meters that cover each kind of device, best first (a GPU board meter says nothing of the CPU)."""
 
 
+def _open(name: str, device: str) -> EnergyMeter:
+    """Meter ``name`` for ``device``: NVML reads the board of the GPU ``cuda:N`` names (NVML counts
+    GPUs in PCI order; set CUDA_DEVICE_ORDER=PCI_BUS_ID so that CUDA counts them the same way)."""
+    kind, _, index = device.partition(":")
+    if name == "nvml" and kind == "cuda":
+        return NvmlMeter(int(index or 0))
+    return METERS[name]()
+
+
 def open_meter(name: str = "auto", device: str = "cpu") -> EnergyMeter:
     """The named meter, or with "auto" the first that works here for ``device`` (the estimate last)."""
     if name != "auto":
         if name not in METERS:
             raise DeviceError(f"unknown energy meter {name!r} (known: auto, {', '.join(METERS)})")
-        return METERS[name]()
+        return _open(name, device)
     kind = device.split(":")[0]
     candidates = AUTO_ORDER.get(kind)
     if candidates is None:
@@ -264,7 +273,7 @@ def open_meter(name: str = "auto", device: str = "cpu") -> EnergyMeter:
     failures = []
     for candidate in candidates:
         try:
-            return METERS[candidate]()
+            return _open(candidate, device)
         except DeviceError as exc:
             failures.append(str(exc))
     raise DeviceError(f"no energy meter works for {device!r}: {'; '.join(failures)}")
