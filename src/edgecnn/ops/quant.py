@@ -76,7 +76,7 @@ def quantize_linear(
     dtype = attrs.output_dtype or (zero_point.dtype.name if zero_point is not None else "uint8")
     s = per_axis(np.asarray(scale, dtype=np.float32), x.ndim, attrs.axis)
     zp = 0 if zero_point is None else per_axis(zero_point, x.ndim, attrs.axis).astype(np.float32)
-    return saturate(x.astype(np.float32) / s + zp, dtype)
+    return saturate(np.rint(x.astype(np.float32) / s) + zp, dtype)
 
 
 def infer_dequantize(

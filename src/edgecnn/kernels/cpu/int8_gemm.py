@@ -1,10 +1,11 @@
 """Compiled loops of the int8 kernels: quantise, im2col on 8-bit data, int8 x int8 -> int32 GEMM
 with the requantising epilogue (int32 bias, per-channel multiplier, activation, saturation).
 
-The GEMM accumulates a block of output rows x columns in int32: for each k, a row of the column
-matrix is widened once and multiplied into every weight row of the block (a vectorised
-multiply-add over the columns). Numba emits no VNNI/dot-product instructions, so this does not
-beat float32 BLAS; it is here to make int8 models run, with their int8 rounding, on any CPU.
+The GEMM accumulates a block of 4 output rows x 256 columns in int32: for each k, a row of the
+column matrix is widened once and multiplied into the four weight rows (vectorised over the
+columns; int8 x 8-bit products fit int16, which halves the multiply width). Numba emits no
+VNNI/dot-product instructions, so this does not beat float32 BLAS; it is here to make int8 models
+run, with their int8 rounding, on any CPU.
 """
 
 from __future__ import annotations
@@ -14,24 +15,35 @@ import numpy as np
 
 from edgecnn.kernels.cpu.epilogue import activate
 
-ROW_BLOCK = 8
+ROW_BLOCK = 4
 COLUMN_BLOCK = 256
+
+
+ROUNDING = np.float32(12582912.0)  # 1.5 * 2**23: adding and subtracting it rounds half to even
+ROUNDING_LIMIT = np.float32(4194304.0)  # 2**22: beyond it every 8-bit result saturates anyway
+
+
+@numba.njit(inline="always", cache=True)
+def saturated(v: float, zero_point: int, lo: int, hi: int) -> float:
+    """clamp(round_half_even(v) + zero_point, lo, hi) in float32, as np.rint would round (the
+    magic-number rounding vectorises; np.rint in compiled loops is a libm call per value)."""
+    v = min(max(np.float32(v), -ROUNDING_LIMIT), ROUNDING_LIMIT)
+    q = ((v + ROUNDING) - ROUNDING) + np.float32(zero_point)
+    return min(max(q, np.float32(lo)), np.float32(hi))
 
 
 @numba.njit(parallel=True, cache=True)
 def quantize_into(x: np.ndarray, scale: float, zero_point: int, lo: int, hi: int, out: np.ndarray) -> None:
-    """out = clamp(rint(x / scale + zero_point), lo, hi) over flat arrays (QuantizeLinear)."""
+    """out = clamp(rint(x / scale) + zero_point, lo, hi) over flat arrays (QuantizeLinear)."""
     s = np.float32(scale)
-    zp = np.float32(zero_point)
     n = x.shape[0]
-    chunk = 4096
+    chunk = 16384
     for block in numba.prange((n + chunk - 1) // chunk):
         for i in range(block * chunk, min(n, block * chunk + chunk)):
-            v = np.rint(np.float32(np.float32(x[i]) / s) + zp)
-            out[i] = min(max(v, lo), hi)
+            out[i] = saturated(np.float32(np.float32(x[i]) / s), zero_point, lo, hi)
 
 
-@numba.njit(cache=True)
+@numba.njit(parallel=True, cache=True)
 def im2col_q(
     image: np.ndarray,  # (Cg, H, W) 8-bit
     kernel_h: int,
@@ -47,26 +59,35 @@ def im2col_q(
     pad_value: int,
     columns: np.ndarray,  # (Cg*KH*KW, OH*OW), written
 ) -> None:
-    """Receptive fields as rows; padding reads the zero point (the quantised real zero)."""
+    """Receptive fields as rows; padding reads the zero point (the quantised real zero). The
+    columns that read inside the image are found once per row, so the copies carry no tests."""
     channels, height, width = image.shape
     taps = kernel_h * kernel_w
     pad = columns.dtype.type(pad_value)
-    for row in range(channels * taps):
+    for row in numba.prange(channels * taps):
         c = row // taps
         ki = (row % taps) // kernel_w
         kj = row % kernel_w
         dest = columns[row]
+        x_offset = kj * dilation_w - pad_left
+        x_lo = 0 if x_offset >= 0 else min(out_w, (-x_offset + stride_w - 1) // stride_w)
+        last = width - 1 - x_offset
+        x_hi = max(x_lo, 0 if last < 0 else min(out_w, last // stride_w + 1))
         for oy in range(out_h):
             iy = oy * stride_h - pad_top + ki * dilation_h
-            base = oy * out_w
+            segment = dest[oy * out_w : (oy + 1) * out_w]
             if iy < 0 or iy >= height:
-                for ox in range(out_w):
-                    dest[base + ox] = pad
+                segment[:] = pad
                 continue
+            segment[:x_lo] = pad
             source = image[c, iy]
-            for ox in range(out_w):
-                ix = ox * stride_w - pad_left + kj * dilation_w
-                dest[base + ox] = source[ix] if 0 <= ix < width else pad
+            start = x_lo * stride_w + x_offset
+            if stride_w == 1:
+                segment[x_lo:x_hi] = source[start : start + x_hi - x_lo]
+            else:
+                for ox in range(x_lo, x_hi):
+                    segment[ox] = source[ox * stride_w + x_offset]
+            segment[x_hi:] = pad
 
 
 @numba.njit(inline="always", cache=True)
@@ -80,8 +101,38 @@ def requantized(
     elif kind != 0:
         ys = np.float32(y_scale)
         v = np.float32(activate(v * ys, kind, act[0], act[1], act[2]) / ys)
-    q = np.rint(v) + np.float32(zero_point)
-    return min(max(q, lo), hi)
+    return saturated(v, zero_point, lo, hi)
+
+
+@numba.njit(inline="always", cache=True)
+def accumulate_rows4(
+    weights: np.ndarray, columns: np.ndarray, m0: int, p0: int, p1: int, acc: np.ndarray
+) -> None:
+    """acc[0:4, :p1-p0] += weights[m0:m0+4] @ columns[:, p0:p1]: each widened column value feeds
+    four rows; products in int16 (|w| <= 127 times an 8-bit value fits), sums in int32."""
+    a0, a1, a2, a3 = acc[0], acc[1], acc[2], acc[3]
+    for k in range(weights.shape[1]):
+        source = columns[k, p0:p1]
+        w0, w1 = np.int16(weights[m0, k]), np.int16(weights[m0 + 1, k])
+        w2, w3 = np.int16(weights[m0 + 2, k]), np.int16(weights[m0 + 3, k])
+        for p in range(p1 - p0):
+            v = np.int16(source[p])
+            a0[p] += np.int32(np.int16(w0 * v))
+            a1[p] += np.int32(np.int16(w1 * v))
+            a2[p] += np.int32(np.int16(w2 * v))
+            a3[p] += np.int32(np.int16(w3 * v))
+
+
+@numba.njit(inline="always", cache=True)
+def accumulate_row(
+    weights: np.ndarray, columns: np.ndarray, m: int, p0: int, p1: int, acc: np.ndarray
+) -> None:
+    """One row of the block (the rows left over after blocks of four)."""
+    for k in range(weights.shape[1]):
+        source = columns[k, p0:p1]
+        w = np.int16(weights[m, k])
+        for p in range(p1 - p0):
+            acc[p] += np.int32(np.int16(w * np.int16(source[p])))
 
 
 @numba.njit(parallel=True, cache=True)
@@ -101,7 +152,7 @@ def gemm_requantize(
     high: float,
     out: np.ndarray,  # (M, P): 8-bit, or float32 if float_output
 ) -> None:
-    rows, depth = weights.shape
+    rows = weights.shape[0]
     pixels = columns.shape[1]
     row_blocks = (rows + ROW_BLOCK - 1) // ROW_BLOCK
     column_blocks = (pixels + COLUMN_BLOCK - 1) // COLUMN_BLOCK
@@ -111,20 +162,16 @@ def gemm_requantize(
         p0 = (task % column_blocks) * COLUMN_BLOCK
         m1 = min(m0 + ROW_BLOCK, rows)
         p1 = min(p0 + COLUMN_BLOCK, pixels)
-        width = p1 - p0
         acc = np.zeros((ROW_BLOCK, COLUMN_BLOCK), dtype=np.int32)
-        for k in range(depth):
-            source = columns[k, p0:p1]
+        if m1 - m0 == ROW_BLOCK:
+            accumulate_rows4(weights, columns, m0, p0, p1, acc)
+        else:
             for i in range(m1 - m0):
-                w = np.int32(weights[m0 + i, k])
-                if w != 0:
-                    target = acc[i]
-                    for p in range(width):
-                        target[p] += w * np.int32(source[p])
+                accumulate_row(weights, columns, m0 + i, p0, p1, acc[i])
         for i in range(m1 - m0):
             m = m0 + i
             b = bias[m]
-            for p in range(width):
+            for p in range(p1 - p0):
                 total = acc[i, p] + b
                 if float_output:
                     v = np.float32(np.float32(total) * multiplier[m])
