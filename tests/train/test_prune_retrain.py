@@ -84,3 +84,28 @@ def test_structured_pruning_refuses_what_it_cannot_follow() -> None:
     assert graph.initializers["ip2.w"].shape == (3, 16)  # untouched
     same, units = prune_structured(graph, layers={"conv1": 1.0})
     assert units == {} and same.initializers["conv1.w"].shape == (4, 1, 5, 5)
+
+
+def test_sensitivity_scan_with_real_accuracy_and_its_chart(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from PIL import Image
+
+    from edgecnn.compress import prune, sensitivity
+    from edgecnn.train.charts import draw_sensitivity
+    from edgecnn.train.evaluate import accuracy_score, engine_accuracy
+
+    data = toy_dataset()
+    trainer = Trainer(small_lenet(), TrainConfig(epochs=4, batch_size=16, lr=0.02, seed=1))
+    trainer.fit(data)
+    dense = engine_accuracy(trainer.graph, data)
+    assert dense == pytest.approx(trainer.evaluate(data)[1])
+    points = sensitivity(trainer.graph, accuracy_score(data), layers=["conv1", "ip1"], keeps=(0.9, 0.5, 0.05))
+    assert [(p.layer, p.keep) for p in points][:3] == [("conv1", 0.9), ("conv1", 0.5), ("conv1", 0.05)]
+    by_point = {(p.layer, p.keep): p.score for p in points}
+    expected = engine_accuracy(prune(trainer.graph, layers={"ip1": 0.05}), data)
+    assert by_point[("ip1", 0.05)] == expected and 0.0 <= expected <= 1.0
+    path = tmp_path / "chart.png"
+    draw_sensitivity(points, path, "toy", baseline=dense)
+    with Image.open(path) as image:
+        assert image.size == (900, 560) and len(np.unique(np.asarray(image).reshape(-1, 3), axis=0)) > 5
+    with pytest.raises(ValueError, match="no sensitivity points"):
+        draw_sensitivity([], path, "empty")
