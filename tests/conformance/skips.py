@@ -16,9 +16,4 @@ SKIPS: dict[str, str] = {
     r"maxpool_with_argmax": "the Indices output of MaxPool is not supported",
     r"antialias": "Resize with antialias=1 is not supported",
     r"identity_opt|identity_sequence": "optional and sequence types are not supported",
-    # numerically degenerate expectation
-    r"test_squeezenet_cpu": (
-        "the light SqueezeNet's random weights push activations to ~1e10, where one float32 ulp is 1024: "
-        "its expected softmax depends on one engine's summation order, not on the model"
-    ),
 }

@@ -12,7 +12,17 @@ defining a compiled function changes, not when a helper it calls (``activate``, 
 changes in another file; delete those cache files after editing a helper.
 """
 
-from edgecnn.kernels.cpu import conv, dense, eltwise, lrn, pool  # noqa: F401  (importing registers them)
+from edgecnn.kernels.cpu import (  # noqa: F401  (importing registers them)
+    conv,
+    dense,
+    eltwise,
+    int8,
+    lrn,
+    pool,
+    rowstable,
+    sparse,
+    winograd,
+)
 from edgecnn.kernels.cpu.threads import cpu_threads
 
 __all__ = ["cpu_threads"]
