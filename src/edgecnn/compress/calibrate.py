@@ -24,6 +24,7 @@ from edgecnn.errors import InputError
 from edgecnn.ir.graph import Graph, TensorSpec
 from edgecnn.model import Model
 from edgecnn.runtime.options import RuntimeOptions
+from edgecnn.vision.preprocess import Preprocess, load_array
 
 METHODS = ("minmax", "percentile", "kl")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".pgm", ".ppm", ".gif", ".tif", ".tiff", ".webp")
@@ -43,11 +44,14 @@ class Range:
 
 
 def calibration_inputs(
-    directory: str | os.PathLike[str], spec: TensorSpec, limit: int | None = None
+    directory: str | os.PathLike[str],
+    spec: TensorSpec,
+    limit: int | None = None,
+    preprocess: Preprocess | None = None,
 ) -> list[np.ndarray]:
     """The sample inputs in ``directory`` (sorted by name): .npy arrays as saved (a missing batch
-    axis is added), images resized to the input's height and width, grey for one channel."""
-    from edgecnn.vision.preprocess import Preprocess, load_array
+    axis is added); images through ``preprocess``, by default resized to the input's height and
+    width, RGB (grey for one channel) scaled to 0..1 -- give the model's own preprocessing."""
 
     folder = Path(directory)
     if not folder.is_dir():
@@ -69,8 +73,9 @@ def calibration_inputs(
                     f"input '{spec.name}' {shape} is not [N, C, H, W] with known C, H, W: "
                     "calibrate with .npy arrays instead of images"
                 )
-            size = (int(shape[2]), int(shape[3]))  # type: ignore[arg-type]
-            preprocess = Preprocess(size=size, grayscale=shape[1] == 1, scale=1 / 255)
+            if preprocess is None:
+                size = (int(shape[2]), int(shape[3]))  # type: ignore[arg-type]
+                preprocess = Preprocess(size=size, grayscale=shape[1] == 1, scale=1 / 255)
             array = preprocess.image(path)
         if rank is not None and array.ndim != rank:
             raise InputError(f"{path}: shape {list(array.shape)} does not fit input '{spec.name}' {shape}")
