@@ -195,3 +195,23 @@ def test_example_inputs_keep_constants_and_fill_the_rest() -> None:
     x, same, ints, omitted = example_inputs(types, [None, w, None, None])
     assert x.shape == (2, 3) and x.dtype == np.float32 and same is w
     assert ints.dtype == np.int64 and not ints.any() and omitted is None
+
+
+def test_registering_the_same_factory_again_replaces_it() -> None:
+    """A module imported anew (as these tests do) replaces its kernels instead of listing them twice;
+    scoped_registrations undoes registrations made inside it."""
+    from edgecnn.kernels.registry import register_kernel
+
+    def probe(node: Node, types: Any, values: Any) -> Any:
+        return None
+
+    def names() -> list[str]:
+        node, types, values = small_conv()
+        return [e.name for e in candidate_kernels(node, types, values)]
+
+    before = names()
+    with scoped_registrations():
+        register_kernel("Conv", priority=99, name="probe")(probe)
+        register_kernel("Conv", priority=99, name="probe")(probe)
+        assert names() == ["probe", *before]
+    assert names() == before

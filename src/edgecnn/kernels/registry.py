@@ -80,11 +80,22 @@ def register_kernel(
     def decorate(factory: KernelFactory) -> KernelFactory:
         entry = KernelEntry(op, backend, name or factory.__name__, factory, when, priority, applies)
         entries = _KERNELS.setdefault((op, backend), [])
+        entries[:] = [e for e in entries if not _same_kernel(e, entry)]  # a module imported again
         entries.append(entry)
         entries.sort(key=lambda e: -e.priority)
         return factory
 
     return decorate
+
+
+def _same_kernel(a: KernelEntry, b: KernelEntry) -> bool:
+    """The same name registered by the same factory (by module and qualified name): a re-import
+    replaces its kernels instead of listing them twice."""
+    return a.name == b.name and _qualified(a.factory) == _qualified(b.factory)
+
+
+def _qualified(factory: KernelFactory) -> tuple[str, str]:
+    return getattr(factory, "__module__", ""), getattr(factory, "__qualname__", repr(factory))
 
 
 @contextmanager
