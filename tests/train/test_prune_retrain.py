@@ -109,3 +109,15 @@ def test_sensitivity_scan_with_real_accuracy_and_its_chart(tmp_path) -> None:  #
         assert image.size == (900, 560) and len(np.unique(np.asarray(image).reshape(-1, 3), axis=0)) > 5
     with pytest.raises(ValueError, match="no sensitivity points"):
         draw_sensitivity([], path, "empty")
+
+
+def test_engine_accuracy_follows_a_fixed_batch_size() -> None:
+    from dataclasses import replace
+
+    from edgecnn.train.evaluate import engine_accuracy
+
+    graph = small_lenet()
+    graph.inputs = [replace(graph.inputs[0], shape=(1, 1, 16, 16))]
+    data = toy_dataset(n=9)
+    expected = np.mean(Model(small_lenet())(data.images).argmax(axis=1) == data.labels)
+    assert engine_accuracy(graph, data) == pytest.approx(expected)

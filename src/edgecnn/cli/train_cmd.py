@@ -56,9 +56,9 @@ def command(
         "digits", help="digits (scikit-learn's, upsampled to 28x28), idx:DIR or folder:DIR."
     ),
     weights: Path | None = typer.Option(None, help="Weights file (.caffemodel, .weights) for MODEL."),
-    epochs: int = typer.Option(15, min=0, help="Training epochs (0: prune/evaluate only)."),
+    epochs: int = typer.Option(20, min=0, help="Training epochs (0: prune/evaluate only)."),
     batch_size: int = typer.Option(64, min=1, help="Mini-batch size."),
-    lr: float = typer.Option(0.01, min=0.0, help="Initial learning rate."),
+    lr: float = typer.Option(0.03, min=0.0, help="Initial learning rate."),
     momentum: float = typer.Option(0.9, min=0.0, max=0.999, help="SGD momentum."),
     weight_decay: float = typer.Option(5e-4, min=0.0, help="L2 weight decay of the layer weights."),
     schedule: str = typer.Option("cosine", help="Learning-rate schedule: constant, step or cosine."),
@@ -83,6 +83,7 @@ def command(
         help="Remove whole filters/neurons (smallest L1 norm), then retrain.",
     ),
     retrain_steps: int = typer.Option(100, min=0, help="SGD steps of retraining after each pruning cut."),
+    final_steps: int = typer.Option(0, min=0, help="Extra retraining steps after the last cut of --prune."),
     retrain_lr: float | None = typer.Option(
         None, min=0.0, help="Learning rate of retraining (default: lr / 10)."
     ),
@@ -107,8 +108,7 @@ def command(
     from edgecnn.train import TrainConfig, Trainer, build_lenet5, load_dataset, resume
     from edgecnn.train.evaluate import engine_accuracy
 
-    sources = sum(x is not None and x is not False for x in (model, lenet5 or None, resume_from))
-    if sources != 1:
+    if sum((model is not None, lenet5, resume_from is not None)) != 1:
         raise typer.BadParameter("give exactly one of MODEL, --lenet5 or --resume")
     keep, layers = parse_prune(prune)
     structured_keep, structured_layers = parse_prune(structured)
@@ -138,36 +138,18 @@ def command(
             trainer, train, test, structured_keep, structured_layers, retrain_steps, retrain_lr, not quiet
         )
     if keep is not None or layers:
-        from edgecnn.compress.retrain import prune_retrain
-
-        stages_table = Table(
-            "stage",
-            "kept",
-            "after cut",
-            "retrained",
-            box=None,
-            header_style="bold",
-            title="prune-retrain",
-            title_justify="left",
+        retrain_rate = retrain_lr if retrain_lr is not None else trainer.config.lr / 10
+        prune_iteratively(
+            trainer,
+            train,
+            test,
+            keep,
+            layers,
+            (retrain_steps, final_steps),
+            retrain_rate,
+            retention_step,
+            not quiet,
         )
-        with _progress(not quiet) as progress:
-            task = progress.add_task("retrain", total=retrain_steps, loss=float("nan"))
-
-            def on_batch(index: int, total: int, loss: float) -> None:
-                progress.update(task, completed=index + 1, total=total, loss=loss)
-
-            def on_stage(stage: RetrainStage) -> None:
-                progress.reset(task)
-                stages_table.add_row(
-                    str(stage.stage), _keeps(stage.keeps), _pct(stage.pruned_accuracy), _pct(stage.accuracy)
-                )
-
-            prune_retrain(
-                trainer, train, keep=keep, layers=layers, steps=retrain_steps,
-                lr=retrain_lr if retrain_lr is not None else trainer.config.lr / 10, step=retention_step,
-                val=test, on_stage=on_stage, on_batch=on_batch,
-            )  # fmt: skip
-        console.print(stages_table)
     trained = trainer.graph
     compressed, plan = compress(trained)
     save_ecnn(compressed, output, storage=plan)
@@ -214,6 +196,43 @@ def fit(trainer: Trainer, train: Dataset, test: Dataset, checkpoint_dir: Path | 
         started = time.perf_counter()
         trainer.fit(train, val=test, on_batch=on_batch, on_epoch=on_epoch)
     console.print(f"trained in {time.perf_counter() - started:.1f} s")
+
+
+def prune_iteratively(
+    trainer: Trainer,
+    train: Dataset,
+    test: Dataset,
+    keep: float | None,
+    layers: dict[str, float],
+    steps: tuple[int, int],
+    lr: float,
+    retention_step: float,
+    show: bool,
+) -> None:
+    """Prune-retrain along the falling retention schedule, one table row per cut."""
+    from edgecnn.compress.retrain import prune_retrain
+
+    table = Table(
+        "stage", "kept", "test acc after cut", "retrained",
+        box=None, header_style="bold", title="prune-retrain", title_justify="left",
+    )  # fmt: skip
+    with _progress(show) as progress:
+        task = progress.add_task("retrain", total=steps[0], loss=float("nan"))
+
+        def on_batch(index: int, total: int, loss: float) -> None:
+            progress.update(task, completed=index + 1, total=total, loss=loss)
+
+        def on_stage(stage: RetrainStage) -> None:
+            progress.reset(task)
+            table.add_row(
+                str(stage.stage), _keeps(stage.keeps), _pct(stage.pruned_accuracy), _pct(stage.accuracy)
+            )
+
+        prune_retrain(
+            trainer, train, keep=keep, layers=layers, steps=steps[0], final_steps=steps[1], lr=lr,
+            step=retention_step, val=test, on_stage=on_stage, on_batch=on_batch,
+        )  # fmt: skip
+    console.print(table)
 
 
 def remove_units(

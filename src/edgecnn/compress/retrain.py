@@ -45,6 +45,7 @@ def prune_retrain(
     keep: float | None = None,
     layers: Mapping[str, float] | None = None,
     steps: int = 100,
+    final_steps: int = 0,
     lr: float = 0.005,
     step: float = 0.05,
     val: Dataset | None = None,
@@ -53,9 +54,10 @@ def prune_retrain(
 ) -> list[RetrainStage]:
     """Prune ``trainer``'s model to ``keep`` (every weight layer) or ``layers`` ({node or tensor:
     keep}) along retention schedules of ``step``, retraining ``steps`` SGD steps at ``lr`` after
-    each cut. Layers with short schedules hold their target while the others go on."""
-    if steps < 0:
-        raise InputError(f"retrain steps must be >= 0, got {steps}")
+    each cut, and ``steps + final_steps`` after the last (the deepest cut needs the most recovery).
+    Layers with short schedules hold their target while the others go on."""
+    if steps < 0 or final_steps < 0:
+        raise InputError(f"retrain steps must be >= 0, got {steps} and {final_steps}")
     ratios = keep_ratios(trainer.network.source, keep, layers)
     schedules = {layer: retention_schedule(ratio, step) for layer, ratio in ratios.items() if ratio < 1.0}
     stages = max((len(s) for s in schedules.values()), default=0)

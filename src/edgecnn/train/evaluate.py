@@ -14,8 +14,12 @@ from edgecnn.train.data.dataset import Dataset
 
 
 def engine_accuracy(graph: Graph, data: Dataset, batch_size: int = 256, threads: int | None = None) -> float:
-    """Top-1 accuracy of ``graph`` run by edgecnn.Model on ``data``."""
+    """Top-1 accuracy of ``graph`` run by edgecnn.Model on ``data`` (in batches of the model's fixed
+    batch size, if it declares one)."""
     model = Model(graph, RuntimeOptions.resolve(threads=threads))
+    declared = model.inputs[0].shape[0] if model.inputs and model.inputs[0].shape else None
+    if isinstance(declared, int):
+        batch_size = declared
     correct = 0
     for x, y in data.batches(batch_size):
         scores = model(x)
