@@ -132,9 +132,17 @@ class MemoryPlan:
 
     @property
     def outside_arena_bytes(self) -> int:
-        """Bytes a run allocates besides the arena: returned tensors and outputs of opaque steps."""
-        roots = self.buffers.roots_of_kind("external") + self.buffers.roots_of_kind("opaque")
-        return sum(self.tensors[r].nbytes for r in roots if r in self.tensors)
+        """Bytes a run holds besides the arena at its peak: the returned tensors (alive throughout)
+        plus the most that outputs of opaque steps hold at once (each is dropped after its last
+        reader, as its lifetime says)."""
+        size = {r: self.tensors[r].nbytes for r in self.buffers.kind if r in self.tensors}
+        external = sum(size.get(r, 0) for r in self.buffers.roots_of_kind("external"))
+        live = [0] * (len(self.plan.steps) + 1)
+        for r in self.buffers.roots_of_kind("opaque"):
+            first, last = self.buffers.lifetime[r]
+            for index in range(first, last + 1):
+                live[index] += size.get(r, 0)
+        return external + max(live)
 
     def acquire(self) -> Arena:
         with self._lock:
