@@ -21,15 +21,20 @@ from edgecnn.ops.fused import FusedConvAttrs, FusedGemmAttrs
 from edgecnn.ops.registry import NoAttrs, register_op
 
 QUANT_DTYPES = ("int8", "uint8")
+"""Element types of the integer convolutions and products (and of edgecnn's int8 layers)."""
+LINEAR_DTYPES = (*QUANT_DTYPES, "int16", "uint16")
+"""Element types QuantizeLinear may produce and DequantizeLinear may read."""
 
 
 @dataclass(frozen=True)
 class QuantizeAttrs:
-    """``axis``: the channel axis of per-axis scales; ``output_dtype``: "" = the zero point's type
-    (uint8 without one)."""
+    """``axis``: the channel axis of per-axis scales; ``block_size`` > 0: one scale per block of that
+    many elements along ``axis`` (scales then have the input's rank); ``output_dtype``: "" = the zero
+    point's type (uint8 without one)."""
 
     axis: int = 1
     output_dtype: str = ""
+    block_size: int = 0
 
 
 def _limits(dtype: np.dtype) -> tuple[int, int]:
@@ -53,6 +58,21 @@ def per_axis(param: np.ndarray, rank: int, axis: int) -> np.ndarray:
     return param.reshape(shape)
 
 
+def expand_param(param: np.ndarray, shape: tuple[int, ...], attrs: QuantizeAttrs) -> np.ndarray:
+    """A scale or zero point broadcastable against an input of ``shape``: per tensor, per axis, or
+    per block along the axis (each value repeated ``block_size`` times, the last block cut short)."""
+    param = np.asarray(param)
+    if param.ndim == 0 or not attrs.block_size:
+        return per_axis(param, len(shape), attrs.axis)
+    axis = normalize_axis(attrs.axis, len(shape))
+    check(param.ndim == len(shape), f"blocked scales must have the input's rank {len(shape)}")
+    repeated = np.repeat(param, attrs.block_size, axis=axis)
+    check(
+        repeated.shape[axis] >= shape[axis], f"{param.shape[axis]} blocks do not cover {shape[axis]} values"
+    )
+    return np.take(repeated, np.arange(shape[axis]), axis=axis)
+
+
 def _quant_dtype(attrs: QuantizeAttrs, zero_point: TensorType | None) -> str:
     if attrs.output_dtype:
         return attrs.output_dtype
@@ -64,7 +84,7 @@ def infer_quantize(
 ) -> list[TensorType]:
     x = first_type(types)
     dtype = _quant_dtype(attrs, types[2] if len(types) > 2 else None)
-    check(dtype in QUANT_DTYPES, f"quantised type must be int8 or uint8, got {dtype}")
+    check(dtype in LINEAR_DTYPES, f"quantised type must be one of {', '.join(LINEAR_DTYPES)}, got {dtype}")
     return [TensorType(dtype, x.shape)]
 
 
@@ -74,8 +94,8 @@ def quantize_linear(
 ) -> np.ndarray:
     """y = saturate(round(x / scale) + zero_point), per tensor or per ``axis``."""
     dtype = attrs.output_dtype or (zero_point.dtype.name if zero_point is not None else "uint8")
-    s = per_axis(np.asarray(scale, dtype=np.float32), x.ndim, attrs.axis)
-    zp = 0 if zero_point is None else per_axis(zero_point, x.ndim, attrs.axis).astype(np.float32)
+    s = expand_param(np.asarray(scale, dtype=np.float32), x.shape, attrs)
+    zp = 0 if zero_point is None else expand_param(zero_point, x.shape, attrs).astype(np.float32)
     return saturate(np.rint(x.astype(np.float32) / s) + zp, dtype)
 
 
@@ -92,8 +112,8 @@ def dequantize_linear(
     attrs: QuantizeAttrs, x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None = None
 ) -> np.ndarray:
     """y = (x - zero_point) * scale, per tensor or per ``axis``."""
-    s = per_axis(scale, x.ndim, attrs.axis)
-    zp = 0 if zero_point is None else per_axis(zero_point, x.ndim, attrs.axis).astype(np.int32)
+    s = expand_param(scale, x.shape, attrs)
+    zp = 0 if zero_point is None else expand_param(zero_point, x.shape, attrs).astype(np.int32)
     return ((x.astype(np.int32) - zp).astype(np.float32) * s).astype(scale.dtype)
 
 

@@ -214,6 +214,7 @@ def when_quantize(
     return (
         x is not None
         and x.dtype == "float32"
+        and not node.attrs.block_size
         and _scalar(values, 1)
         and (not _given(node, 2) or _scalar(values, 2))
         and len(node.outputs) == 1
