@@ -1,8 +1,8 @@
 """The crossover densities of the sparse kernels (src/edgecnn/kernels/cpu/sparse_csr.py): for each
 layer shape, the dense and the sparse kernel are timed side by side (interleaved runs, median) on
 weights pruned at random to densities 0.02..0.8; the crossover is where sparse stops being faster
-(linear interpolation between the two measured densities around it). The smallest crossover over a
-kernel's shapes is the one to store.
+(linear interpolation between the two measured densities around its last rise through 1). The
+smallest crossover over a kernel's shapes is the one to store.
 
     .venv/bin/python benchmarks/sparse_crossover.py            # prints and writes docs/compression.md
     .venv/bin/python benchmarks/sparse_crossover.py --quick    # fewer densities and repeats
@@ -11,7 +11,6 @@ kernel's shapes is the one to store.
 from __future__ import annotations
 
 import argparse
-import itertools
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -100,14 +99,18 @@ def interleaved_ms(
 
 
 def crossover(densities: Sequence[float], ratios: Sequence[float]) -> float:
-    """First density where sparse/dense time reaches 1, interpolated; the last density if never,
-    0 if sparse is slower already at the first."""
-    if ratios[0] >= 1.0:
+    """The density where sparse/dense time last rises through 1, interpolated linearly: the highest
+    measured density at which sparse is faster, and the next one, at which it is not. Taking the
+    last rise rather than the first makes one noisy point at a low density (a shared machine)
+    not decide the result. 0 if sparse is never faster; the last density if it always is."""
+    faster = [i for i, r in enumerate(ratios) if r < 1.0]
+    if not faster:
         return 0.0
-    for (d0, r0), (d1, r1) in zip(itertools.pairwise(zip(densities, ratios))):
-        if r1 >= 1.0:
-            return d0 + (1.0 - r0) * (d1 - d0) / (r1 - r0)
-    return densities[-1]
+    i = faster[-1]
+    if i == len(ratios) - 1:
+        return densities[-1]
+    (d0, r0), (d1, r1) = (densities[i], ratios[i]), (densities[i + 1], ratios[i + 1])
+    return d0 + (1.0 - r0) * (d1 - d0) / (r1 - r0)
 
 
 def main() -> None:
@@ -154,7 +157,8 @@ def main() -> None:
             "### Sparse kernels: crossover density",
             "",
             "Each cell: sparse / dense milliseconds (median of interleaved runs) for a weight pruned at",
-            "random to that density; *crossover*: where sparse stops being faster (interpolated).",
+            "random to that density; *crossover*: where the sparse/dense time ratio last rises through 1",
+            "(interpolated).",
             machine_line(args.threads) + " The machine was shared with other work while measuring.",
             "Command: `.venv/bin/python benchmarks/sparse_crossover.py`"
             + (" --quick" if args.quick else "")
