@@ -139,6 +139,36 @@ def error_table(trials: int) -> list[str]:
     return lines
 
 
+def chunk_sweep(threads: int, repeats: int, batch: int) -> None:
+    """Print the Winograd kernels' time per layer for several chunk sizes (CHUNK_BYTES, MAX_TILES):
+    the measurement behind those two constants."""
+    from unittest import mock
+
+    from edgecnn.kernels.cpu import winograd
+
+    settings = [(1 << 19, 256), (1 << 20, 256), (1 << 21, 512), (1 << 22, 1024)]
+    print("| layer | tile | " + " | ".join(f"{b >> 10} KiB / {t}" for b, t in settings) + " |")
+    with cpu_threads(threads):
+        for label, c, m, size in LAYERS:
+            node, types, values = conv_layer(c, m, size, batch)
+            x = example_inputs(types, values)[0]
+            if winograd.winograd_setup(node, types, values) is None:
+                continue
+            for tile in (2, 4):
+                cells = []
+                for chunk_bytes, max_tiles in settings:
+                    with mock.patch.multiple(winograd, CHUNK_BYTES=chunk_bytes, MAX_TILES=max_tiles):
+                        run = winograd.WinogradConv(node, types, values, tile)
+                        run(x)
+                        best = float("inf")
+                        for _ in range(repeats):
+                            start = time.perf_counter()
+                            run(x)
+                            best = min(best, time.perf_counter() - start)
+                    cells.append(f"{best * 1e3:.2f}")
+                print(f"| {label} | {tile} | " + " | ".join(cells) + " |", flush=True)
+
+
 def model_table(names: list[str], threads: int, batch: int, repeats: int) -> list[str]:
     """Whole-model latency (median of ``repeats`` interleaved runs) with the Winograd kernels where
     the heuristic picks them, and with them disabled (``preferred_tile`` forced to 0)."""
@@ -199,7 +229,11 @@ def main() -> None:
         default="resnet18,vgg16",
         help="zoo models timed whole, with and without Winograd ('' skips)",
     )
+    parser.add_argument("--chunk-sweep", action="store_true", help="only print the chunk size sweep")
     args = parser.parse_args()
+    if args.chunk_sweep:
+        chunk_sweep(args.threads, args.repeats, args.batch)
+        return
     os.environ["EDGECNN_CACHE_DIR"] = tempfile.mkdtemp(prefix="edgecnn-no-tuning-")  # heuristics only
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     header = [

@@ -27,10 +27,11 @@ from edgecnn.kernels.cpu.threads import GEMM_GRAIN, blas_single_threaded, call
 from edgecnn.kernels.cpu.winograd_transforms import transform_filters, winograd_conv_2d
 from edgecnn.kernels.registry import register_kernel
 
-CHUNK_BYTES = 1 << 20
-"""Target size of one chunk's transformed tiles and products together (both stay in L2/L3)."""
+CHUNK_BYTES = 1 << 21
+"""Target size of one chunk's transformed tiles and products together (they stay in L2/L3, and the
+GEMMs are wide enough for BLAS): `benchmarks/winograd.py --chunk-sweep` (docs/tuning.md)."""
 
-MIN_TILES, MAX_TILES = 16, 256
+MIN_TILES, MAX_TILES = 16, 512
 """Bounds on the tiles per chunk: narrower GEMMs waste the BLAS micro-kernel, wider ones the cache."""
 
 MIN_CHANNELS = 16
