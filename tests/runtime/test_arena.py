@@ -78,6 +78,8 @@ def test_views_and_in_place_steps_match_the_plain_executor() -> None:
         assert_close(got[name], expected[name])
     # asking for c pins it: relu1 may no longer overwrite it, and c is still the conv's output
     assert (got["c"] < 0).any()
+    # f, a view of relu1's output, is returned: relu1 then runs in place in the result's own buffer
+    assert_close(model.run(x, outputs=["f"])["f"], execute_plain(plan, {"x": x}, ["f"])["f"])
 
 
 def test_results_do_not_alias_the_arena() -> None:

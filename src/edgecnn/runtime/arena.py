@@ -37,8 +37,9 @@ class Action:
     code: int  # SKIP (a view already in the arena), VIEW (reshape at run time), INTO, OPAQUE
     step: Step
     run: Callable[..., Any]  # run_into for INTO, the kernel for OPAQUE
-    shape: tuple[int, ...]  # VIEW: the output's shape
+    shape: tuple[int, ...]  # VIEW, and INTO with ``overwrites``: the output's shape
     releases: tuple[int, ...]  # slots to drop after the step (values outside the arena)
+    overwrites: int = -1  # INTO in place in a buffer made per run: the input slot whose buffer it takes
 
 
 def tensor_info(t: TensorType | None) -> TensorInfo | None:
@@ -119,7 +120,14 @@ class MemoryPlan:
                 actions.append(Action(code, step, step.kernel.run, shape, releases))
             elif io.mode == "into":
                 assert into is not None
-                actions.append(Action(INTO, step, into, (), releases))
+                position = self.buffers.in_place.get(len(actions), -1)
+                out = step.outputs[0]
+                if position >= 0 and out not in static:  # in place in a result's own buffer
+                    actions.append(
+                        Action(INTO, step, into, self.tensors[out].shape, releases, step.inputs[position])
+                    )
+                else:
+                    actions.append(Action(INTO, step, into, (), releases))
             else:
                 actions.append(Action(OPAQUE, step, step.kernel.run, (), releases))
         self.actions = tuple(actions)

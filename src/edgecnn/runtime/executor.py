@@ -127,6 +127,8 @@ def execute_in_arena(
             try:
                 if code == INTO:
                     args = [frame[i] if i >= 0 else None for i in step.inputs]
+                    if action.overwrites >= 0:
+                        frame[step.outputs[0]] = frame[action.overwrites].reshape(action.shape)
                     if len(step.outputs) == 1:
                         action.run(frame[step.outputs[0]], *args)
                     else:
