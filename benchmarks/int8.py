@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shlex
 import sys
 import tempfile
 import time
@@ -190,7 +191,7 @@ def section(args: argparse.Namespace) -> str:
             BEGIN,
             "### Measured: int8 execution against float32",
             "",
-            f"`{' '.join(['.venv/bin/python', 'benchmarks/int8.py', *sys.argv[1:]])}` on {cpu_name()} "
+            f"`{shlex.join(['.venv/bin/python', 'benchmarks/int8.py', *sys.argv[1:]])}` on {cpu_name()} "
             f"({os.cpu_count()} cores), {threads} thread(s), "
             f"{args.iterations} timed runs after 3 warm-ups; load average at the end: {load}. "
             f"{args.note}",
