@@ -280,7 +280,9 @@ def output_tiles(
         q += run
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(
+    parallel=True, nogil=True, cache=True
+)  # nogil: the batch-split runner calls it from several threads
 def winograd_conv_2d(
     x: np.ndarray,  # (N, C, H, W)
     u: np.ndarray,  # (T, M, C): transformed filters
