@@ -1,5 +1,5 @@
-"""Quantised operators (ONNX opset-21 semantics): QuantizeLinear, DequantizeLinear, QLinearConv,
-QLinearMatMul, ConvInteger, MatMulInteger; and edgecnn's ``Int8Conv``/``Int8Gemm``, the int8 layers
+"""Quantised operators (ONNX opset-21 semantics): QuantizeLinear, DequantizeLinear,
+DynamicQuantizeLinear, QLinearConv, QLinearMatMul, ConvInteger, MatMulInteger; and edgecnn's ``Int8Conv``/``Int8Gemm``, the int8 layers
 that edgecnn.compress.int8 writes (a QLinear layer that may read float input, quantising it on the
 way in, may write float output, and applies a fused activation).
 
@@ -115,6 +115,24 @@ def dequantize_linear(
     s = expand_param(scale, x.shape, attrs)
     zp = 0 if zero_point is None else expand_param(zero_point, x.shape, attrs).astype(np.int32)
     return ((x.astype(np.int32) - zp).astype(np.float32) * s).astype(scale.dtype)
+
+
+def infer_dynamic_quantize(
+    attrs: NoAttrs, types: Sequence[TensorType | None], values: object
+) -> list[TensorType]:
+    x = first_type(types)
+    return [TensorType("uint8", x.shape), TensorType("float32", ()), TensorType("uint8", ())]
+
+
+@register_op("DynamicQuantizeLinear", infer=infer_dynamic_quantize, outputs=3)
+def dynamic_quantize_linear(attrs: NoAttrs, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """uint8 over [min(x, 0), max(x, 0)] of this very input: (y, scale, zero point)."""
+    low = np.minimum(np.float32(0), np.min(x)) if x.size else np.float32(0)
+    high = np.maximum(np.float32(0), np.max(x)) if x.size else np.float32(0)
+    scale = np.float32((high - low) / np.float32(255))
+    zero_point = saturate(np.asarray(np.float32(0) - low / scale), np.uint8)
+    y = saturate(np.rint(x.astype(np.float32) / scale) + np.float32(zero_point), np.uint8)
+    return y, np.asarray(scale, dtype=np.float32), zero_point
 
 
 # ------------------------------------------------------------------ integer convolution and products

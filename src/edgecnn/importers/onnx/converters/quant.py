@@ -1,6 +1,6 @@
 """ONNX converters for the quantised operators (QDQ and QOperator models, e.g. from
-onnxruntime.quantization): QuantizeLinear, DequantizeLinear, QLinearConv, QLinearMatMul,
-ConvInteger, MatMulInteger."""
+onnxruntime.quantization): QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, QLinearConv,
+QLinearMatMul, ConvInteger, MatMulInteger."""
 
 from __future__ import annotations
 
@@ -33,6 +33,11 @@ def convert_quantize(n: OnnxNode) -> list[Node]:
 @onnx_converter("QLinearConv", "ConvInteger")
 def convert_qlinear_conv(n: OnnxNode) -> list[Node]:
     return [n.node(n.op_type, attrs_from_onnx(n, ConvAttrs))]
+
+
+@onnx_converter("DynamicQuantizeLinear")
+def convert_dynamic_quantize(n: OnnxNode) -> list[Node]:
+    return [n.node(n.op_type, NoAttrs())]
 
 
 @onnx_converter("QLinearMatMul", "MatMulInteger")
