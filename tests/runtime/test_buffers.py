@@ -89,3 +89,34 @@ def test_a_chain_reuses_two_buffers_and_naive_counts_every_tensor() -> None:
     plan = plan_buffers(steps, tensors, sources=[0], pinned={8})
     assert plan.arena_bytes == 2 * 1024
     assert plan.naive_bytes == 8 * 1024
+
+
+def concat_steps(extra: list[StepIO] | None = None) -> list[StepIO]:
+    # 1 = f(0); 2 = g(0); [extra]; 3 = concat(1, 2), the inputs slabs at bytes 0 and 1024 of 3
+    return [
+        StepIO((0,), (1,), "into"),
+        StepIO((0,), (2,), "into"),
+        *(extra or []),
+        StepIO((1, 2), (3,), "into", concat_offsets=(0, 1024)),
+        StepIO((3,), (4,), "into"),
+    ]
+
+
+def test_a_concat_of_arena_buffers_is_written_in_place_by_its_producers() -> None:
+    tensors = {s: info() for s in range(5)}
+    tensors[3] = info(2048, (512,))
+    plan = plan_buffers(concat_steps(), tensors, sources=[0], pinned={4})
+    assert plan.elided == {2}
+    assert plan.root[1] == plan.root[2] == 3
+    assert plan.offset == {1: 0, 2: 1024}
+    assert plan.lifetime[3] == (0, 3)  # from the first producer to the last reader
+
+
+def test_no_concat_elision_over_returned_viewed_or_aliased_inputs() -> None:
+    tensors = {s: info() for s in range(7)}
+    tensors[3] = info(2048, (512,))
+    assert not plan_buffers(concat_steps(), tensors, sources=[0], pinned={4, 1}).elided
+    viewed = [StepIO((1,), (5,), "view")]
+    assert not plan_buffers(concat_steps(viewed), tensors, sources=[0], pinned={4}).elided
+    aliased = [StepIO((2,), (6,), "opaque")]
+    assert not plan_buffers(concat_steps(aliased), tensors, sources=[0], pinned={4}).elided

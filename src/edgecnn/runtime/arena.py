@@ -22,7 +22,7 @@ from edgecnn.ir.graph import TensorType
 from edgecnn.runtime.buffers import BufferPlan, StepIO, TensorInfo, plan_buffers
 from edgecnn.runtime.memory import ALIGNMENT
 from edgecnn.runtime.plan import Plan, Step
-from edgecnn.runtime.reference_into import is_view_step, reference_adapter
+from edgecnn.runtime.reference_into import concat_slabs, is_view_step, reference_adapter
 
 MAX_IDLE_ARENAS = 4
 """Arenas a plan keeps for reuse; more concurrent runs than this allocate (and drop) their own."""
@@ -66,7 +66,8 @@ def describe_step(step: Step, plan: Plan) -> tuple[StepIO, Callable[..., Any] | 
         if step.kernel.name == "reference":
             adapter = reference_adapter(node, in_types, out_types)
             if adapter is not None:
-                return StepIO(step.inputs, step.outputs, "into", adapter.in_place), adapter.run_into
+                offsets = concat_slabs(node, in_types, out_types)
+                return StepIO(step.inputs, step.outputs, "into", adapter.in_place, offsets), adapter.run_into
     return StepIO(step.inputs, step.outputs, "opaque"), None
 
 
@@ -83,7 +84,7 @@ class Arena:
             if memory.buffers.kind[root] != "arena":
                 continue
             info = memory.tensors[slot]
-            offset = memory.buffers.layout.offsets[root]
+            offset = memory.buffers.layout.offsets[root] + memory.buffers.offset.get(slot, 0)
             view = self.buffer[offset : offset + info.nbytes].view(info.dtype).reshape(info.shape)
             frame[slot] = view
         self.template: tuple[np.ndarray | None, ...] = tuple(frame)
@@ -118,6 +119,8 @@ class MemoryPlan:
                 code = SKIP if out in static else VIEW
                 shape = self.tensors[out].shape
                 actions.append(Action(code, step, step.kernel.run, shape, releases))
+            elif len(actions) in self.buffers.elided:  # the inputs were written into their slabs
+                actions.append(Action(SKIP, step, step.kernel.run, (), releases))
             elif io.mode == "into":
                 assert into is not None
                 position = self.buffers.in_place.get(len(actions), -1)

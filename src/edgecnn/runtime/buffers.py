@@ -10,6 +10,11 @@ Three kinds of steps (``StepIO.mode``):
 - ``opaque``: the kernel returns arrays of its own making, which may alias any of its inputs, so
   every input root lives as long as the output does.
 
+A Concat whose inputs are contiguous slabs of its output (``concat_offsets``: every dimension
+before the axis is 1, as for channels at batch 1) is *elided* when every input is an arena buffer
+of its own that nobody else aliases: the producers write straight into their slab of the output's
+buffer, and the Concat step has nothing left to do (GoogLeNet, SqueezeNet).
+
 Roots produced by ``into`` steps go to the arena (``plan_arena``), except those holding a tensor the
 caller receives (``pinned``): those get a fresh buffer per run ("external") so that results never
 alias the arena, without a copy at the end.
@@ -35,6 +40,7 @@ class StepIO:
     outputs: tuple[int, ...]
     mode: StepMode
     in_place: tuple[int, ...] = ()  # input positions an ``into`` step may overwrite with its output
+    concat_offsets: tuple[int, ...] = ()  # a Concat: byte offset of each input in the output
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,8 @@ class BufferPlan:
     lifetime: dict[int, tuple[int, int]]  # root -> (first, last) step
     naive_bytes: int  # every produced tensor in a buffer of its own
     members: dict[int, list[int]] = field(default_factory=dict)  # root -> slots living in it
+    offset: dict[int, int] = field(default_factory=dict)  # slot -> byte offset in its root (if not 0)
+    elided: set[int] = field(default_factory=set)  # Concat steps whose inputs were written in place
 
     @property
     def arena_bytes(self) -> int:
@@ -89,6 +97,8 @@ def plan_buffers(
     referenced: set[int] = set()  # roots some opaque value may alias
     in_place: dict[int, int] = {}
     produced: list[int] = []
+    offset: dict[int, int] = {}
+    elided: set[int] = set()
 
     def new_root(slot: int, index: int, root_kind: RootKind) -> None:
         root[slot] = slot
@@ -109,6 +119,8 @@ def plan_buffers(
             out = step.outputs[0]
             root[out] = r
             members[r].append(out)
+            if step.inputs[0] in offset:
+                offset[out] = offset[step.inputs[0]]
         elif step.mode == "into":
             out = step.outputs[0]
             chosen = None
@@ -125,6 +137,20 @@ def plan_buffers(
                 root[out] = r
                 members[r].append(out)
                 in_place[index] = chosen
+                if step.inputs[chosen] in offset:
+                    offset[out] = offset[step.inputs[chosen]]
+            elif (
+                step.concat_offsets
+                and out not in pinned
+                and _elidable(step, kind, members, referenced | pinned)
+            ):
+                new_root(out, min(produced_at[x] for x in step.inputs), "arena")
+                for slot, at in zip(step.inputs, step.concat_offsets):
+                    del kind[slot], members[slot], produced_at[slot]
+                    root[slot] = out
+                    members[out].append(slot)
+                    offset[slot] = at
+                elided.add(index)
             else:
                 for slot in step.outputs:
                     new_root(slot, index, "arena")
@@ -163,4 +189,17 @@ def plan_buffers(
         lifetime={r: (produced_at[r], last[r]) for r in last},
         naive_bytes=naive,
         members=members,
+        offset=offset,
+        elided=elided,
     )
+
+
+def _elidable(
+    step: StepIO, kind: dict[int, RootKind], members: dict[int, list[int]], excluded: set[int]
+) -> bool:
+    """Every input of the Concat is an arena buffer of its own (no views of it, nothing in place
+    in it, no opaque value that may alias it, not returned to the caller), given once."""
+    inputs = step.inputs
+    if len(set(inputs)) != len(inputs) or any(x < 0 for x in inputs):
+        return False
+    return all(kind.get(x) == "arena" and members.get(x) == [x] and x not in excluded for x in inputs)

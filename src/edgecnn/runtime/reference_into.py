@@ -115,3 +115,22 @@ def reference_adapter(
 
         return Adapter(split)
     return None
+
+
+def concat_slabs(
+    node: Node, in_types: Sequence[TensorType | None], out_types: Sequence[TensorType | None]
+) -> tuple[int, ...]:
+    """For a Concat whose inputs are contiguous slabs of its output (every dimension before the
+    axis is 1), each input's byte offset in the output; () otherwise."""
+    attrs: Any = node.attrs
+    if node.op != "Concat" or not isinstance(attrs, ConcatAttrs) or not all(_concrete(t) for t in in_types):
+        return ()
+    shape = out_types[0].shape  # type: ignore[union-attr]
+    axis = normalize_axis(attrs.axis, len(shape))  # type: ignore[arg-type]
+    if any(int(d) != 1 for d in shape[:axis]):  # type: ignore[index, union-attr]
+        return ()
+    offsets, at = [], 0
+    for t in in_types:
+        offsets.append(at)
+        at += int(np.prod(t.shape, dtype=np.int64)) * np.dtype(t.dtype).itemsize  # type: ignore[union-attr, arg-type]
+    return tuple(offsets)
