@@ -17,11 +17,11 @@ import numpy as np
 # by benchmarks/sparse_crossover.py, which writes its table into docs/compression.md ("Sparse
 # kernels: crossover density"); each is the smallest over that kernel's layer shapes. Rerun it and
 # copy the printed values here when the kernels or the machine change.
-SPMV_CROSSOVER = 0.33
+SPMV_CROSSOVER = 0.31
 """Gemm / FusedGemm with one row of activations (batch 1): a memory-bound GEMV against SpMV."""
-SPMM_CROSSOVER = 0.12
+SPMM_CROSSOVER = 0.16
 """Gemm / FusedGemm with several rows (batch > 1): BLAS GEMM reuses each weight, SpMM less so."""
-CONV_CROSSOVER = 0.17
+CONV_CROSSOVER = 0.16
 """Conv / FusedConv: im2col + BLAS GEMM against im2col + sparse rows x dense columns."""
 
 UINT16_COLUMNS = 1 << 16
