@@ -43,6 +43,7 @@ class Settings:
     epochs: int
     retrain_steps: int
     retrain_lr: float
+    final_steps: int
     seed: int
 
 
@@ -64,14 +65,19 @@ def main() -> None:
     )
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--retrain-steps", type=int, default=40, help="SGD steps after each pruning cut")
-    parser.add_argument("--retrain-lr", type=float, default=0.002)
+    parser.add_argument("--retrain-lr", type=float, default=0.005)
+    parser.add_argument("--final-steps", type=int, default=400, help="extra steps after the last cut")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--quick", action="store_true", help="3 epochs, 5 steps per cut; print, write nothing"
     )
     args = parser.parse_args()
     s = Settings(
-        3 if args.quick else args.epochs, 5 if args.quick else args.retrain_steps, args.retrain_lr, args.seed
+        3 if args.quick else args.epochs,
+        5 if args.quick else args.retrain_steps,
+        args.retrain_lr,
+        20 if args.quick else args.final_steps,
+        args.seed,
     )
     lines: list[str] = []
     started = time.perf_counter()
@@ -82,7 +88,7 @@ def main() -> None:
 
     train_all, test = load_dataset("digits", seed=s.seed)
     train, val = train_all.split(0.1, seed=s.seed + 1)
-    config = TrainConfig(epochs=s.epochs, batch_size=64, lr=0.01, schedule="cosine", shift=2, seed=s.seed)
+    config = TrainConfig(epochs=s.epochs, batch_size=64, lr=0.03, schedule="cosine", shift=2, seed=s.seed)
 
     out("## Dense LeNet-5 on digits")
     out()
@@ -133,13 +139,21 @@ def main() -> None:
     one_shot = prune(dense, layers=FC_TARGETS)
     one_shot_accuracy = engine_accuracy(one_shot, test)
     stages = prune_retrain(
-        trainer, train, layers=FC_TARGETS, steps=s.retrain_steps, lr=s.retrain_lr, step=0.05, val=val
+        trainer,
+        train,
+        layers=FC_TARGETS,
+        steps=s.retrain_steps,
+        final_steps=s.final_steps,
+        lr=s.retrain_lr,
+        step=0.05,
+        val=val,
     )
     pruned = trainer.graph
     pruned_accuracy = engine_accuracy(pruned, test)
     out(
         f"Iterative prune-retrain: {len(stages)} cuts along 0.95, 0.90, ... (ip2 stops at 0.10), "
-        f"{s.retrain_steps} SGD steps at lr {s.retrain_lr} after each cut, masks held."
+        f"{s.retrain_steps} SGD steps at lr {s.retrain_lr} after each cut ({s.retrain_steps + s.final_steps} after "
+        "the last), masks held."
     )
     out()
     out("| stage | ip1 kept | ip2 kept | val acc after cut | val acc retrained |")
@@ -227,10 +241,12 @@ bit-identical weights). Backward passes are numpy (BLAS products, im2col/col2im)
 differences in `tests/train`. Checkpoints are `.ecnn` files: loadable as models, resumable exactly.
 
 ```sh
-# LeNet-5 on scikit-learn's digits (pip install 'edgecnn[train]'), 15 epochs, saved as .ecnn
-edgecnn train --lenet5 --dataset digits --epochs 15 -o lenet5.ecnn
-# ... then keep 5% of ip1 and 10% of ip2 (0.95, 0.90, ... with 100 retraining steps after each cut)
-edgecnn train lenet5.ecnn --epochs 0 --prune ip1=0.05 --prune ip2=0.1 --retrain-steps 100 -o lenet5-sparse.ecnn
+# LeNet-5 on scikit-learn's digits (pip install 'edgecnn[train]'): 20 epochs, saved as .ecnn
+edgecnn train --lenet5 --dataset digits -o lenet5.ecnn
+# ... then keep 5% of ip1 and 10% of ip2: cuts at 0.95, 0.90, ..., 40 retraining steps after each
+# (440 after the last); the saved file stores the sparse layers as CSR
+edgecnn train lenet5.ecnn --epochs 0 --prune ip1=0.05 --prune ip2=0.1 --retrain-steps 40 --final-steps 400 \
+    --retrain-lr 0.005 -o lenet5-sparse.ecnn
 # remove half of conv2's filters (and conv2's readers' inputs), then retrain
 edgecnn train lenet5.ecnn --epochs 0 --structured conv2=0.5 --retrain-steps 300 -o lenet5-narrow.ecnn
 # your own data: MNIST IDX files (train-*/t10k-* in DIR) or one subfolder of images per class
@@ -248,9 +264,9 @@ from edgecnn.train import Trainer, TrainConfig, build_lenet5, load_dataset
 from edgecnn.compress.retrain import prune_retrain
 
 train, test = load_dataset("digits")
-trainer = Trainer(build_lenet5(), TrainConfig(epochs=15, lr=0.01, schedule="cosine", shift=2))
+trainer = Trainer(build_lenet5(), TrainConfig(epochs=20, lr=0.03, schedule="cosine", shift=2))
 trainer.fit(train, val=test)
-prune_retrain(trainer, train, layers={"ip1": 0.05, "ip2": 0.1}, steps=40, lr=0.002, val=test)
+prune_retrain(trainer, train, layers={"ip1": 0.05, "ip2": 0.1}, steps=40, final_steps=400, lr=0.005)
 trainer.graph  # the trained Graph: edgecnn.Model(trainer.graph).save("lenet5.ecnn")
 ```
 

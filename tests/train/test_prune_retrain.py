@@ -27,9 +27,19 @@ def test_prune_retrain_reaches_the_targets_with_masks_held() -> None:
     data = toy_dataset()
     trainer = Trainer(small_lenet(), TrainConfig(epochs=4, batch_size=16, lr=0.02, seed=1))
     trainer.fit(data)
+    calls: list[int] = []
     stages = prune_retrain(
-        trainer, data, layers={"ip1": 0.1, "conv2.w": 0.5}, steps=8, lr=0.01, step=0.3, val=data
+        trainer,
+        data,
+        layers={"ip1": 0.1, "conv2.w": 0.5},
+        steps=8,
+        final_steps=6,
+        lr=0.01,
+        step=0.3,
+        val=data,
+        on_batch=lambda index, total, loss: calls.append(total),
     )
+    assert calls == [8] * 32 + [6] * 6  # 4 cuts x 8 steps, then 6 annealed steps
     assert [s.keeps["ip1"] for s in stages] == pytest.approx([0.95, 0.65, 0.35, 0.1])
     assert [s.keeps["conv2"] for s in stages] == pytest.approx([0.95, 0.65, 0.5, 0.5])
     values = trainer.network.values

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from edgecnn.compress.prune import check_keep, keep_ratios, magnitude_mask
 from edgecnn.errors import InputError
+from edgecnn.train.optim import Schedule
 
 if TYPE_CHECKING:
     from edgecnn.train.data import Dataset
@@ -54,8 +55,9 @@ def prune_retrain(
 ) -> list[RetrainStage]:
     """Prune ``trainer``'s model to ``keep`` (every weight layer) or ``layers`` ({node or tensor:
     keep}) along retention schedules of ``step``, retraining ``steps`` SGD steps at ``lr`` after
-    each cut, and ``steps + final_steps`` after the last (the deepest cut needs the most recovery).
-    Layers with short schedules hold their target while the others go on."""
+    each cut; after the last (the deepest cut, which needs the most recovery) ``final_steps`` more
+    follow with the rate annealed from ``lr`` to 0 (cosine). Layers with short schedules hold their
+    target while the others go on."""
     if steps < 0 or final_steps < 0:
         raise InputError(f"retrain steps must be >= 0, got {steps} and {final_steps}")
     ratios = keep_ratios(trainer.network.source, keep, layers)
@@ -69,9 +71,10 @@ def prune_retrain(
             masks[layer.tensor] = magnitude_mask(trainer.network.values[layer.tensor], ratio)
         trainer.set_masks(masks)
         pruned_accuracy = trainer.evaluate(val)[1] if val is not None else None
-        loss = (
-            trainer.train_steps(train, steps, lr, stream=index, on_batch=on_batch) if steps else float("nan")
-        )
+        loss = trainer.train_steps(train, steps, lr, index, on_batch) if steps else float("nan")
+        if index == stages - 1 and final_steps:
+            annealed = Schedule("cosine", lr, epochs=final_steps)
+            loss = trainer.train_steps(train, final_steps, annealed.at, stages, on_batch)
         accuracy = trainer.evaluate(val)[1] if val is not None else None
         stage = RetrainStage(
             index + 1, {layer.node: k for layer, k in keeps.items()}, pruned_accuracy, accuracy, loss

@@ -45,7 +45,8 @@ class TrainConfig:
     threads: int = 1  # BLAS threads; results are bit-identical for a given seed and thread count
 
     def lr_schedule(self) -> Schedule:
-        return Schedule(self.schedule, self.lr, self.step_size, self.gamma, self.epochs)
+        """The schedule over ``epochs`` (its horizon: cosine reaches its minimum there)."""
+        return Schedule(self.schedule, self.lr, self.step_size, self.gamma, max(self.epochs, 1))
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ class Trainer:
         self.config = config or TrainConfig()
         if self.config.batch_size < 1 or self.config.epochs < 0 or self.config.threads < 1:
             raise InputError(f"batch_size and threads must be >= 1 and epochs >= 0, got {self.config}")
-        self.schedule = self.config.lr_schedule() if self.config.epochs else None
+        self.schedule = self.config.lr_schedule()
         self.network = Network(graph)
         weights = {layer.tensor for layer in weight_layers(graph)}
         self.optimizer = SGD(
@@ -148,7 +149,6 @@ class Trainer:
         """Train from the current epoch up to ``epochs`` (default: the config's). Epoch e shuffles
         and drops out with its own stream (seed, e), so a resumed run repeats an unbroken one."""
         self.network.check_input(train.images[:1])
-        assert self.schedule is not None or not (epochs or self.config.epochs)
         target = self.config.epochs if epochs is None else epochs
         done: list[EpochStats] = []
         while self.epoch < target:
@@ -157,7 +157,7 @@ class Trainer:
             total = -(-len(train) // self.config.batch_size)
             loss_sum, correct, lr = 0.0, 0, 0.0
             for index, (x, y) in enumerate(train.batches(self.config.batch_size, rng)):
-                lr = self.schedule.at(self.epoch + index / total)  # type: ignore[union-attr]
+                lr = self.schedule.at(self.epoch + index / total)
                 loss, hits = self.step(x, y, lr, rng)
                 loss_sum += loss * len(y)
                 correct += hits
@@ -182,15 +182,21 @@ class Trainer:
 
     @blas_threads
     def train_steps(
-        self, train: Dataset, steps: int, lr: float, stream: int, on_batch: BatchCallback | None = None
+        self,
+        train: Dataset,
+        steps: int,
+        lr: float | Callable[[int], float],
+        stream: int,
+        on_batch: BatchCallback | None = None,
     ) -> float:
-        """``steps`` SGD steps at a fixed ``lr`` over reshuffled passes of ``train`` (retraining after
-        pruning); ``stream`` picks the random stream. Returns the mean loss."""
+        """``steps`` SGD steps over reshuffled passes of ``train`` (retraining after pruning) at a fixed
+        ``lr`` or ``lr(step index)``; ``stream`` picks the random stream. Returns the mean loss."""
         rng = np.random.default_rng([self.config.seed, RETRAIN_STREAM + stream])
+        rate = lr if callable(lr) else (lambda _: lr)
         losses: list[float] = []
         while len(losses) < steps:
             for x, y in train.batches(self.config.batch_size, rng):
-                losses.append(self.step(x, y, lr, rng)[0])
+                losses.append(self.step(x, y, rate(len(losses)), rng)[0])
                 if on_batch is not None:
                     on_batch(len(losses) - 1, steps, losses[-1])
                 if len(losses) == steps:
