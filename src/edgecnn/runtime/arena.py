@@ -111,6 +111,12 @@ class MemoryPlan:
         self.external = [
             (r, self.tensors[r]) for r in self.buffers.roots_of_kind("external")
         ]  # roots allocated per run
+        # slabs of those (inputs of an elided Concat whose output is returned through a view)
+        self.external_slabs = [
+            (slot, self.buffers.root[slot], at, self.tensors[slot])
+            for slot, at in self.buffers.offset.items()
+            if self.buffers.kind.get(self.buffers.root[slot]) == "external"
+        ]
         actions = []
         for step, (io, into) in zip(plan.steps, described):
             releases = tuple(s for s in step.releases if s not in static and s not in wanted)

@@ -119,6 +119,9 @@ def execute_in_arena(
         for root, info in memory.external:
             array = given.get(root)
             frame[root] = np.empty(info.shape, info.dtype) if array is None else array.reshape(info.shape)
+        for slot, root, at, info in memory.external_slabs:
+            raw = frame[root].reshape(-1).view(np.uint8)
+            frame[slot] = raw[at : at + info.nbytes].view(info.dtype).reshape(info.shape)
         for action in memory.actions:
             step = action.step
             for hook in hooks:
