@@ -157,6 +157,18 @@ def test_int8_gemm_matches_reference(
         assert_within_one(fast, expected, exact=attrs.activation in ("none", "relu"))
 
 
+@pytest.mark.parametrize("pads", [(0, 0, 0, 1), (1, 0, 0, 0), (0, 0, 0, 0)])
+def test_one_by_one_kernels_with_padding_on_one_side(pads: tuple[int, ...]) -> None:
+    """A 1x1 convolution is read without im2col only when no side is padded."""
+    rng = np.random.default_rng(8)
+    inputs = [int8(rng, (1, 3, 4, 5)), np.float32(0.1), np.int8(-3), int8(rng, (2, 3, 1, 1))]
+    inputs += [np.full(2, 0.02, np.float32), None, np.float32(0.3), np.int8(4), None]
+    attrs = Int8ConvAttrs(pads=pads)
+    fast, kernel = fast_run("Int8Conv", attrs, inputs, CONSTANTS, 1)
+    assert kernel == "int8_im2col_gemm"
+    np.testing.assert_array_equal(fast, reference_run("Int8Conv", attrs, inputs, CONSTANTS))
+
+
 def test_float_input_is_quantized_like_quantize_linear() -> None:
     """Int8Conv on float input == Int8Conv on QuantizeLinear(input): one rounding, same grid."""
     rng = np.random.default_rng(3)

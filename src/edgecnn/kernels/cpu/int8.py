@@ -129,6 +129,7 @@ class Int8ConvKernel(QuantizedLayer):
         group = node.attrs.group
         super().__init__(node, values, w, w.shape[0])
         self.geometry = (*geo.kernel, *geo.strides, geo.pads[0], geo.pads[1], *geo.dilations)
+        self.pointwise = tuple(geo.kernel) == (1, 1) and tuple(geo.strides) == (1, 1) and not any(geo.pads)
         rows = w.shape[1] * w.shape[2] * w.shape[3]
         self.weights = np.ascontiguousarray(w.reshape(group, w.shape[0] // group, rows))
         self.out_shape = (x_shape[0], w.shape[0], *self.out_hw)
@@ -137,7 +138,7 @@ class Int8ConvKernel(QuantizedLayer):
 
     def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
         q = self.quantized_input(x)
-        columns = np.empty(self.columns, dtype=q.dtype)
+        columns = np.empty((1, 1) if self.pointwise else self.columns, dtype=q.dtype)
         out = np.empty(self.out_shape, dtype=self.out_dtype)
         call(
             conv_int8,
@@ -149,6 +150,7 @@ class Int8ConvKernel(QuantizedLayer):
             *self.geometry,
             self.x_zp,
             *self.epilogue_args(),
+            self.pointwise,
             columns,
             out,
         )

@@ -204,6 +204,7 @@ def conv_int8(
     alpha: float,
     low: float,
     high: float,
+    pointwise: bool,  # 1x1 kernel, unit strides, no padding on any side: the image is the matrix
     columns: np.ndarray,  # (Kg, OH*OW) scratch, x's dtype
     out: np.ndarray,  # (N, M, OH, OW): 8-bit, or float32 if float_output
 ) -> None:
@@ -212,9 +213,6 @@ def conv_int8(
     groups, per_group, _ = weights.shape
     in_per_group = x.shape[1] // groups
     out_h, out_w = out.shape[2], out.shape[3]
-    pointwise = (
-        kernel_h == 1 and kernel_w == 1 and stride_h == 1 and stride_w == 1 and pad_top == 0 and pad_left == 0
-    )
     for n in range(batch):
         for g in range(groups):
             image = x[n, g * in_per_group : (g + 1) * in_per_group]
