@@ -169,7 +169,7 @@ def chunk_sweep(threads: int, repeats: int, batch: int) -> None:
                 print(f"| {label} | {tile} | " + " | ".join(cells) + " |", flush=True)
 
 
-def model_table(names: list[str], threads: int, batch: int, repeats: int) -> list[str]:
+def model_table(names: list[str], threads: int, batch: int, repeats: int, batch_parallel: str) -> list[str]:
     """Whole-model latency (median of ``repeats`` interleaved runs) with the Winograd kernels where
     the heuristic picks them, and with them disabled (``preferred_tile`` forced to 0)."""
     import statistics
@@ -178,19 +178,23 @@ def model_table(names: list[str], threads: int, batch: int, repeats: int) -> lis
     import edgecnn
     from edgecnn.bench.zoo import default_cache_dir, model_path, zoo_entry
     from edgecnn.kernels.cpu import winograd
+    from edgecnn.model import Model
     from edgecnn.runtime.feeds import random_feeds
+    from edgecnn.runtime.options import RuntimeOptions
+
+    options = RuntimeOptions.resolve(threads=threads, batch_parallel=batch_parallel)
 
     lines = [
         "| model | Winograd layers | im2col only ms | with Winograd ms | speed-up |",
         "|---|---:|---:|---:|---:|",
     ]
     for name in names:
-        path = model_path(name, default_cache_dir())
-        with_winograd = edgecnn.load(path, threads=threads)
+        graph = edgecnn.load(model_path(name, default_cache_dir()), threads=threads).graph
+        with_winograd = Model(graph, options)
         feeds = random_feeds(with_winograd.inputs, batch=None if zoo_entry(name).fixed_batch else batch)
         layers = sum(s.kernel.name.startswith("winograd") for s in with_winograd.plan_for(feeds).steps)
         with mock.patch.object(winograd, "preferred_tile", lambda setup: 0):
-            without = edgecnn.load(path, threads=threads)
+            without = Model(graph, options)
             without.plan_for(feeds)
         times: dict[str, list[float]] = {"without": [], "with": []}
         for _ in range(repeats + 1):  # the first round warms up
@@ -222,12 +226,21 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per kernel (the best counts)")
     parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--trials", type=int, default=40, help="random layers for the error table")
+    parser.add_argument(
+        "--trials", type=int, default=40, help="random layers for the error table (0 skips it)"
+    )
+    parser.add_argument("--no-layers", action="store_true", help="skip the per-layer timing table")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/tuning.md alone")
     parser.add_argument(
         "--models",
         default="resnet18,vgg16",
         help="zoo models timed whole, with and without Winograd ('' skips)",
+    )
+    parser.add_argument(
+        "--batch-parallel",
+        default="auto",
+        choices=["auto", "never", "always"],
+        help="whole models' batch split",
     )
     parser.add_argument("--chunk-sweep", action="store_true", help="only print the chunk size sweep")
     args = parser.parse_args()
@@ -243,25 +256,33 @@ def main() -> None:
         f"--threads {args.threads} --repeats {args.repeats} --batch {args.batch}`",
         "",
     ]
-    timings = header + time_table(args.threads, args.repeats, args.batch)
+    timings = [] if args.no_layers else header + time_table(args.threads, args.repeats, args.batch)
     print(f"load average after: {os.getloadavg()}")
-    errors = [f"{args.trials} random layers (C 1..256, M 1..64, 3..29 pixels square, pad 1), seed 1.", ""]
-    errors += error_table(args.trials)
-    print("\n".join(errors))
+    errors = []
+    if args.trials:
+        errors = [f"{args.trials} random layers (C 1..256, M 1..64, 3..29 pixels square, pad 1), seed 1.", ""]
+        errors += error_table(args.trials)
+        print("\n".join(errors))
     models = [m for m in args.models.split(",") if m]
     model_lines = [
         header[0],
-        f"Batch {args.batch}, {args.threads} thread(s), median of {args.repeats} interleaved runs after one "
-        "warm-up run; the baseline is the same plan with the Winograd heuristic switched off.",
+        f"Batch {args.batch}, {args.threads} thread(s), batch_parallel={args.batch_parallel!r}, median of "
+        f"{args.repeats} interleaved runs after one warm-up run; the baseline is the same plan with the "
+        "Winograd heuristic switched off.",
         "",
     ]
-    model_lines += model_table(models, args.threads, args.batch, args.repeats) if models else []
+    model_lines += (
+        model_table(models, args.threads, args.batch, args.repeats, args.batch_parallel) if models else []
+    )
     if not args.no_write:
         text = DOC.read_text(encoding="utf-8")
-        text = replace_between(text, f"times-{args.threads}t-b{args.batch}", timings)
+        if timings:
+            text = replace_between(text, f"times-{args.threads}t-b{args.batch}", timings)
         if models:
-            text = replace_between(text, f"models-{args.threads}t-b{args.batch}", model_lines)
-        text = replace_between(text, "errors", errors)
+            policy = "" if args.batch_parallel == "auto" else f"-{args.batch_parallel}"
+            text = replace_between(text, f"models-{args.threads}t-b{args.batch}{policy}", model_lines)
+        if errors:
+            text = replace_between(text, "errors", errors)
         DOC.write_text(text, encoding="utf-8")
         print(f"wrote {DOC}", file=sys.stderr)
 
