@@ -281,3 +281,25 @@ def test_run_into_writes_every_output(rows: int) -> None:
     conv.run_into(out, x)
     np.testing.assert_allclose(out, conv(x), rtol=0, atol=0)
     assert np.isfinite(out).all()
+
+
+def test_a_pruned_model_runs_sparse_and_matches_the_reference() -> None:
+    """The bundled face classifier pruned to 5%: the plan picks the sparse kernels for its convs and
+    its Gemm by the measured crossovers, and the outputs match the reference device's."""
+    from importlib import resources
+
+    from edgecnn.compress import compress
+    from edgecnn.importers import load_graph
+    from edgecnn.model import Model
+    from edgecnn.runtime.options import RuntimeOptions
+
+    path = resources.files("edgecnn") / "data" / "simplecnn" / "face_binary_cls.onnx"
+    pruned, _ = compress(load_graph(str(path)), prune=0.05)
+    x = np.random.default_rng(0).standard_normal((1, 3, 128, 128), dtype=np.float32)
+    model = Model(pruned, RuntimeOptions.resolve(threads=2, device="cpu"))
+    kernels = {step.kernel.name for step in model.plan_for({"input": x}).steps}
+    assert {"sparse_gemm", "sparse_conv"} <= kernels
+    reference = Model(pruned, RuntimeOptions.resolve(device="reference"))
+    actual, expected = model.run({"input": x}), reference.run({"input": x})
+    for name, value in expected.items():
+        np.testing.assert_allclose(actual[name], value, rtol=1e-4, atol=1e-4 * np.abs(value).max())
