@@ -34,8 +34,8 @@ def invoke(*args: object) -> object:
 
 @pytest.fixture(autouse=True, scope="module")
 def registered_winograd() -> Iterator[None]:
-    """The Winograd kernels registered while this module's tests run (a fresh import registers
-    them; kernels/cpu/__init__.py does not import them yet), and unregistered afterwards."""
+    """The Winograd kernels registered for this module's tests by a fresh import, whether or not
+    kernels/cpu/__init__.py imports them, and the registry restored afterwards."""
     importlib.import_module("edgecnn.kernels.cpu")  # the backend's own kernels: registered for good
     with scoped_registrations():
         sys.modules.pop("edgecnn.kernels.cpu.winograd", None)

@@ -36,7 +36,7 @@ ERROR_BOUND = {2: 1e-6, 4: 1.5e-5}
 
 wino: Any = None
 """edgecnn.kernels.cpu.winograd, imported by ``registered_winograd`` so that its kernels are
-registered only while this module's tests run (until kernels/cpu/__init__.py imports it)."""
+registered for this module's tests whether or not kernels/cpu/__init__.py imports it."""
 
 
 def fresh_import(name: str) -> Any:
