@@ -1,7 +1,8 @@
 """``run_into`` for the reference kernels where numpy can write the result in place of returning
 it (a ufunc's ``out=``, ``np.concatenate(out=)``, ``np.copyto`` from a strided view), so that the
 steps the compiled kernels do not cover (residual Add, Concat, ShuffleNet's Transpose and Split,
-small ReLUs) also run without allocating. Every other reference step still allocates its result.
+small ReLUs, Softmax) also run without allocating their output (Softmax still allocates its
+per-row max and sum). Every other reference step allocates its result.
 
 Each adapter has the reference's meaning for the types the plan checked (same dtypes, output
 shape = the broadcast shape); ``in_place`` lists the inputs an adapter may be given as its output.
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
+from edgecnn.ops.activation import SoftmaxAttrs, softmax_axes
 from edgecnn.ops.common import normalize_axis
 from edgecnn.ops.shape import ConcatAttrs, SplitAttrs, TransposeAttrs, transpose_perm
 
@@ -82,6 +84,16 @@ def reference_adapter(
 
         return Adapter(relu, (0,))
     attrs: Any = node.attrs
+    if op == "Softmax" and isinstance(attrs, SoftmaxAttrs) and np.dtype(out_types[0].dtype).kind == "f":  # type: ignore[union-attr]
+        axes = softmax_axes(attrs, len(out_types[0].shape))  # type: ignore[union-attr, arg-type]
+
+        def softmax(out: np.ndarray, x: np.ndarray) -> None:
+            """The reference's arithmetic in place; only the per-row max and sum are allocated."""
+            np.subtract(x, x.max(axis=axes, keepdims=True), out=out)
+            np.exp(out, out=out)
+            np.divide(out, out.sum(axis=axes, keepdims=True), out=out)
+
+        return Adapter(softmax, (0,))
     if op == "Concat" and isinstance(attrs, ConcatAttrs) and len(dtypes) == 1 and None not in in_types:
         axis = normalize_axis(attrs.axis, len(out_types[0].shape))  # type: ignore[union-attr, arg-type]
 
