@@ -23,6 +23,8 @@ from edgecnn.cli import (
     plan_cmd,
     run_cmd,
     time_cmd,
+    train_cmd,
+    tune_cmd,
 )
 from edgecnn.cli.console import error_console
 from edgecnn.errors import EdgeCNNError
@@ -94,11 +96,13 @@ for module in (
     info_cmd,
     plan_cmd,
     time_cmd,
+    tune_cmd,
     bench_cmd,
     energy_cmd,
     devices_cmd,
     convert_cmd,
     compress_cmd,
+    train_cmd,
     demo_cmd,
 ):
     app.command(name=module.NAME, help=module.command.__doc__)(reports_errors(module.command))

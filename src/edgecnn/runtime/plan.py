@@ -61,7 +61,7 @@ def build_plan(graph: Graph, input_types: Mapping[str, TensorType], options: Run
     for node in live_nodes:
         in_types = [inferred.types.get(x) if x else None for x in node.inputs]
         in_values = [inferred.values.get(x) if x else None for x in node.inputs]
-        kernel = select_kernel(node, in_types, in_values, backend=options.device)
+        kernel = select_kernel(node, in_types, in_values, backend=options.device, threads=options.threads)
         raw_steps.append(
             (node, kernel, tuple(slot(x) for x in node.inputs), tuple(slot(x) for x in node.outputs))
         )
