@@ -178,7 +178,8 @@ def clip(
         y = np.maximum(y, low.reshape(()).astype(x.dtype))
     if high is not None:
         y = np.minimum(y, high.reshape(()).astype(x.dtype))
-    return np.array(y, dtype=x.dtype, copy=y is x)
+    # np.maximum of 0-d arrays gives a numpy scalar: asarray makes it an array again.
+    return x.copy() if y is x else np.asarray(y, dtype=x.dtype)
 
 
 @dataclass(frozen=True)
