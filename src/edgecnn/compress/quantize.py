@@ -2,8 +2,8 @@
 as float16 or as int8 with one float32 scale per output channel, and load decodes them back to float32.
 
 Only weights are quantised; activations stay float32 and every kernel still computes in float32,
-so the gain is file size (and load bandwidth), not arithmetic speed. int8 kernels with int32
-accumulation and calibrated activation ranges are a later part of issue 5.
+so the gain is file size (and load bandwidth), not arithmetic speed. For int8 arithmetic (int32
+accumulation, calibrated activation ranges) see edgecnn.compress.int8.
 """
 
 from __future__ import annotations
