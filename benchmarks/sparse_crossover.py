@@ -1,5 +1,5 @@
 """The crossover densities of the sparse kernels (src/edgecnn/kernels/cpu/sparse_csr.py): for each
-layer shape, the dense and the sparse kernel are timed side by side (interleaved runs, median) on
+layer shape, the sparse kernel and the kernel the runtime would run otherwise are timed side by side (interleaved runs, median) on
 weights pruned at random to densities 0.02..0.8; the crossover is where sparse stops being faster
 (linear interpolation between the two measured densities around its last rise through 1). The
 smallest crossover over a kernel's shapes is the one to store.
@@ -19,13 +19,12 @@ from dataclasses import dataclass
 import numpy as np
 from sparse_docs import machine_line, replace_section
 
-import edgecnn.kernels.cpu  # noqa: F401  (the dense kernels)
+import edgecnn.kernels.cpu  # noqa: F401  (registers every CPU kernel)
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu import sparse_csr
-from edgecnn.kernels.cpu.conv import TiledConvGemm
-from edgecnn.kernels.cpu.dense import DenseGemm
 from edgecnn.kernels.cpu.sparse import SparseConv, SparseGemm
 from edgecnn.kernels.cpu.threads import cpu_threads, max_threads
+from edgecnn.kernels.registry import KernelEntry, candidate_kernels
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.dense import GemmAttrs
 
@@ -37,17 +36,34 @@ QUICK_DENSITIES = (0.05, 0.15, 0.3, 0.5)
 class Shape:
     kernel: str  # "spmv", "spmm" or "conv": which constant it informs
     label: str
-    build: Callable[[np.ndarray], tuple[Callable[[], object], Callable[[], object]]]
+    build: Callable[[np.ndarray], tuple[Callable[[], object], Callable[[], object], str]]
     weight_shape: tuple[int, ...]
 
 
+def dense_choice(node: Node, types: list[TensorType], values: list[np.ndarray | None]) -> KernelEntry:
+    """The kernel the runtime would run without the sparse kernels: the first registered one, by
+    priority, whose heuristic accepts the node (winograd for 3x3 convs, gemm_1x1, im2col_gemm...)."""
+    for entry in candidate_kernels(node, types, values):
+        if not entry.name.startswith("sparse") and (entry.when is None or entry.when(node, types, values)):
+            return entry
+    raise LookupError(f"no dense kernel for {node.name}")
+
+
+def kernel_pair(
+    node: Node, types: list[TensorType], w: np.ndarray, x: np.ndarray, sparse_kernel: Callable[..., object]
+) -> tuple[Callable[[], object], Callable[[], object], str]:
+    values: list[np.ndarray | None] = [None, w]
+    entry = dense_choice(node, types, values)
+    dense, sparse = entry.factory(node, types, values), sparse_kernel(node, types, values)
+    return (lambda: dense(x)), (lambda: sparse(x)), entry.name
+
+
 def gemm_shape(kernel: str, label: str, batch: int, k: int, n: int) -> Shape:
-    def build(w: np.ndarray) -> tuple[Callable[[], object], Callable[[], object]]:
+    def build(w: np.ndarray) -> tuple[Callable[[], object], Callable[[], object], str]:
         node = Node("Gemm", label, ["a", "w"], ["y"], GemmAttrs(trans_b=True))
         types = [TensorType("float32", (batch, k)), TensorType("float32", (n, k))]
         a = np.random.default_rng(1).standard_normal((batch, k), dtype=np.float32)
-        dense, sparse = DenseGemm(node, types, [None, w]), SparseGemm(node, types, [None, w])
-        return (lambda: dense(a)), (lambda: sparse(a))
+        return kernel_pair(node, types, w, a, SparseGemm)
 
     return Shape(kernel, label, build, (n, k))
 
@@ -55,13 +71,12 @@ def gemm_shape(kernel: str, label: str, batch: int, k: int, n: int) -> Shape:
 def conv_shape(label: str, channels: int, size: int, out_channels: int, kernel: int, batch: int = 1) -> Shape:
     attrs = ConvAttrs(kernel_shape=(kernel, kernel), pads=(kernel // 2,) * 4)
 
-    def build(w: np.ndarray) -> tuple[Callable[[], object], Callable[[], object]]:
+    def build(w: np.ndarray) -> tuple[Callable[[], object], Callable[[], object], str]:
         node = Node("Conv", label, ["x", "w"], ["y"], attrs)
         x_shape = (batch, channels, size, size)
         types = [TensorType("float32", x_shape), TensorType("float32", w.shape)]
         x = np.random.default_rng(1).standard_normal(x_shape, dtype=np.float32)
-        dense, sparse = TiledConvGemm(node, types, [None, w]), SparseConv(node, types, [None, w])
-        return (lambda: dense(x)), (lambda: sparse(x))
+        return kernel_pair(node, types, w, x, SparseConv)
 
     return Shape("conv", label, build, (out_channels, channels, kernel, kernel))
 
@@ -136,15 +151,17 @@ def main() -> None:
         for shape in SHAPES:
             if args.only and shape.kernel != args.only:
                 continue
-            ratios, cells = [], []
+            ratios, cells, dense_names = [], [], set()
             for density in densities:
-                dense, sparse = shape.build(pruned(shape.weight_shape, density))
+                dense, sparse, dense_name = shape.build(pruned(shape.weight_shape, density))
+                dense_names.add(dense_name)
                 dense_ms, sparse_ms = interleaved_ms(dense, sparse, repeats)
                 ratios.append(sparse_ms / dense_ms)
                 cells.append(f"{sparse_ms:.2f} / {dense_ms:.2f}")
             point = crossover(densities, ratios)
             found.setdefault(shape.kernel, []).append(point)
-            lines.append(f"| {shape.label} | " + " | ".join(cells) + f" | {point:.0%} |")
+            against = ", ".join(sorted(dense_names))
+            lines.append(f"| {shape.label}, against {against} | " + " | ".join(cells) + f" | {point:.0%} |")
             print(lines[-1], flush=True)
     constants = {"spmv": "SPMV_CROSSOVER", "spmm": "SPMM_CROSSOVER", "conv": "CONV_CROSSOVER"}
     summary = [
@@ -157,7 +174,8 @@ def main() -> None:
             "### Sparse kernels: crossover density",
             "",
             "Each cell: sparse / dense milliseconds (median of interleaved runs) for a weight pruned at",
-            "random to that density; *crossover*: where the sparse/dense time ratio last rises through 1",
+            "random to that density, *dense* being the kernel the runtime would otherwise choose (named in",
+            "the first column); *crossover*: where the sparse/dense time ratio last rises through 1",
             "(interpolated).",
             machine_line(args.threads) + " The machine was shared with other work while measuring.",
             "Command: `.venv/bin/python benchmarks/sparse_crossover.py`"
