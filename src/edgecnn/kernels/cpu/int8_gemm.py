@@ -32,7 +32,7 @@ def saturated(v: float, zero_point: int, lo: int, hi: int) -> float:
     return min(max(q, np.float32(lo)), np.float32(hi))
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def quantize_into(x: np.ndarray, scale: float, zero_point: int, lo: int, hi: int, out: np.ndarray) -> None:
     """out = clamp(rint(x / scale) + zero_point, lo, hi) over flat arrays (QuantizeLinear)."""
     s = np.float32(scale)
@@ -43,7 +43,7 @@ def quantize_into(x: np.ndarray, scale: float, zero_point: int, lo: int, hi: int
             out[i] = saturated(np.float32(np.float32(x[i]) / s), zero_point, lo, hi)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def im2col_q(
     image: np.ndarray,  # (Cg, H, W) 8-bit
     kernel_h: int,
@@ -135,7 +135,7 @@ def accumulate_row(
             acc[p] += np.int32(np.int16(w * np.int16(source[p])))
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def gemm_requantize(
     weights: np.ndarray,  # (M, K) int8
     columns: np.ndarray,  # (K, P) 8-bit
@@ -254,7 +254,7 @@ def conv_int8(
             )
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def dense_int8(
     a: np.ndarray,  # (M, K) 8-bit
     weights: np.ndarray,  # (N, K) int8

@@ -103,7 +103,7 @@ def repeated_rows(matrix: np.ndarray) -> RowSharing | None:
     return RowSharing(first=first, inverse=position[owner])
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def expand_rows(
     distinct: np.ndarray,  # (B, U, P): the distinct rows' raw results, per image (or batch row)
     inverse: np.ndarray,  # (M,): the distinct row each output row copies
