@@ -47,7 +47,7 @@ def test_train_a_model_file_prune_and_save(tmp_path: Path) -> None:
     out = tmp_path / "trained.ecnn"
     result = invoke(
         train_app, "train", model, "--dataset", f"folder:{folder}", "--epochs", "3", "--batch-size", "8",
-        "--lr", "0.02", "--shift", "0", "--prune", "ip1=0.2", "--retrain-steps", "3", "--retention-step", "0.4",
+        "--lr", "0.02", "--shift", "0", "--prune", "ip1=0.2", "--retrain-steps", "3", "--final-steps", "2", "--retention-step", "0.4",
         "--checkpoint-dir", tmp_path / "ckpt", "--quiet", "-o", out,
     )  # fmt: skip
     assert result.exit_code == 0, result.output

@@ -82,11 +82,9 @@ def command(
         metavar="[LAYER=]KEEP",
         help="Remove whole filters/neurons (smallest L1 norm), then retrain.",
     ),
-    retrain_steps: int = typer.Option(100, min=0, help="SGD steps of retraining after each pruning cut."),
+    retrain_steps: int = typer.Option(80, min=0, help="SGD steps of retraining after each pruning cut."),
     final_steps: int = typer.Option(0, min=0, help="Extra retraining steps after the last cut of --prune."),
-    retrain_lr: float | None = typer.Option(
-        None, min=0.0, help="Learning rate of retraining (default: lr / 10)."
-    ),
+    retrain_lr: float = typer.Option(0.01, min=0.0, help="Learning rate of retraining."),
     retention_step: float = typer.Option(
         0.05, min=0.001, max=1.0, help="Step of the falling retention schedule."
     ),
@@ -135,10 +133,16 @@ def command(
     fit(trainer, train, test, checkpoint_dir, not quiet)
     if structured_keep is not None or structured_layers:
         trainer = remove_units(
-            trainer, train, test, structured_keep, structured_layers, retrain_steps, retrain_lr, not quiet
+            trainer,
+            train,
+            test,
+            structured_keep,
+            structured_layers,
+            retrain_steps + final_steps,
+            retrain_lr,
+            not quiet,
         )
     if keep is not None or layers:
-        retrain_rate = retrain_lr if retrain_lr is not None else trainer.config.lr / 10
         prune_iteratively(
             trainer,
             train,
@@ -146,7 +150,7 @@ def command(
             keep,
             layers,
             (retrain_steps, final_steps),
-            retrain_rate,
+            retrain_lr,
             retention_step,
             not quiet,
         )
@@ -242,12 +246,12 @@ def remove_units(
     keep: float | None,
     layers: dict[str, float],
     steps: int,
-    lr: float | None,
+    lr: float,
     show: bool,
 ) -> Trainer:
-    """Structured pruning, then ``steps`` of retraining of the smaller model."""
+    """Structured pruning, then ``steps`` of retraining of the smaller model (rate annealed from ``lr``)."""
     from edgecnn.compress.structured import prune_structured
-    from edgecnn.train import Trainer
+    from edgecnn.train import Schedule, Trainer
 
     smaller, units = prune_structured(trainer.graph, keep, layers)
     retrained = Trainer(smaller, trainer.config)
@@ -256,7 +260,7 @@ def remove_units(
     with _progress(show) as progress:
         task = progress.add_task("retrain", total=steps, loss=float("nan"))
         retrained.train_steps(
-            train, steps, lr if lr is not None else trainer.config.lr / 10, stream=-1,
+            train, steps, Schedule("cosine", lr, epochs=max(steps, 1)).at, stream=-1,
             on_batch=lambda i, total, loss: progress.update(task, completed=i + 1, loss=loss),
         )  # fmt: skip
     changes = ", ".join(f"{name} {a}->{b}" for name, (a, b) in units.items()) or "nothing removed"
