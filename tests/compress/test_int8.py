@@ -3,6 +3,7 @@ against float32, .ecnn round trips of int8 initialisers and file size, and the c
 
 from __future__ import annotations
 
+import tracemalloc
 from importlib import resources
 from pathlib import Path
 
@@ -30,6 +31,9 @@ from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.dense import GemmAttrs
 from edgecnn.ops.fused import FusedConvAttrs
 from edgecnn.ops.shape import FlattenAttrs
+from edgecnn.runtime.arena import memory_plan
+from edgecnn.runtime.executor import execute_plain
+from edgecnn.runtime.options import RuntimeOptions
 
 DATA = Path(str(resources.files("edgecnn") / "data" / "simplecnn"))
 
@@ -151,6 +155,67 @@ def test_ecnn_round_trip_keeps_int8_weights_and_is_small(tmp_path: Path) -> None
     size = (tmp_path / "int8.ecnn").stat().st_size / (tmp_path / "float.ecnn").stat().st_size
     assert size <= 0.27, size
     np.testing.assert_array_equal(Model(loaded).run(samples[0])["y"], Model(rewritten).run(samples[0])["y"])
+
+
+def wide_network() -> Graph:
+    """Int8 activations larger than the arena test's 32 KiB allowance: conv 3x3, conv 3x3 stride 2,
+    a pointwise conv, then a Gemm (float input, quantised on the way in) and a Gemm to the output."""
+    rng = np.random.default_rng(3)
+
+    def weights(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * 0.2).astype(np.float32)
+
+    return Graph(
+        [TensorSpec("x", "float32", (1, 3, 48, 48))],
+        ["y"],
+        [
+            Node("FusedConv", "c1", ["x", "w1", "b1"], ["a1"], FusedConvAttrs(pads=(1, 1, 1, 1), activation="relu")),
+            Node("FusedConv", "c2", ["a1", "w2"], ["a2"], FusedConvAttrs(pads=(1, 1, 1, 1), strides=(2, 2))),
+            Node("FusedConv", "c3", ["a2", "w3", "b3"], ["a3"], FusedConvAttrs(activation="relu")),
+            Node("Flatten", "flatten", ["a3"], ["f"], FlattenAttrs()),
+            Node("Gemm", "fc1", ["f", "w4", "b4"], ["h"], GemmAttrs(trans_b=True)),
+            Node("Gemm", "fc2", ["h", "w5"], ["y"], GemmAttrs(trans_b=True)),
+        ],
+        {
+            "w1": weights(16, 3, 3, 3), "b1": weights(16), "w2": weights(24, 16, 3, 3),
+            "w3": weights(8, 24, 1, 1), "b3": weights(8), "w4": weights(32, 8 * 24 * 24), "b4": weights(32),
+            "w5": weights(10, 32),
+        },
+    )  # fmt: skip
+
+
+def test_int8_model_runs_in_the_arena_without_allocating() -> None:
+    """Every int8 step writes into the arena (run_into): a steady-state run allocates only its
+    result (tracemalloc), where the plain executor allocates every activation."""
+    graph = wide_network()
+    samples = [np.random.default_rng(s).standard_normal((1, 3, 48, 48)).astype(np.float32) for s in range(3)]
+    model = Model(quantize_int8(graph, samples), RuntimeOptions.resolve(threads=1))
+    x = samples[0]
+    plan = model.plan_for(x)
+    int8_steps = [s for s in plan.steps if s.node.op.startswith("Int8")]
+    assert [s.kernel.name for s in int8_steps] == ["int8_im2col_gemm"] * 3 + ["int8_dense"] * 2
+    assert all(hasattr(s.kernel.run, "run_into") for s in int8_steps)
+    expected = execute_plain(plan, {"x": x}, ["y"])["y"]
+    for _ in range(2):
+        np.testing.assert_array_equal(model.run(x)["y"], expected)  # warm-up: arena, scratch
+    peak, returned = _traced_peak(lambda: model.run(x))
+    activations = memory_plan(plan, frozenset({plan.slots["y"]})).buffers.naive_bytes
+    assert peak <= returned + 32 * 1024 < activations
+    plain_peak, _ = _traced_peak(lambda: execute_plain(plan, {"x": x}, ["y"]))
+    assert plain_peak > activations // 2
+
+
+def _traced_peak(run: object) -> tuple[int, int]:
+    """(peak bytes traced during ``run()`` above the level before it, bytes of the arrays it returned)."""
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        result = run()  # type: ignore[operator]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak - before, sum(v.nbytes for v in result.values())
 
 
 app = typer.Typer()

@@ -4,6 +4,10 @@ Prepared once per plan: weights packed as (groups, rows, K) int8, the input zero
 the int32 bias (sum((x - zx) * w) = sum(x * w) - zx * sum(w), so the GEMM reads raw 8-bit data),
 and one float32 multiplier per output channel. Only symmetric weights (zero point 0) and per-tensor
 input/output quantisation take this path; anything else runs the reference kernel.
+
+Each kernel also writes into a given output (``run_into``, the arena protocol of kernels.registry):
+the quantised input and the im2col columns then live in the thread's shared scratch, so a
+steady-state run of an int8 model allocates no array memory.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu.common import scratch
 from edgecnn.kernels.cpu.epilogue import activation_args
 from edgecnn.kernels.cpu.int8_gemm import conv_int8, dense_int8, quantize_into
 from edgecnn.kernels.cpu.threads import GEMM_GRAIN, call, is_small
@@ -35,6 +40,11 @@ def _given(node: Node, index: int) -> bool:
 def _scalar(values: Sequence[np.ndarray | None], index: int) -> bool:
     value = _value(values, index)
     return value is not None and value.size == 1
+
+
+def byte_scratch(size: int) -> np.ndarray:
+    """``size`` bytes of the thread's shared scratch (viewed as uint8; callers view them as int8)."""
+    return scratch((size + 3) // 4).view(np.uint8)[:size]
 
 
 def _concrete(t: TensorType | None, rank: int) -> bool:
@@ -92,16 +102,17 @@ class QuantizedLayer:
         self.bias = np.ascontiguousarray(corrected, dtype=np.int32)
         self.activation = activation_args(node.attrs)
 
-    def quantized_input(self, x: np.ndarray) -> np.ndarray:
-        """8-bit input as given; float input quantised with the layer's input scale and zero point."""
+    def quantized_input(self, x: np.ndarray, buffer: np.ndarray) -> np.ndarray:
+        """8-bit input as given; float input quantised with the layer's input scale and zero point
+        into ``buffer`` (x.size bytes, see ``input_bytes``)."""
         if x.dtype != np.float32:
             return np.ascontiguousarray(x)
-        q = np.empty(x.shape, dtype=self.x_dtype)
+        q = buffer[: x.size].view(self.x_dtype).reshape(x.shape)
         info = np.iinfo(self.x_dtype)
         call(
             quantize_into,
             is_small(x.size),
-            x.reshape(-1),
+            np.ascontiguousarray(x).reshape(-1),
             self.x_scale,
             self.x_zp,
             int(info.min),
@@ -109,6 +120,11 @@ class QuantizedLayer:
             q.reshape(-1),
         )
         return q
+
+    @staticmethod
+    def input_bytes(x: np.ndarray) -> int:
+        """Bytes the quantised copy of ``x`` needs (none when ``x`` is 8-bit already)."""
+        return x.size if x.dtype == np.float32 else 0
 
     def epilogue_args(self) -> tuple:
         return (self.y_scale, self.y_zp, self.lo, self.hi, self.float_output, *self.activation)
@@ -137,9 +153,18 @@ class Int8ConvKernel(QuantizedLayer):
         self.small = x_shape[0] * w.shape[0] * rows * self.columns[1] < GEMM_GRAIN
 
     def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
-        q = self.quantized_input(x)
-        columns = np.empty((1, 1) if self.pointwise else self.columns, dtype=q.dtype)
         out = np.empty(self.out_shape, dtype=self.out_dtype)
+        self.run_into(out, x)
+        return out
+
+    def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
+        """Writes into ``out`` (C-contiguous, the planned shape and type); the quantised input and
+        the columns share one scratch buffer (pointwise convolutions read the image: 1 byte)."""
+        start = self.input_bytes(x)
+        column_bytes = 1 if self.pointwise else self.columns[0] * self.columns[1]
+        buffer = byte_scratch(start + column_bytes)
+        q = self.quantized_input(x, buffer)
+        columns = buffer[start:].view(q.dtype).reshape((1, 1) if self.pointwise else self.columns)
         call(
             conv_int8,
             self.small,
@@ -154,7 +179,6 @@ class Int8ConvKernel(QuantizedLayer):
             columns,
             out,
         )
-        return out
 
 
 class Int8DenseKernel(QuantizedLayer):
@@ -168,11 +192,15 @@ class Int8DenseKernel(QuantizedLayer):
         super().__init__(node, values, self.weights, self.weights.shape[0])
 
     def __call__(self, a: np.ndarray, *_: object) -> np.ndarray:
-        q = self.quantized_input(a)
-        out = np.empty((q.shape[0], self.weights.shape[0]), dtype=self.out_dtype)
+        out = np.empty((a.shape[0], self.weights.shape[0]), dtype=self.out_dtype)
+        self.run_into(out, a)
+        return out
+
+    def run_into(self, out: np.ndarray, a: np.ndarray, *_: object) -> None:
+        """Writes into ``out`` (C-contiguous (M, N)); float input is quantised into scratch."""
+        q = self.quantized_input(a, byte_scratch(self.input_bytes(a)))
         small = q.shape[0] * self.weights.size < GEMM_GRAIN
         call(dense_int8, small, q, self.weights, self.bias, self.multiplier, *self.epilogue_args(), out)
-        return out
 
 
 def when_conv(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
@@ -204,9 +232,13 @@ class QuantizeKernel:
 
     def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
         out = np.empty(x.shape, dtype=self.dtype)
+        self.run_into(out, x)
+        return out
+
+    def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
+        """Writes into ``out`` (C-contiguous, x's shape, the quantised type)."""
         flat = np.ascontiguousarray(x).reshape(-1)
         call(quantize_into, is_small(x.size), flat, self.scale, self.zp, self.lo, self.hi, out.reshape(-1))
-        return out
 
 
 def when_quantize(
