@@ -121,12 +121,12 @@ class Model:
 
     def plan_for(self, feeds: Any, *, optimized: bool = True) -> Plan:
         """The prepared plan for these inputs' shapes (built on first use, then cached)."""
-        return self._plan(self._check_feeds(feeds), optimized)
+        return self._plan(self.check_feeds(feeds), optimized)
 
     def _run(
         self, feeds: Any, outputs: Sequence[str] | None, hooks: Sequence[StepHook]
     ) -> dict[str, np.ndarray]:
-        checked = self._check_feeds(feeds)
+        checked = self.check_feeds(feeds)
         # Tensors removed by fusion or folding are still inspectable: such requests run the graph as imported.
         optimized = (
             outputs is None
@@ -186,7 +186,14 @@ class Model:
         return plan
 
     # ------------------------------------------------------------ validation
-    def _check_feeds(self, feeds: Any) -> dict[str, np.ndarray]:
+    def check_feeds(self, feeds: Any) -> dict[str, np.ndarray]:
+        """The feeds as run() would take them: a dict of name -> ndarray, one per model input.
+
+        ``feeds`` is a dict, or a bare array for a one-input model; array-likes are converted to the
+        declared dtype, arrays must already have it. Raises InputError naming the input and axis for
+        unknown or missing names, a wrong dtype or rank, or a shape that contradicts the declared
+        one (symbolic dimensions must agree across inputs). Public so that executors outside Model
+        (testing.run_node, hetero.execute) validate inputs exactly as run() does."""
         names = [s.name for s in self._inputs]
         if not isinstance(feeds, Mapping):
             if len(names) != 1:

@@ -68,7 +68,7 @@ def run_node(
     plan = model.plan_for(feeds)
     from edgecnn.runtime.executor import execute
 
-    result = execute(plan, model._check_feeds(feeds), outputs, (TypeCheckHook(dict(plan.types)),))
+    result = execute(plan, model.check_feeds(feeds), outputs, (TypeCheckHook(dict(plan.types)),))
     for name in outputs:
         t = plan.types[name]
         assert (t.dtype, t.shape) == (dtype_name(result[name].dtype), result[name].shape), name

@@ -70,9 +70,15 @@ def test_info_lists_layers_and_totals() -> None:
     assert info["layers"][0]["macs"] == 16 * 64 * 64 * 27
     assert info["layers"][0]["params"] == 16 * 27 + 16
     assert info["params"] == sum(layer["params"] for layer in info["layers"])
-    assert 0 < info["activation_bytes"]["planned"] <= info["activation_bytes"]["naive"]
+    memory = info["activation_bytes"]
+    assert 0 < memory["planned"] <= memory["naive"]
+    assert (
+        memory["arena"] > 0 and memory["outside_arena"] >= 4
+    )  # the returned output, float32 [1, 2] at least
+    assert memory["planned"] == memory["arena"] + memory["outside_arena"]
     text = invoke("info", FACE_MODEL)
     assert text.exit_code == 0 and "Gemm_9" in text.stdout and "MACs" in text.stdout
+    assert "arena +" in text.stdout and "outside it" in text.stdout
 
 
 def test_time_reports_every_iteration_and_layer() -> None:

@@ -54,7 +54,8 @@ def command(
     console.print(
         f"total: {human_count(analysis.params)} parameters, {human_count(analysis.macs)} MACs; "
         f"activation memory {human_bytes(analysis.naive_activation_bytes)} naive, "
-        f"{human_bytes(analysis.planned_activation_bytes)} planned"
+        f"{human_bytes(analysis.planned_activation_bytes)} planned "
+        f"({human_bytes(analysis.arena_bytes)} arena + {human_bytes(analysis.outside_arena_bytes)} outside it)"
     )
     if sniff_format(model) == "ecnn":
         console.print(file_sections(model))
@@ -130,5 +131,7 @@ def to_json(net: Model, analysis: ModelAnalysis, feeds: dict) -> dict:
         "activation_bytes": {
             "naive": analysis.naive_activation_bytes,
             "planned": analysis.planned_activation_bytes,
+            "arena": analysis.arena_bytes,
+            "outside_arena": analysis.outside_arena_bytes,
         },
     }

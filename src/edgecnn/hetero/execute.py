@@ -170,7 +170,7 @@ class PartitionedModel:
         # The caller's other options (passes, batch handling...) carry over; only device and threads change.
         options = dataclasses.replace(model.options, device=lead.device, threads=lead.threads)
         self.lead_model = Model(model.graph, options)
-        checked = self.lead_model._check_feeds(feeds)
+        checked = self.lead_model.check_feeds(feeds)
         self.input_shapes = {name: tuple(a.shape) for name, a in checked.items()}
         self.plan: Plan = self.lead_model.plan_for(checked)
         self.steps = tuple(self._prepare(step) for step in self.plan.steps)
@@ -236,7 +236,7 @@ class PartitionedModel:
 
     def run(self, feeds: Any) -> dict[str, np.ndarray]:
         """Run once; returns the graph outputs like ``Model.run``."""
-        checked = self.lead_model._check_feeds(feeds)
+        checked = self.lead_model.check_feeds(feeds)
         shapes = {name: tuple(a.shape) for name, a in checked.items()}
         if shapes != self.input_shapes:
             raise InputError(
