@@ -80,6 +80,9 @@ def blas_threads(method: F) -> F:
 
 
 class Trainer:
+    """Trains a Graph's float initializers (its Conv/Gemm/MatMul/BatchNorm parameters) in place of a
+    copy; ``graph`` returns the current model. Weight decay applies to layer weights only."""
+
     def __init__(self, graph: Graph, config: TrainConfig | None = None) -> None:
         self.config = config or TrainConfig()
         if self.config.batch_size < 1 or self.config.epochs < 0 or self.config.threads < 1:
