@@ -28,7 +28,6 @@ import onnxruntime as ort
 from onnx import helper, numpy_helper
 from sparse_docs import machine_line, replace_section
 
-import edgecnn.kernels.cpu.sparse  # noqa: F401  (registers the sparse kernels until kernels/cpu/__init__ does)
 from edgecnn.compress import compress
 from edgecnn.format import load_ecnn, save_ecnn
 from edgecnn.importers import load_graph
