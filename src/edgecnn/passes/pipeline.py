@@ -12,6 +12,7 @@ from edgecnn.passes.eliminate_noop import eliminate_noop
 from edgecnn.passes.fold_batch_norm import fold_batch_norm
 from edgecnn.passes.fold_channel_affine import fold_channel_affine
 from edgecnn.passes.fold_constants import fold_constants
+from edgecnn.passes.fold_qdq import fold_qdq
 from edgecnn.passes.fuse_activation import fuse_activation
 
 GraphPass = Callable[[Graph], PassResult]
@@ -24,6 +25,7 @@ class PassReport:
 
 
 PIPELINE: tuple[tuple[str, GraphPass], ...] = (
+    ("fold_qdq", fold_qdq),  # before fold_constants turns the weights' DequantizeLinear into floats
     ("fold_constants", fold_constants),
     ("eliminate_noop", eliminate_noop),
     # affine maps first (BN, then Caffe's Scale as Mul/Add), so the activation lands on the final conv
