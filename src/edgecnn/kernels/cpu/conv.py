@@ -155,6 +155,7 @@ class Depthwise(ConvKernel):
             s.dilations[0],
             s.dilations[1],
             *self.activation,
+            1 if self.small else numba.get_num_threads(),
             out,
         )
 

@@ -1,9 +1,12 @@
 """Direct depthwise 2-D convolution (each input channel convolved by its own filters): GEMM would
-waste its work on 1-row matrices, so loop directly, parallel over (image, output channel).
+waste its work on 1-row matrices, so loop directly, parallel over contiguous runs of planes.
 
 Output channel m reads input channel m // multiplier (multiplier = C_out / C_in, 1 for MobileNet).
-Each output row is accumulated tap by tap over whole rows, the padded columns cut off once per tap,
-so the inner loop is a branch-free multiply-add the compiler vectorises; the epilogue is fused.
+Each worker copies its input plane into a zero-bordered buffer of its own (allocated and zeroed
+once per call: the border is the same for every plane), so the loops carry no bounds tests. A 3x3
+filter (the MobileNet/ShuffleNet case) is one pass per output row that sums its nine taps in
+registers and writes each output once; other shapes accumulate tap by tap over whole rows. The
+activation runs over the finished row while it is still in cache.
 """
 
 from __future__ import annotations
@@ -12,63 +15,137 @@ import numba
 import numpy as np
 
 from edgecnn.kernels.cpu.epilogue import activate
-from edgecnn.kernels.cpu.im2col import valid_range
 
 
 @numba.njit(cache=True)
-def _depthwise_plane(
-    src: np.ndarray,  # (H, W): the input channel
-    weights: np.ndarray,  # (KH, KW): the output channel's filter
+def fill_padded(src: np.ndarray, pad_top: int, pad_left: int, stride: int, padded: np.ndarray) -> None:
+    """Copy the plane into ``padded`` at (pad_top, pad_left), each row's columns dealt into
+    ``stride`` phases (padded column c goes to c % stride * phase_w + c // stride), so that the
+    taps of a strided window row are contiguous. Cells outside the plane keep their zeros (written
+    once when the buffer was made); columns past the buffer's reach are never read."""
+    height, width = src.shape
+    rows = padded.shape[0]
+    phase_w = padded.shape[1] // stride
+    reach = phase_w * stride  # padded columns the buffer holds
+    x0 = max(0, -pad_left)  # first input column that lands inside the buffer
+    x1 = min(width, reach - pad_left)
+    if x1 <= x0:
+        return
+    for py in range(max(0, pad_top), min(rows, pad_top + height)):
+        row = src[py - pad_top]
+        dest = padded[py]
+        if stride == 1:
+            line = row[x0:]  # views from index 0: a plain vectorised copy
+            target = dest[x0 + pad_left :]
+            for i in range(x1 - x0):
+                target[i] = line[i]
+        else:
+            for phase in range(stride):
+                c = x0 + pad_left  # first padded column of this phase at or after the plane's start
+                c += (phase - c % stride) % stride
+                if c - pad_left >= x1:
+                    continue
+                count = (x1 - (c - pad_left) + stride - 1) // stride
+                line = row[c - pad_left :: stride]
+                target = dest[phase * phase_w + c // stride :]
+                for i in range(count):
+                    target[i] = line[i]
+
+
+@numba.njit(cache=True)
+def tap_column(offset: int, stride: int, phase_w: int) -> int:
+    """Where padded column ``offset`` (a tap's, for output column 0) sits in a phased row."""
+    return offset % stride * phase_w + offset // stride
+
+
+@numba.njit(cache=True)
+def _rows_3x3(
+    padded: np.ndarray,
+    w: np.ndarray,
     bias: float,
     stride_h: int,
     stride_w: int,
-    pad_top: int,
-    dilation_h: int,
-    tap_lo: np.ndarray,  # per kernel column: first output column whose input column exists
-    tap_hi: np.ndarray,  # ... and the end of that range
-    tap_start: np.ndarray,  # input column read by output column tap_lo
-    kind: int,
-    alpha: float,
-    low: float,
-    high: float,
-    dest: np.ndarray,  # (OH, OW), written
+    dil_h: int,
+    dil_w: int,
+    dest: np.ndarray,
 ) -> None:
-    """One output channel of one image. Loops run over views from index 0, so numba needs no
-    negative-index checks and the multiply-adds vectorise."""
-    height = src.shape[0]
-    kernel_h, kernel_w = weights.shape
-    out_h, out_w = dest.shape
-    acc = np.empty(out_w, dtype=np.float32)
+    """dest[oy, ox] = bias + sum of the 3x3 taps at (oy*stride_h, ox*stride_w) in the padded plane."""
+    out_h = dest.shape[0]
+    b = np.float32(bias)
+    phase_w = padded.shape[1] // stride_w
+    t0 = tap_column(0, stride_w, phase_w)
+    t1 = tap_column(dil_w, stride_w, phase_w)
+    t2 = tap_column(2 * dil_w, stride_w, phase_w)
     for oy in range(out_h):
-        for i in range(out_w):
-            acc[i] = bias
-        for ki in range(kernel_h):
-            iy = oy * stride_h - pad_top + ki * dilation_h
-            if iy < 0 or iy >= height:
-                continue
-            row = src[iy]
-            for kj in range(kernel_w):
-                count = tap_hi[kj] - tap_lo[kj]
-                if count <= 0:
-                    continue
-                w = weights[ki, kj]
-                target = acc[tap_lo[kj] : tap_hi[kj]]
-                start = tap_start[kj]
-                if stride_w == 1:
-                    values = row[start : start + count]
-                    for i in range(count):
-                        target[i] += w * values[i]
-                else:
-                    strided = row[start : start + (count - 1) * stride_w + 1 : stride_w]
-                    for i in range(count):
-                        target[i] += w * strided[i]
+        top = oy * stride_h
+        r0 = padded[top]
+        r1 = padded[top + dil_h]
+        r2 = padded[top + 2 * dil_h]
+        _taps3(
+            r0[t0:], r0[t1:], r0[t2:], r1[t0:], r1[t1:], r1[t2:], r2[t0:], r2[t1:], r2[t2:], w, b, dest[oy]
+        )
+
+
+@numba.njit(inline="always", cache=True)
+def _taps3(
+    a0: np.ndarray,
+    a1: np.ndarray,
+    a2: np.ndarray,
+    b0: np.ndarray,
+    b1: np.ndarray,
+    b2: np.ndarray,
+    c0: np.ndarray,
+    c1: np.ndarray,
+    c2: np.ndarray,
+    w: np.ndarray,
+    b: np.float32,
+    out: np.ndarray,
+) -> None:
+    """out[i] = b + the nine taps' products at i: contiguous views starting at each tap's column,
+    and indices from a range() known non-negative, so numba drops its wraparound tests and the loop
+    vectorises."""
+    w00, w01, w02 = w[0, 0], w[0, 1], w[0, 2]
+    w10, w11, w12 = w[1, 0], w[1, 1], w[1, 2]
+    w20, w21, w22 = w[2, 0], w[2, 1], w[2, 2]
+    for i in range(out.shape[0]):
+        out[i] = (
+            b
+            + (w00 * a0[i] + w01 * a1[i] + w02 * a2[i])
+            + (w10 * b0[i] + w11 * b1[i] + w12 * b2[i])
+            + (w20 * c0[i] + w21 * c1[i] + w22 * c2[i])
+        )
+
+
+@numba.njit(inline="always", cache=True)
+def _axpy(a: np.float32, values: np.ndarray, out: np.ndarray) -> None:
+    for i in range(out.shape[0]):
+        out[i] += a * values[i]
+
+
+@numba.njit(cache=True)
+def _rows_any(
+    padded: np.ndarray,
+    w: np.ndarray,
+    bias: float,
+    stride_h: int,
+    stride_w: int,
+    dil_h: int,
+    dil_w: int,
+    dest: np.ndarray,
+) -> None:
+    """Any filter size: each output row accumulates tap by tap (a vectorised multiply-add per tap)."""
+    out_h, out_w = dest.shape
+    kernel_h, kernel_w = w.shape
+    b = np.float32(bias)
+    phase_w = padded.shape[1] // stride_w
+    for oy in range(out_h):
         out = dest[oy]
-        if kind == 0:
-            for i in range(out_w):
-                out[i] = acc[i]
-        else:
-            for i in range(out_w):
-                out[i] = activate(acc[i], kind, alpha, low, high)
+        for ox in range(out_w):
+            out[ox] = b
+        for ki in range(kernel_h):
+            row = padded[oy * stride_h + ki * dil_h]
+            for kj in range(kernel_w):
+                _axpy(w[ki, kj], row[tap_column(kj * dil_w, stride_w, phase_w) :], out)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
@@ -87,35 +164,39 @@ def depthwise_conv_2d(
     alpha: float,
     low: float,
     high: float,
+    workers: int,  # parallel jobs: the caller's numba thread count (reading it here defeats caching)
     out: np.ndarray,  # (N, M, OH, OW), written
 ) -> None:
-    batch, channels, _, width = x.shape
-    out_channels, _, kernel_w = weights.shape
+    """Bottom/right padding follows from the output shape (the padded extent the windows reach)."""
+    batch, channels = x.shape[0], x.shape[1]
+    out_channels, kernel_h, kernel_w = weights.shape
     multiplier = out_channels // channels
-    out_w = out.shape[3]
-    tap_lo = np.empty(kernel_w, dtype=np.int64)
-    tap_hi = np.empty(kernel_w, dtype=np.int64)
-    tap_start = np.empty(kernel_w, dtype=np.int64)
-    for kj in range(kernel_w):
-        offset = kj * dilation_w - pad_left
-        tap_lo[kj], tap_hi[kj] = valid_range(offset, stride_w, width, out_w)
-        tap_start[kj] = tap_lo[kj] * stride_w + offset
-    for job in numba.prange(batch * out_channels):
-        n, m = job // out_channels, job % out_channels
-        _depthwise_plane(
-            x[n, m // multiplier],
-            weights[m],
-            bias[m] if has_bias else np.float32(0.0),
-            stride_h,
-            stride_w,
-            pad_top,
-            dilation_h,
-            tap_lo,
-            tap_hi,
-            tap_start,
-            kind,
-            alpha,
-            low,
-            high,
-            out[n, m],
-        )
+    out_h, out_w = out.shape[2], out.shape[3]
+    rows = (out_h - 1) * stride_h + (kernel_h - 1) * dilation_h + 1
+    cols = (out_w - 1) * stride_w + (kernel_w - 1) * dilation_w + 1
+    phase_w = (cols + stride_w - 1) // stride_w  # columns per phase (see fill_padded)
+    three = kernel_h == 3 and kernel_w == 3
+    planes = batch * out_channels
+    workers = max(1, min(workers, planes))
+    for worker in numba.prange(workers):
+        padded = np.zeros((rows, phase_w * stride_w), dtype=np.float32)
+        for job in range(worker * planes // workers, (worker + 1) * planes // workers):
+            n, m = job // out_channels, job % out_channels
+            fill_padded(x[n, m // multiplier], pad_top, pad_left, stride_w, padded)
+            b = bias[m] if has_bias else np.float32(0.0)
+            dest = out[n, m]
+            if three:
+                _rows_3x3(padded, weights[m], b, stride_h, stride_w, dilation_h, dilation_w, dest)
+            else:
+                _rows_any(padded, weights[m], b, stride_h, stride_w, dilation_h, dilation_w, dest)
+            if kind == 1:
+                for oy in range(out_h):
+                    row = dest[oy]
+                    for ox in range(out_w):
+                        v = row[ox]
+                        row[ox] = np.float32(0.0) if v <= np.float32(0.0) else v
+            elif kind != 0:
+                for oy in range(out_h):
+                    row = dest[oy]
+                    for ox in range(out_w):
+                        row[ox] = activate(row[ox], kind, alpha, low, high)
