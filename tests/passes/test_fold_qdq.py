@@ -230,3 +230,47 @@ def test_gemm_with_alpha_or_transposed_a_is_left_alone() -> None:
     folded = fold_qdq(graph).graph
     assert [n.op for n in folded.nodes] == ["Int8Gemm"]
     assert folded.initializers[folded.nodes[0].inputs[5]].dtype == np.int8  # zero point made for B
+
+
+def test_zoo_squeezenet_qdq_equals_onnxruntime(tmp_path: Path) -> None:
+    """A whole network (Concat, MaxPool, global pooling between the folded convolutions): every
+    quantised tensor equals onnxruntime's."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    from edgecnn.bench.zoo import build_model
+
+    onnx.save(build_model("squeezenet1.1", width=0.25, resolution=48), tmp_path / "float.onnx")
+    spec = onnx.load(tmp_path / "float.onnx").graph.input[0]
+    shape = [d.dim_value or 1 for d in spec.type.tensor_type.shape.dim]
+    rng = np.random.default_rng(8)
+    samples = [{spec.name: rng.standard_normal(shape).astype(np.float32)} for _ in range(3)]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.items = iter(samples)
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self.items, None)
+
+    quantize_static(
+        str(tmp_path / "float.onnx"),
+        str(tmp_path / "qdq.onnx"),
+        Reader(),
+        quant_format=QuantFormat.QDQ,
+        activation_type=QuantType.QInt8,
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+    )
+    qdq = onnx.load(tmp_path / "qdq.onnx")
+    model = Model(graph_from_model_proto(qdq, "qdq.onnx"), RuntimeOptions.resolve(threads=1))
+    convs = sum(n.op_type == "Conv" for n in qdq.graph.node)
+    assert sum(n.op == "QLinearConv" for n in model.optimized_graph.nodes) == convs
+    names = quantized_outputs(qdq)
+    probe = onnx.ModelProto()
+    probe.CopyFrom(qdq)
+    probe.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names)
+    x = rng.standard_normal(shape).astype(np.float32)
+    expected = run_onnxruntime(probe, {spec.name: x})[len(qdq.graph.output) :]
+    got = model.run({spec.name: x}, outputs=names)
+    for name, value in zip(names, expected):
+        np.testing.assert_array_equal(got[name], value, err_msg=name)
