@@ -31,7 +31,8 @@ def draw_sensitivity(
     layers = list(dict.fromkeys(p.layer for p in points))
     keeps = sorted({p.keep for p in points}, reverse=True)
     scores = [p.score for p in points] + ([baseline] if baseline is not None else [])
-    low = max(0.0, min(scores) - 0.05)
+    grid = 0.1 if min(scores) < 0.7 else 0.05 if min(scores) < 0.9 else 0.01
+    low = max(0.0, (min(scores) // grid) * grid)
     image = Image.new("RGB", (WIDTH, HEIGHT), "white")
     draw = ImageDraw.Draw(image)
     font, small, bold = _font(14), _font(12), _font(16)
@@ -49,12 +50,11 @@ def draw_sensitivity(
         draw.rectangle((legend_x, 50, legend_x + 14, 64), fill=PALETTE[i % len(PALETTE)])
         draw.text((legend_x + 20, 49), layer, fill="black", font=font)
         legend_x += 40 + int(draw.textlength(layer, font=font))
-    steps = 10
-    for i in range(steps + 1):  # horizontal grid with accuracy labels
-        score = low + (1.0 - low) * i / steps
+    for i in range(round((1.0 - low) / grid) + 1):  # horizontal grid at round accuracies
+        score = low + grid * i
         _, y = xy(first, score)
         draw.line((LEFT, y, WIDTH - RIGHT, y), fill="#e0e0e0")
-        label = f"{score * 100:.0f}%" if (1.0 - low) >= 0.2 else f"{score * 100:.1f}%"
+        label = f"{score * 100:.0f}%"
         draw.text((LEFT - 8 - draw.textlength(label, font=small), y - 7), label, fill="black", font=small)
     for keep in keeps:
         x, _ = xy(keep, low)
@@ -71,7 +71,7 @@ def draw_sensitivity(
     if baseline is not None:
         _, y = xy(first, baseline)
         draw.line((LEFT, y, LEFT + plot_w, y), fill="#555555", width=1)
-        draw.text((LEFT + 6, y - 16), f"dense {baseline * 100:.1f}%", fill="#555555", font=small)
+        draw.text((LEFT + 6, y + 4), f"dense {baseline * 100:.1f}%", fill="#555555", font=small)
     for i, layer in enumerate(layers):
         colour = PALETTE[i % len(PALETTE)]
         line = [
