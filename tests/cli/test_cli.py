@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from typer.testing import CliRunner
 
@@ -79,6 +80,42 @@ def test_info_lists_layers_and_totals() -> None:
     text = invoke("info", FACE_MODEL)
     assert text.exit_code == 0 and "Gemm_9" in text.stdout and "MACs" in text.stdout
     assert "arena +" in text.stdout and "outside it" in text.stdout
+
+
+def qdq_conv_model(path: Path) -> Path:
+    """DequantizeLinear -> Conv -> QuantizeLinear, as onnxruntime's QDQ format writes a layer."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    constants = {
+        "xs": np.array(0.05, np.float32), "xz": np.array(0, np.int8), "ys": np.array(0.1, np.float32),
+        "yz": np.array(0, np.int8), "wq": rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8),
+        "ws": np.full(4, 0.01, np.float32), "wz": np.zeros(4, np.int8),
+    }  # fmt: skip
+    graph = helper.make_graph(
+        [
+            helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["x"]),
+            helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], axis=0),
+            helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+            helper.make_node("QuantizeLinear", ["c", "ys", "yz"], ["y"]),
+        ],
+        "qdq",
+        [helper.make_tensor_value_info("xq", TensorProto.INT8, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.INT8, [1, 4, 8, 8])],
+        [numpy_helper.from_array(v, k) for k, v in constants.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    onnx.save(model, path)
+    return path
+
+
+def test_info_passes_shows_the_qdq_fold(tmp_path: Path) -> None:
+    result = invoke("info", qdq_conv_model(tmp_path / "qdq.onnx"), "--passes")
+    assert result.exit_code == 0, result.output
+    assert "fold_qdq: 2 change(s)" in result.stdout
+    assert "conv (Conv) + " in result.stdout and "-> QLinearConv" in result.stdout
+    assert "QLinearConv" in result.stdout.split("fold_qdq")[0]  # the layer table is the folded graph
 
 
 def test_time_reports_every_iteration_and_layer() -> None:
