@@ -18,7 +18,7 @@ _FAST = {"reassoc", "contract"}
 """Reordered float32 sums (several accumulators, vector lanes); no assumption about NaN or inf."""
 
 
-@numba.njit(parallel=True, cache=True, fastmath=_FAST)
+@numba.njit(parallel=True, cache=True, fastmath=_FAST, nogil=True)
 def spmv(
     x: np.ndarray,  # (K,)
     indptr: np.ndarray,  # int32[N + 1]
@@ -62,7 +62,7 @@ def _store(
     out[m, r] = activate(v, kind, alpha, low, high)
 
 
-@numba.njit(parallel=True, cache=True, fastmath=_FAST)
+@numba.njit(parallel=True, cache=True, fastmath=_FAST, nogil=True)
 def spmm(
     a: np.ndarray,  # (M, K), rows contiguous
     indptr: np.ndarray,
@@ -151,7 +151,7 @@ def sparse_rows_times(
                 row[p] = activate(row[p] + b, kind, alpha, low, high)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def sparse_conv_2d(
     x: np.ndarray,  # (N, C, H, W)
     indptr: np.ndarray,  # int32[M + 1]: CSR of the weights as (M, Kg), Kg = Cg * KH * KW
