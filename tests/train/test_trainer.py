@@ -96,3 +96,15 @@ def test_divergence_is_reported() -> None:
     trainer = Trainer(small_lenet(), TrainConfig(epochs=3, batch_size=16, lr=1e3))
     with pytest.raises(TrainingDivergedError, match="lower the learning rate"):
         trainer.fit(toy_dataset())
+
+
+def test_data_that_does_not_fit_the_model_is_refused() -> None:
+    from edgecnn.train import Dataset
+
+    data = toy_dataset()
+    trainer = Trainer(small_lenet(), CONFIG)
+    five = Dataset(data.images, data.labels, ("a", "b", "c", "d", "e"), "five")
+    with pytest.raises(InputError, match="five has 5 classes but the model outputs"):
+        trainer.fit(five)
+    with pytest.raises(InputError, match="expects shape"):
+        trainer.fit(Dataset(data.images[:, :, :8], data.labels, data.classes))

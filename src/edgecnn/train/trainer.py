@@ -124,6 +124,16 @@ class Trainer:
                 velocity[~mask] = 0
         self.masks = checked
 
+    def check_data(self, data: Dataset) -> None:
+        """InputError unless ``data``'s images fit the input and its classes the output."""
+        self.network.check_input(data.images[:1])
+        if len(data):
+            logits, _ = self.network.forward(data.images[:1].astype(self.dtype), Context(training=False))
+            if logits.ndim != 2 or logits.shape[1] < len(data.classes):
+                raise InputError(
+                    f"{data.name} has {len(data.classes)} classes but the model outputs {list(logits.shape)} scores"
+                )
+
     # --------------------------------------------------------------- training
     def step(self, x: np.ndarray, y: np.ndarray, lr: float, rng: np.random.Generator) -> tuple[float, int]:
         """One SGD step on a batch: (mean loss, correct predictions) before the update."""
@@ -151,7 +161,7 @@ class Trainer:
     ) -> list[EpochStats]:
         """Train from the current epoch up to ``epochs`` (default: the config's). Epoch e shuffles
         and drops out with its own stream (seed, e), so a resumed run repeats an unbroken one."""
-        self.network.check_input(train.images[:1])
+        self.check_data(train)
         target = self.config.epochs if epochs is None else epochs
         done: list[EpochStats] = []
         while self.epoch < target:
@@ -194,6 +204,7 @@ class Trainer:
     ) -> float:
         """``steps`` SGD steps over reshuffled passes of ``train`` (retraining after pruning) at a fixed
         ``lr`` or ``lr(step index)``; ``stream`` picks the random stream. Returns the mean loss."""
+        self.check_data(train)
         rng = np.random.default_rng([self.config.seed, RETRAIN_STREAM + stream])
         rate = lr if callable(lr) else (lambda _: lr)
         losses: list[float] = []
