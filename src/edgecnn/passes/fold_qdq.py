@@ -114,7 +114,7 @@ class QdqFolder:
             return None
         if dq.zero_value is not None and np.any(dq.zero_value != 0):
             return None
-        if not dq.per_tensor and dq.axis(b.ndim) != b.ndim - 1:
+        if not dq.per_tensor and (dq.axis(b.ndim) != b.ndim - 1 or dq.scale_value.size != channels):
             return None
         expected = np.float32(x.scale_value.reshape(())) * w.scale_value.reshape(-1).astype(np.float32)
         got = np.broadcast_to(dq.scale_value.reshape(-1), (channels,))
