@@ -76,6 +76,8 @@ class QdqFolder:
         node = self.producers.get(tensor)
         if node is None or node.op != "DequantizeLinear" or node.attrs.block_size:
             return None
+        if node.attrs.output_dtype not in ("", "float32"):
+            return None
         scale_name = node.inputs[1]
         zero_name = node.inputs[2] if len(node.inputs) > 2 else ""
         scale, zero = self.constant(scale_name), self.constant(zero_name)
