@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
@@ -23,7 +22,14 @@ from edgecnn.kernels.cpu.conv_gemm import conv_gemm_2d
 from edgecnn.kernels.cpu.conv_matmul import Im2colMatmul, PointwiseMatmul
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, conv_setup
 from edgecnn.kernels.cpu.depthwise import depthwise_conv_2d
-from edgecnn.kernels.cpu.threads import GEMM_GRAIN, blas_single_threaded, call, is_small, max_threads
+from edgecnn.kernels.cpu.threads import (
+    GEMM_GRAIN,
+    blas_single_threaded,
+    call,
+    current_threads,
+    is_small,
+    max_threads,
+)
 from edgecnn.kernels.cpu.tiling import Tiling, plan_tiles
 from edgecnn.kernels.registry import StepFn, register_kernel
 
@@ -91,7 +97,7 @@ class TiledConvGemm(ConvKernel):
     def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
         """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
         s = self.setup
-        tiling = self.tiling(1 if self.small else numba.get_num_threads())
+        tiling = self.tiling(1 if self.small else current_threads())
         if self.pointwise:
             columns = self._no_columns[: tiling.workers]
         else:
@@ -155,7 +161,7 @@ class Depthwise(ConvKernel):
             s.dilations[0],
             s.dilations[1],
             *self.activation,
-            1 if self.small else numba.get_num_threads(),
+            1 if self.small else current_threads(),
             out,
         )
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
@@ -14,7 +13,7 @@ from edgecnn.kernels.cpu.common import scratch
 from edgecnn.kernels.cpu.conv_setup import ConvKernel
 from edgecnn.kernels.cpu.epilogue import ActivationKind, bias_activation_
 from edgecnn.kernels.cpu.im2col import im2col_2d
-from edgecnn.kernels.cpu.threads import call, is_small
+from edgecnn.kernels.cpu.threads import call, current_threads, is_small
 
 
 class MatmulConvKernel(ConvKernel):
@@ -85,7 +84,7 @@ class Im2colMatmul(MatmulConvKernel):
                 s.out[0],
                 s.out[1],
                 columns,
-                1 if self.im2col_small else numba.get_num_threads(),
+                1 if self.im2col_small else current_threads(),
             )
             np.matmul(self.weights, grouped_columns, out=grouped_out[n])
         self.epilogue(out)

@@ -60,14 +60,18 @@ def blas_threads() -> int:
 
 
 def set_blas_threads(n: int) -> None:
+    global _held_blas
     for lib in _blas():
         if lib.get_num_threads() != n:
             lib.set_num_threads(n)
+    if _holders:
+        _held_blas = n  # what a hold's blas_single_threaded() will find
 
 
 _hold_lock = threading.Lock()
 _holders = 0  # runs (and direct kernel calls) under way that need BLAS held
 _saved_blas = 1  # the BLAS thread count before the first of them
+_held_blas = 0  # the BLAS thread count the holders set (0: no holder)
 
 
 @contextmanager
@@ -75,12 +79,14 @@ def _hold_blas(n: int) -> Iterator[None]:
     """BLAS at ``n`` threads while any holder runs; the count before the first holder comes back
     when the last one leaves. BLAS's setting is process-wide: with concurrent runs, restoring it
     when one run ends would change it under the others (and with it their GEMMs' rounding)."""
-    global _holders, _saved_blas
+    global _holders, _saved_blas, _held_blas
     with _hold_lock:
         if _holders == 0:
             _saved_blas = blas_threads()
         _holders += 1
-        set_blas_threads(n)
+        if _held_blas != n:  # threadpoolctl's queries cost microseconds: only when it changes
+            set_blas_threads(n)
+            _held_blas = n
     try:
         yield
     finally:
@@ -88,13 +94,17 @@ def _hold_blas(n: int) -> Iterator[None]:
             _holders -= 1
             if _holders == 0:
                 set_blas_threads(_saved_blas)
+                _held_blas = 0
 
 
 @contextmanager
 def blas_single_threaded() -> Iterator[None]:
     """BLAS on the calling thread only, for GEMMs called from numba's workers (restored after)."""
+    if _held_blas == 1:  # as inside every run (cpu_threads holds BLAS at one thread)
+        yield
+        return
     previous = blas_threads()
-    if previous == 1:  # as inside every run (cpu_threads holds BLAS at one thread)
+    if previous == 1:
         yield
         return
     set_blas_threads(1)
@@ -116,13 +126,13 @@ def cpu_threads(n: int) -> Iterator[None]:
         raise ValueError(f"threads must be >= 1, got {n}")
     from edgecnn.kernels.cpu import blas
 
-    previous_numba = numba.get_num_threads()
-    numba.set_num_threads(min(n, max_threads()))
+    previous_numba = _get_threads()
+    _set_threads(min(n, max_threads()))
     try:
         with _hold_blas(1 if blas.AVAILABLE else n):
             yield
     finally:
-        numba.set_num_threads(previous_numba)
+        _set_threads(previous_numba)
 
 
 def is_small(work: int) -> bool:
@@ -130,19 +140,57 @@ def is_small(work: int) -> bool:
     return work < GRAIN
 
 
+def _thread_api() -> tuple[Callable[[], int], Callable[[int], None]]:
+    """Getter and setter of the calling thread's numba thread count, as cheap as they can be.
+
+    ``numba.get_num_threads``/``set_num_threads`` take two locks and re-check the pool's start-up
+    on every call (about 4 us each, 15+ calls per run of a small model); once the pool runs, the
+    threading layer's own functions underneath them do the same job. Falls back to the public
+    functions if this numba version lays them out differently."""
+    from numba.np.ufunc import parallel
+
+    numba.get_num_threads()  # starts the pool: the layer's functions exist from here on
+    getter = getattr(parallel, "_get_num_threads", None)
+    setter = getattr(parallel, "_set_num_threads", None)
+    if callable(getter) and callable(setter) and getter() == numba.get_num_threads():
+        return getter, setter
+    return numba.get_num_threads, numba.set_num_threads
+
+
+def _first_get() -> int:
+    """Starts numba's pool on first use (not at import) and installs the fast functions."""
+    global _get_threads, _set_threads
+    _get_threads, _set_threads = _thread_api()
+    return _get_threads()
+
+
+def _first_set(n: int) -> None:
+    _first_get()
+    _set_threads(n)
+
+
+_get_threads: Callable[[], int] = _first_get
+_set_threads: Callable[[int], None] = _first_set
+
+
+def current_threads() -> int:
+    """The calling thread's numba thread count (what a kernel may split its work into)."""
+    return _get_threads()
+
+
 def call(kernel: Callable[..., Any], small: bool, *args: Any) -> Any:
     """``kernel(*args)``, on one numba thread if ``small``.
 
     The switch happens here, in Python, because a compiled function that sets numba's thread count
-    itself cannot be written to the on-disk cache.
+    itself cannot be written to the on-disk cache. ``n`` is always 1 here, inside the pool's range.
     """
     if not small:
         return kernel(*args)
-    previous = numba.get_num_threads()
+    previous = _get_threads()
     if previous == 1:
         return kernel(*args)
-    numba.set_num_threads(1)
+    _set_threads(1)
     try:
         return kernel(*args)
     finally:
-        numba.set_num_threads(previous)
+        _set_threads(previous)
