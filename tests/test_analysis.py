@@ -10,6 +10,7 @@ from edgecnn.ir.graph import Graph, Node, TensorSpec, TensorType
 from edgecnn.model import Model
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.dense import GemmAttrs
+from edgecnn.ops.quant import Int8GemmAttrs
 from edgecnn.ops.registry import NoAttrs
 
 
@@ -28,6 +29,10 @@ def t(*shape: int) -> TensorType:
         ("Gemm", GemmAttrs(), [t(2, 10), t(10, 3)], t(2, 3), 2 * 3 * 10),
         ("MatMul", NoAttrs(), [t(4, 2, 10), t(10, 3)], t(4, 2, 3), 4 * 2 * 3 * 10),
         ("Relu", NoAttrs(), [t(3, 3)], t(3, 3), 0),
+        # integer ops carry scales and zero points before the weight (input 3)
+        ("QLinearConv", ConvAttrs(), [t(1, 4, 7, 7), t(), t(), t(8, 4, 3, 3)], t(1, 8, 5, 5), 8 * 25 * 4 * 9),
+        ("Int8Gemm", Int8GemmAttrs(trans_b=True), [t(2, 10), t(), t(), t(3, 10)], t(2, 3), 2 * 3 * 10),
+        ("ConvInteger", ConvAttrs(), [t(1, 4, 7, 7), t(8, 4, 3, 3)], t(1, 8, 5, 5), 8 * 25 * 4 * 9),
         ("Conv", ConvAttrs(), [t(1, 4, 7, 7), TensorType("float32", ("C", 4, 3, 3))], None, 0),
     ],
 )

@@ -53,23 +53,28 @@ def _dims(t: TensorType | None) -> tuple[int, ...] | None:
     return tuple(t.shape) if t is not None and t.is_concrete else None  # type: ignore[arg-type]
 
 
+_WEIGHT_INPUT = {"QLinearConv": 3, "Int8Conv": 3, "QLinearMatMul": 3, "Int8Gemm": 3}
+"""Where the weight input sits when it is not input 1 (the integer ops carry scales first)."""
+
+
 def layer_macs(node: Node, inputs: list[TensorType | None], output: TensorType | None) -> int:
     """Multiply-accumulates of the compute-bound ops; 0 for data movement and elementwise ops."""
-    weights = _dims(inputs[1]) if len(inputs) > 1 else None
+    index = _WEIGHT_INPUT.get(node.op, 1)
+    weights = _dims(inputs[index]) if len(inputs) > index else None
     data = _dims(inputs[0]) if inputs else None
     if weights is None or data is None:
         return 0
     per_output = int(np.prod(weights[1:], dtype=np.int64))
-    if node.op in ("Conv", "FusedConv"):
+    if node.op in ("Conv", "FusedConv", "QLinearConv", "ConvInteger", "Int8Conv"):
         # Each output element sums over (C_in / group) x kernel window.
         return numel(output) * per_output
     if node.op == "ConvTranspose":
         # Each input element scatters into C_out / group x kernel window outputs.
         return numel(inputs[0]) * per_output
-    if node.op in ("Gemm", "FusedGemm"):
+    if node.op in ("Gemm", "FusedGemm", "Int8Gemm"):
         inner = data[0] if getattr(node.attrs, "trans_a", False) else data[-1]
         return numel(output) * inner
-    if node.op == "MatMul":
+    if node.op in ("MatMul", "MatMulInteger", "QLinearMatMul"):
         return numel(output) * data[-1]
     return 0
 

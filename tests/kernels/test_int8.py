@@ -233,6 +233,8 @@ def onnx_node_cases() -> list[tuple[str, list[np.ndarray | None], dict[str, Any]
         ),
         ("DequantizeLinear", [x8, np.float32(0.3), np.int8(4)], {}, (1, 2)),
         ("DequantizeLinear", [w, scales, np.zeros(5, np.int8)], {"axis": 0}, (1, 2)),
+        # a per-tensor parameter written as shape [1] on a 1-D tensor (onnxruntime's bias DQ): not an axis
+        ("DequantizeLinear", [bias, np.asarray([0.002], np.float32)], {}, (1,)),
         (
             "QLinearConv",
             [

@@ -53,6 +53,10 @@ def per_axis(param: np.ndarray, rank: int, axis: int) -> np.ndarray:
     param = np.asarray(param)
     if param.ndim == 0:
         return param
+    if param.ndim == 1 and param.size == 1:
+        # Exporters write per-tensor parameters as shape [1] with the default axis, even on 1-D
+        # tensors (a bias): that is a scalar, not an axis.
+        return param.reshape(())
     shape = [1] * rank
     shape[normalize_axis(axis, rank)] = param.size
     return param.reshape(shape)
