@@ -125,3 +125,34 @@ def test_dropout_flatten_reshape() -> None:
     check_op_gradients("Dropout", NoAttrs(), [normal(4, 6), np.array(0.3)], (0,), seed=3)
     check_op_gradients("Flatten", FlattenAttrs(axis=1), [normal(2, 3, 4)], (0,))
     check_op_gradients("Reshape", ReshapeAttrs(), [normal(2, 3, 4), np.array([0, -1], np.int64)], (0,))
+
+
+def test_max_pool_1d_uses_the_window_path() -> None:
+    x = rng.permutation(2 * 3 * 9).reshape(2, 3, 9) / 10.0
+    check_op_gradients("MaxPool", MaxPoolAttrs(kernel_shape=(3,), strides=(2,), pads=(1, 1)), [x], (0,))
+
+
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        MaxPoolAttrs(kernel_shape=(2, 2), strides=(2, 2)),
+        MaxPoolAttrs(kernel_shape=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1)),
+        MaxPoolAttrs(kernel_shape=(3, 2), strides=(2, 2), ceil_mode=True),
+    ],
+)
+def test_compiled_max_pool_matches_the_window_path_even_on_ties(attrs: MaxPoolAttrs) -> None:
+    from edgecnn.ops.pool import max_pool, padded_windows, pool_geometry
+    from edgecnn.train.layers.pool import max_pool_backward, max_pool_forward
+    from edgecnn.train.registry import Context
+
+    x = rng.integers(0, 4, (2, 3, 7, 7)).astype(np.float32)  # many equal maxima
+    result = max_pool_forward(attrs, [x], Context())
+    assert result.cache[0] == "compiled"
+    np.testing.assert_array_equal(result.outputs[0], max_pool(attrs, x))
+    geo = pool_geometry(attrs, x.shape)
+    windows = padded_windows(x, geo, -np.inf)
+    winner = windows.reshape(*windows.shape[:4], -1).argmax(axis=-1)
+    dy = rng.standard_normal(result.outputs[0].shape).astype(np.float32)
+    compiled = max_pool_backward(attrs, result.cache, dy, [True])[0]
+    reference = max_pool_backward(attrs, ("windows", winner, geo, x.shape), dy, [True])[0]
+    np.testing.assert_allclose(compiled, reference, rtol=1e-6)

@@ -15,6 +15,7 @@ from edgecnn.ops.pool import (
     pool_geometry,
 )
 from edgecnn.ops.spatial import pad_spatial
+from edgecnn.train.layers.pool2d_kernels import max_pool2d_backward, max_pool2d_forward
 from edgecnn.train.registry import Context, Forward, register_grad
 
 
@@ -51,17 +52,24 @@ def max_pool_forward(attrs: MaxPoolAttrs, inputs: Sequence[np.ndarray | None], c
     x = inputs[0]
     assert x is not None
     geo = pool_geometry(attrs, x.shape)
+    assert geo.pads is not None
+    if x.ndim == 4 and x.dtype.kind == "f":
+        begins = (geo.pads[0], geo.pads[1])
+        y, winner = max_pool2d_forward(x, geo.kernel, geo.strides, geo.dilations, begins, tuple(geo.out))
+        return Forward((y,), ("compiled", winner, geo, x.shape))
     windows = padded_windows(x, geo, -np.inf)
     flat = windows.reshape(*windows.shape[: 2 + len(geo.kernel)], -1)
     winner = flat.argmax(axis=-1)
     y = np.take_along_axis(flat, winner[..., None], axis=-1)[..., 0]
-    return Forward((np.ascontiguousarray(y),), (winner, geo, x.shape))
+    return Forward((np.ascontiguousarray(y),), ("windows", winner, geo, x.shape))
 
 
 def max_pool_backward(
     attrs: MaxPoolAttrs, cache: tuple, dy: np.ndarray, needed: Sequence[bool]
 ) -> list[np.ndarray | None]:
-    winner, geo, x_shape = cache
+    path, winner, geo, x_shape = cache
+    if path == "compiled":
+        return [max_pool2d_backward(np.ascontiguousarray(dy), winner, x_shape[2], x_shape[3])]
     taps = int(np.prod(geo.kernel))
     one_hot = winner[..., None] == np.arange(taps)
     per_tap = (one_hot * dy[..., None]).reshape(*dy.shape, *geo.kernel)
