@@ -19,29 +19,39 @@ from edgecnn.kernels.cpu.im2col import im2col_range
 
 @numba.njit(cache=True)
 def rows_epilogue(
-    tile: np.ndarray,  # (rows, pixels) view of the output
+    block: np.ndarray,  # (channels, pixels), C-contiguous: one image's output
+    first: int,  # first row (output channel) of the tile
+    last: int,  # end of the tile's rows
+    p0: int,  # the tile's pixel range
+    p1: int,
     bias: np.ndarray,
-    bias_start: int,
     has_bias: bool,
     kind: int,
     alpha: float,
     low: float,
     high: float,
 ) -> None:
-    """tile[r, p] = act(tile[r, p] + bias[bias_start + r]) in place."""
-    rows, pixels = tile.shape
-    for r in range(rows):
-        b = bias[bias_start + r] if has_bias else np.float32(0.0)
-        row = tile[r]
+    """block[r, p0:p1] = act(block[r, p0:p1] + bias[r]) in place for the tile's rows. Each row is
+    sliced from a C-contiguous row, so numba knows it is contiguous and vectorises the loops (a
+    2-D tile view would be typed as any-layout: scalar code, 3-4x slower)."""
+    zero = np.float32(0.0)
+    for r in range(first, last):
+        b = bias[r] if has_bias else zero
+        row = block[r][p0:p1]
         if kind == 0:
-            for p in range(pixels):
+            for p in range(p1 - p0):
                 row[p] = row[p] + b
         elif kind == 1:
-            for p in range(pixels):
+            for p in range(p1 - p0):
                 v = row[p] + b
-                row[p] = np.float32(0.0) if v <= np.float32(0.0) else v
+                row[p] = zero if v <= zero else v
+        elif kind == 3:
+            lo, hi = np.float32(low), np.float32(high)
+            for p in range(p1 - p0):
+                v = row[p] + b
+                row[p] = v if v != v else min(max(v, lo), hi)
         else:
-            for p in range(pixels):
+            for p in range(p1 - p0):
                 row[p] = activate(row[p] + b, kind, alpha, low, high)
 
 
@@ -116,4 +126,6 @@ def conv_gemm_2d(
             tile = out_rows[n, first : g * out_per_group + m1, p0:p1]
             gemm_into(weights[g, m0:m1], b, False, tile)
             if has_bias or kind != 0:
-                rows_epilogue(tile, bias, first, has_bias, kind, alpha, low, high)
+                rows_epilogue(
+                    out_rows[n], first, g * out_per_group + m1, p0, p1, bias, has_bias, kind, alpha, low, high
+                )
