@@ -61,6 +61,20 @@ def pct(x: float) -> str:
     return f"{x * 100:.2f}%"
 
 
+def dense_then_pruned(seed: int, s: Settings) -> tuple[float, float]:
+    """Test accuracy of the dense and the FC-pruned LeNet-5 for one seed (the main run's recipe)."""
+    train_all, test = load_dataset("digits", seed=seed)
+    train, _ = train_all.split(0.1, seed=seed + 1)  # the same training images as the main run's
+    config = TrainConfig(epochs=s.epochs, batch_size=64, lr=0.03, schedule="cosine", shift=2, seed=seed)
+    trainer = Trainer(build_lenet5(seed=seed), config)
+    trainer.fit(train)
+    dense = engine_accuracy(trainer.graph, test)
+    prune_retrain(
+        trainer, train, layers=FC_TARGETS, steps=s.retrain_steps, final_steps=s.final_steps, lr=s.retrain_lr
+    )
+    return dense, engine_accuracy(trainer.graph, test)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -70,6 +84,11 @@ def main() -> None:
     parser.add_argument("--retrain-lr", type=float, default=0.01)
     parser.add_argument("--final-steps", type=int, default=600, help="extra steps after the last cut")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--extra-seeds",
+        default="",
+        help="comma-separated seeds to repeat dense training + prune-retrain with",
+    )
     parser.add_argument(
         "--quick", action="store_true", help="3 epochs, 5 steps per cut; print, write nothing"
     )
@@ -187,6 +206,18 @@ def main() -> None:
     out(f"**Accuracy change after retraining: {change:+.2f} pt** (target: loss <= 0.5 pt).")
     out()
 
+    extra = [int(x) for x in args.extra_seeds.split(",") if x.strip()]
+    if extra:
+        out("Other seeds (split, initialisation, shuffling), same settings:")
+        out()
+        out("| seed | dense test acc | prune-retrain test acc | change |")
+        out("|---:|---:|---:|---:|")
+        out(f"| {s.seed} | {pct(dense_accuracy)} | {pct(pruned_accuracy)} | {change:+.2f} pt |")
+        for other in extra:
+            a, b = dense_then_pruned(other, s)
+            out(f"| {other} | {pct(a)} | {pct(b)} | {round((b - a) * 100, 2) + 0.0:+.2f} pt |")
+        out()
+
     out("## Structured pruning (whole filters and neurons)")
     out()
     structured_layers = {"conv2": 0.5, "ip1": 0.2}
@@ -238,10 +269,11 @@ def main() -> None:
     out()
     load = os.getloadavg()
     footer = (
-        f"Machine (shared with other jobs while this ran): {cpu_model()} ({os.cpu_count()} cores, no GPU, BLAS {blas_library()}), Python {platform.python_version()}, "
+        f"Machine (shared with other jobs while this ran): {cpu_model()} ({os.cpu_count()} cores, no GPU, "
+        f"BLAS {blas_library()}), Python {platform.python_version()}, "
         f"numpy {np.__version__}; load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
-        f"whole run {time.perf_counter() - started:.0f} s. Command: `.venv/bin/python benchmarks/training.py"
-        f"{'' if s.epochs == 20 else f' --epochs {s.epochs}'}`."
+        f"whole run {time.perf_counter() - started:.0f} s. Command: "
+        f"`{' '.join(['.venv/bin/python', 'benchmarks/training.py', *sys.argv[1:]])}`."
     )
     out(footer)
     if args.quick:
