@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
@@ -70,6 +71,7 @@ class Pool2d:
             0.0,
             0.0,
             0.0,
+            1 if self.small else numba.get_num_threads(),
             out,
         )
 
