@@ -8,13 +8,16 @@ and the frame drops every value after its last reader.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from edgecnn.devices import to_host
 from edgecnn.errors import EdgeCNNError, GraphError
 from edgecnn.runtime.plan import Plan, Step
+
+if TYPE_CHECKING:
+    from edgecnn.runtime.arena import FastEntry
 
 
 class StepHook(Protocol):
@@ -93,6 +96,40 @@ def execute_plain(
     return results
 
 
+def _run_fast(entries: Sequence[FastEntry], frame: list[Any]) -> None:
+    """The steps of a run without hooks: what ``execute_in_arena``'s loop does, with every
+    per-step decision taken at plan time (arena.fast_entry) and no per-step allocation beyond the
+    argument list of steps with more than one input."""
+    from edgecnn.runtime.arena import INTO, OPAQUE, VIEW
+
+    step = None
+    try:
+        for code, run, inputs, output, outputs, overwrites, shape, releases, step in entries:
+            if code == INTO:
+                if overwrites >= 0:
+                    frame[output] = frame[overwrites].reshape(shape)
+                target = frame[output] if outputs is None else tuple(frame[s] for s in outputs)
+                if len(inputs) == 1 and inputs[0] >= 0:
+                    run(target, frame[inputs[0]])
+                else:
+                    run(target, *[frame[i] if i >= 0 else None for i in inputs])
+            elif code == VIEW:
+                frame[output] = frame[inputs[0]].reshape(shape)
+            elif code == OPAQUE:
+                result = run(*[frame[i] if i >= 0 else None for i in inputs])
+                values = result if isinstance(result, tuple) else (result,)
+                for slot, value in zip(step.outputs, values):
+                    if slot >= 0:
+                        frame[slot] = value
+            for slot in releases:
+                frame[slot] = None
+    except EdgeCNNError:
+        raise
+    except Exception as exc:
+        assert step is not None
+        raise _failed(step, exc) from exc
+
+
 def execute_in_arena(
     plan: Plan,
     feeds: Mapping[str, np.ndarray],
@@ -122,7 +159,9 @@ def execute_in_arena(
         for slot, root, at, info in memory.external_slabs:
             raw = frame[root].reshape(-1).view(np.uint8)
             frame[slot] = raw[at : at + info.nbytes].view(info.dtype).reshape(info.shape)
-        for action in memory.actions:
+        if not hooks:
+            _run_fast(memory.fast, frame)
+        for action in memory.actions if hooks else ():
             step = action.step
             for hook in hooks:
                 hook.before(step)
