@@ -54,3 +54,18 @@ def test_3x3_windows_on_two_threads(
         actual, kernel = fast_run(op, attrs, [x], (), 2)
     assert kernel == "pool_2d"
     assert_matches(actual, reference_run(op, attrs, [x], ()), np.abs(x).max())
+
+
+@pytest.mark.parametrize("ceil_mode", [False, True])
+@pytest.mark.parametrize("side", [2, 5, 8, 13])
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_2x2_stride_2_reads_the_plane_directly(side: int, ceil_mode: bool, op: str) -> None:
+    """Odd sides with ceil_mode make the last window leave the plane: the bordered path takes it."""
+    x = np.random.default_rng(side).standard_normal((2, 3, side, side + 1)).astype(np.float32)
+    x[1, 2, 0, 1] = np.nan
+    common = {"kernel_shape": (2, 2), "strides": (2, 2), "ceil_mode": ceil_mode}
+    attrs = MaxPoolAttrs(**common) if op == "MaxPool" else AveragePoolAttrs(**common)
+    with mock.patch.object(thread_budget, "GRAIN", 0):
+        actual, kernel = fast_run(op, attrs, [x], (), 2)
+    assert kernel == "pool_2d"
+    assert_matches(actual, reference_run(op, attrs, [x], ()), np.abs(np.nan_to_num(x)).max())

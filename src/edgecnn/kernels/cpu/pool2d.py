@@ -127,6 +127,47 @@ def _pool_rows(
                         out[i] += values[i]
 
 
+@numba.njit(cache=True)
+def _pool_2x2_direct(plane: np.ndarray, is_max: bool, dest: np.ndarray) -> None:
+    """2x2 windows at stride 2 that never leave the plane: max or sum of each pair of row pairs
+    (LLVM vectorises the interleaved loads)."""
+    out_h, out_w = dest.shape
+    for oy in range(out_h):
+        top = plane[2 * oy]
+        bottom = plane[2 * oy + 1]
+        out = dest[oy]
+        if is_max:
+            for i in range(out_w):
+                out[i] = _max(_max(top[2 * i], top[2 * i + 1]), _max(bottom[2 * i], bottom[2 * i + 1]))
+        else:
+            for i in range(out_w):
+                out[i] = (top[2 * i] + top[2 * i + 1]) + (bottom[2 * i] + bottom[2 * i + 1])
+
+
+@numba.njit(cache=True)
+def _finish_rows(
+    dest: np.ndarray,
+    y_count: np.ndarray,
+    x_count: np.ndarray,
+    is_max: bool,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+) -> None:
+    """Sums to averages (divided by the taps counted for each output), then the activation."""
+    out_h, out_w = dest.shape
+    for oy in range(out_h):
+        row = dest[oy]
+        if not is_max:
+            for ox in range(out_w):
+                divisor = y_count[oy] * x_count[ox]
+                row[ox] = row[ox] / np.float32(divisor) if divisor > 0 else np.float32(np.nan)
+        if kind != 0:
+            for ox in range(out_w):
+                row[ox] = activate(row[ox], kind, alpha, low, high)
+
+
 @numba.njit(parallel=True, nogil=True, cache=True)
 def pool_2d(
     x: np.ndarray,  # (N, C, H, W)
@@ -167,27 +208,30 @@ def pool_2d(
     neutral = np.float32(-np.inf) if is_max else np.float32(0.0)
     planes = batch * channels
     workers = max(1, min(workers, planes))
+    # 2x2/2 windows inside the input (VGG, LeNet, YOLO): read the plane itself, no buffer
+    direct = (
+        kernel_h == 2 and kernel_w == 2 and stride_h == 2 and stride_w == 2 and dilation_h == 1
+        and dilation_w == 1 and pad_top == 0 and pad_left == 0 and rows <= height and cols <= width
+    )  # fmt: skip
     for worker in numba.prange(workers):
-        padded = np.full((rows, phase_w * stride_w), neutral, dtype=np.float32)
+        padded = np.full((0 if direct else rows, phase_w * stride_w), neutral, dtype=np.float32)
         for job in range(worker * planes // workers, (worker + 1) * planes // workers):
             n, c = job // channels, job % channels
-            fill_padded(x[n, c], pad_top, pad_left, stride_w, padded)
             dest = out[n, c]
+            if direct:
+                _pool_2x2_direct(x[n, c], is_max, dest)
+                if not is_max or kind != 0:
+                    _finish_rows(dest, y_count, x_count, is_max, kind, alpha, low, high)
+                continue
+            fill_padded(x[n, c], pad_top, pad_left, stride_w, padded)
             if kernel_h == 3 and kernel_w == 3:
                 _pool_rows_3x3(padded, stride_h, stride_w, dilation_h, dilation_w, is_max, dest)
             else:
                 _pool_rows(
                     padded, kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, is_max, dest
                 )
-            for oy in range(out_h):
-                row = dest[oy]
-                if not is_max:
-                    for ox in range(out_w):
-                        divisor = y_count[oy] * x_count[ox]
-                        row[ox] = row[ox] / np.float32(divisor) if divisor > 0 else np.float32(np.nan)
-                if kind != 0:
-                    for ox in range(out_w):
-                        row[ox] = activate(row[ox], kind, alpha, low, high)
+            if not is_max or kind != 0:
+                _finish_rows(dest, y_count, x_count, is_max, kind, alpha, low, high)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
