@@ -143,6 +143,7 @@ class MemoryPlan:
         self.external = [
             (r, self.tensors[r]) for r in self.buffers.roots_of_kind("external")
         ]  # roots allocated per run
+        self.external_types = [(r, info.shape, np.dtype(info.dtype)) for r, info in self.external]
         # slabs of those (inputs of an elided Concat whose output is returned through a view)
         self.external_slabs = [
             (slot, self.buffers.root[slot], at, self.tensors[slot])
@@ -211,7 +212,7 @@ _memory_lock = threading.Lock()
 
 def memory_plan(plan: Plan, wanted: frozenset[int]) -> MemoryPlan:
     """The plan's MemoryPlan for these requested slots (built once, then cached on the plan)."""
-    cache: Mapping[frozenset[int], MemoryPlan] = plan.memory_plans
+    cache: Mapping[frozenset[int] | tuple[str, ...], MemoryPlan] = plan.memory_plans
     memory = cache.get(wanted)
     if memory is None:
         with _memory_lock:

@@ -140,8 +140,12 @@ def execute_in_arena(
     """Steps write into the views of an arena taken from the plan's pool (returned after the run)."""
     from edgecnn.runtime.arena import INTO, OPAQUE, SKIP, VIEW, memory_plan
 
-    wanted_slots = frozenset(plan.slots[name] for name in wanted if name not in plan.constants)
-    memory = memory_plan(plan, wanted_slots)
+    names = tuple(wanted)
+    memory = plan.memory_plans.get(names)  # by names: no set built per run
+    if memory is None:
+        wanted_slots = frozenset(plan.slots[name] for name in wanted if name not in plan.constants)
+        memory = memory_plan(plan, wanted_slots)
+        plan.memory_plans[names] = memory
     buffers = memory.buffers
     arena = memory.acquire()
     try:
@@ -153,9 +157,9 @@ def execute_in_arena(
             slot = plan.slots[name]
             if buffers.kind.get(buffers.root.get(slot, -1)) == "external":
                 given[buffers.root[slot]] = array
-        for root, info in memory.external:
+        for root, shape, dtype in memory.external_types:
             array = given.get(root)
-            frame[root] = np.empty(info.shape, info.dtype) if array is None else array.reshape(info.shape)
+            frame[root] = np.empty(shape, dtype) if array is None else array.reshape(shape)
         for slot, root, at, info in memory.external_slabs:
             raw = frame[root].reshape(-1).view(np.uint8)
             frame[slot] = raw[at : at + info.nbytes].view(info.dtype).reshape(info.shape)

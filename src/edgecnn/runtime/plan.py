@@ -37,7 +37,10 @@ class Plan:
     constants: Mapping[str, np.ndarray]  # initializers and folded tensors, by name
     device: str = "cpu"  # "cpu" runs in an arena (runtime/arena.py)
     # runtime.arena.MemoryPlan per set of requested slots, built on first use
-    memory_plans: dict[frozenset[int], Any] = field(default_factory=dict, compare=False, repr=False)
+    # MemoryPlans by requested slots, and by requested names (the executor's per-run lookup)
+    memory_plans: dict[frozenset[int] | tuple[str, ...], Any] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def new_frame(self) -> list[np.ndarray | None]:
         """A fresh per-run value table, holding the constants."""
