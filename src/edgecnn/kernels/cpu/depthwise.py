@@ -172,6 +172,29 @@ def _rows_any(
                 _axpy(w[ki, kj], row[tap_column(kj * dil_w, stride_w, phase_w) :], out)
 
 
+@numba.njit(inline="always", cache=True)
+def _finish_row(
+    values: np.ndarray, kind: int, alpha: float, low: float, high: float, out: np.ndarray
+) -> None:
+    """out[i] = act(values[i]) for the row's width (``values`` may be ``out`` itself)."""
+    zero = np.float32(0.0)
+    if kind == 0:
+        for i in range(out.shape[0]):
+            out[i] = values[i]
+    elif kind == 1:
+        for i in range(out.shape[0]):
+            v = values[i]
+            out[i] = zero if v <= zero else v
+    elif kind == 3:
+        lo, hi = np.float32(low), np.float32(high)
+        for i in range(out.shape[0]):
+            v = values[i]
+            out[i] = v if v != v else min(max(v, lo), hi)
+    else:
+        for i in range(out.shape[0]):
+            out[i] = activate(values[i], kind, alpha, low, high)
+
+
 @numba.njit(parallel=True, nogil=True, cache=True)
 def depthwise_conv_2d(
     x: np.ndarray,  # (N, C, H, W)
@@ -202,25 +225,38 @@ def depthwise_conv_2d(
     three = kernel_h == 3 and kernel_w == 3
     planes = batch * out_channels
     workers = max(1, min(workers, planes))
+    # Stride 1, 3x3 (most of MobileNetV2's and every one of ShuffleNet's layers): the plane is one
+    # long row. Output q = oy * cols + ox reads padded element q + tap offset, so a single pass over
+    # out_h * cols positions (the cols - out_w extra ones per row are computed and dropped) replaces
+    # out_h short rows, each with its own views and loop remainders: 2-3x faster on 14x14 and 7x7.
+    flat_rows = stride_h == 1 and stride_w == 1 and three
+    width = phase_w * stride_w
     for worker in numba.prange(workers):
-        padded = np.zeros((rows, phase_w * stride_w), dtype=np.float32)
+        # slack after the last row: the dropped positions of the last output row read past it
+        storage = np.zeros(rows * width + 2 * dilation_w + 1, dtype=np.float32)
+        padded = storage[: rows * width].reshape(rows, width)
+        work = np.empty(out_h * width if flat_rows else 0, dtype=np.float32)
         for job in range(worker * planes // workers, (worker + 1) * planes // workers):
             n, m = job // out_channels, job % out_channels
             fill_padded(x[n, m // multiplier], pad_top, pad_left, stride_w, padded)
             b = bias[m] if has_bias else np.float32(0.0)
             dest = out[n, m]
+            if flat_rows:
+                r1, r2 = dilation_h * width, 2 * dilation_h * width
+                d1, d2 = dilation_w, 2 * dilation_w
+                _taps3(
+                    storage[0:], storage[d1:], storage[d2:],
+                    storage[r1:], storage[r1 + d1 :], storage[r1 + d2 :],
+                    storage[r2:], storage[r2 + d1 :], storage[r2 + d2 :],
+                    weights[m], b, work,
+                )  # fmt: skip
+                for oy in range(out_h):
+                    _finish_row(work[oy * width :], kind, alpha, low, high, dest[oy])
+                continue
             if three:
                 _rows_3x3(padded, weights[m], b, stride_h, stride_w, dilation_h, dilation_w, dest)
             else:
                 _rows_any(padded, weights[m], b, stride_h, stride_w, dilation_h, dilation_w, dest)
-            if kind == 1:
+            if kind != 0:
                 for oy in range(out_h):
-                    row = dest[oy]
-                    for ox in range(out_w):
-                        v = row[ox]
-                        row[ox] = np.float32(0.0) if v <= np.float32(0.0) else v
-            elif kind != 0:
-                for oy in range(out_h):
-                    row = dest[oy]
-                    for ox in range(out_w):
-                        row[ox] = activate(row[ox], kind, alpha, low, high)
+                    _finish_row(dest[oy], kind, alpha, low, high, dest[oy])
