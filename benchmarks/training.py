@@ -256,7 +256,7 @@ def main() -> None:
         profile = profile_training(dense, x, iterations=20, warmup=3)
     out(
         f"Batch {x.shape[0]}, 1 BLAS thread (as training runs by default), mean of 20 iterations after 3 "
-        "warm-up; the training code is numpy/BLAS (im2col GEMMs, col2im by strided adds)."
+        "warm-up; the training code is numpy/BLAS (im2col GEMMs, col2im by strided adds) plus a numba kernel for 2-D max pooling."
     )
     out()
     out("| layer | op | forward ms | backward ms |")
@@ -337,6 +337,10 @@ FOOTER = """
 - Weight decay applies to Conv/Gemm/MatMul weights only, not to biases or BatchNorm parameters.
 - Masks from `edgecnn.compress.magnitude_mask` are held during retraining: masked weights get no gradient,
   no decay and no momentum, and stay exactly 0.
+- The test set has 359 images, so one image is 0.28 pt: the <= 0.5 pt target allows one more mistake than the
+  dense model. Seed 0 meets it; seeds 1 and 2 miss it by two images (-0.56 pt) with the same settings.
+- The sensitivity scan uses the 143-image validation set (one image is 0.7 pt) and no retraining; the
+  prune-retrain table shows how much retraining recovers after each cut.
 """
 
 
