@@ -106,7 +106,11 @@ def conv_gemm_2d(
             if pointwise:
                 b = x_rows[n, g * in_per_group : (g + 1) * in_per_group, p0:p1]
             else:
-                b = buffer[:, : p1 - p0]
+                # packed at the tile's own width: a C-contiguous matrix, so numba compiles im2col's
+                # copies for contiguous rows (a [:, :width] slice would be any-layout: strided code)
+                b = buffer.reshape(-1)[: in_per_group * kernel_h * kernel_w * (p1 - p0)].reshape(
+                    in_per_group * kernel_h * kernel_w, p1 - p0
+                )
                 im2col_range(
                     x[n, g * in_per_group : (g + 1) * in_per_group],
                     kernel_h,
