@@ -60,14 +60,26 @@ def test_cache_dir_override_and_default(monkeypatch: pytest.MonkeyPatch, tmp_pat
 
 
 def test_key_depends_on_shapes_attrs_and_threads() -> None:
-    node, types, _ = small_conv()
-    key = tuning.layer_key(node, types, "cpu", 2)
+    node, types, values = small_conv()
+    key = tuning.layer_key(node, types, values, "cpu", 2)
     renamed = Node("Conv", "other_name", ["a", "b"], ["c"], node.attrs)
-    assert tuning.layer_key(renamed, types, "cpu", 2) == key  # names do not matter
-    assert tuning.layer_key(node, types, "cpu", 1) != key
-    assert tuning.layer_key(node, [TensorType("float32", (2, 4, 9, 9)), types[1]], "cpu", 2) != key
+    assert tuning.layer_key(renamed, types, values, "cpu", 2) == key  # names do not matter
+    assert tuning.layer_key(node, types, values, "cpu", 1) != key
+    assert tuning.layer_key(node, [TensorType("float32", (2, 4, 9, 9)), types[1]], values, "cpu", 2) != key
     strided = Node("Conv", "conv1", ["x", "w"], ["y"], ConvAttrs(pads=(1, 1, 1, 1), strides=(2, 2)))
-    assert tuning.layer_key(strided, types, "cpu", 2) != key
+    assert tuning.layer_key(strided, types, values, "cpu", 2) != key
+
+
+def test_key_tells_pruned_weights_from_dense_ones() -> None:
+    node, types, values = small_conv()
+    weights = values[1]
+    assert weights is not None
+    pruned = weights.copy()
+    pruned.reshape(-1)[: pruned.size * 9 // 10] = 0  # 10% kept
+    key = tuning.layer_key(node, types, values, "cpu", 1)
+    assert tuning.layer_key(node, types, [values[0], pruned, *values[2:]], "cpu", 1) != key
+    nudged = weights + np.float32(1e-3)  # same density, other values: the same key
+    assert tuning.layer_key(node, types, [values[0], nudged, *values[2:]], "cpu", 1) == key
 
 
 def test_round_trip_keeps_other_machines(cache: Path) -> None:
@@ -117,7 +129,7 @@ def test_damaged_cache_is_ignored_with_a_warning(cache: Path, content: bytes) ->
 def test_select_kernel_follows_the_cache(cache: Path) -> None:
     node, types, values = small_conv()
     assert select_kernel(node, types, values, threads=1).name == "im2col_gemm"
-    key = tuning.layer_key(node, types, "cpu", 1)
+    key = tuning.layer_key(node, types, values, "cpu", 1)
     tuning.store_choices({key: tuning.TunedChoice("winograd_f23", {})})
     assert select_kernel(node, types, values, threads=1).name == "winograd_f23"
     assert select_kernel(node, types, values, threads=2).name == "im2col_gemm"  # another thread count
@@ -128,24 +140,30 @@ def test_cached_kernel_that_cannot_run_the_layer_is_ignored(cache: Path) -> None
     node, types, values = small_conv()
     tuning.store_choices(
         {
-            tuning.layer_key(node, types, "cpu", 1): tuning.TunedChoice("depthwise", {})
+            tuning.layer_key(node, types, values, "cpu", 1): tuning.TunedChoice("depthwise", {})
         }  # not a depthwise layer
     )
     assert select_kernel(node, types, values, threads=1).name == "im2col_gemm"
-    tuning.store_choices({tuning.layer_key(node, types, "cpu", 1): tuning.TunedChoice("no_such_kernel", {})})
+    tuning.store_choices(
+        {tuning.layer_key(node, types, values, "cpu", 1): tuning.TunedChoice("no_such_kernel", {})}
+    )
     assert select_kernel(node, types, values, threads=1).name == "im2col_gemm"
 
 
 def test_default_threads_come_from_the_environment(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     node, types, values = small_conv()
-    tuning.store_choices({tuning.layer_key(node, types, "cpu", 3): tuning.TunedChoice("winograd_f43", {})})
+    tuning.store_choices(
+        {tuning.layer_key(node, types, values, "cpu", 3): tuning.TunedChoice("winograd_f43", {})}
+    )
     monkeypatch.setenv("EDGECNN_NUM_THREADS", "3")
     assert select_kernel(node, types, values).name == "winograd_f43"
 
 
 def test_bad_thread_variable_does_not_break_selection(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     node, types, values = small_conv()
-    tuning.store_choices({tuning.layer_key(node, types, "cpu", 1): tuning.TunedChoice("winograd_f23", {})})
+    tuning.store_choices(
+        {tuning.layer_key(node, types, values, "cpu", 1): tuning.TunedChoice("winograd_f23", {})}
+    )
     monkeypatch.setenv("EDGECNN_NUM_THREADS", "many")
     assert select_kernel(node, types, values).name in {"im2col_gemm", "winograd_f23"}
 
@@ -169,7 +187,7 @@ def test_time_layer_measures_every_candidate(cache: Path) -> None:
     assert all(t > 0 for t in timing.times_ms.values())
     assert timing.default == "im2col_gemm"
     assert timing.times_ms[timing.winner] == min(timing.times_ms.values())
-    assert timing.key == tuning.layer_key(node, types, "cpu", 1)
+    assert timing.key == tuning.layer_key(node, types, values, "cpu", 1)
     assert timing.speedup >= 1.0
 
 

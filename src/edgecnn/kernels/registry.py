@@ -176,7 +176,7 @@ def _tuned_entry(
             threads = RuntimeOptions.resolve().threads
         except ValueError:  # a bad EDGECNN_NUM_THREADS is reported where the options are resolved
             threads = available_cores()
-    name = tuned_kernel(node, input_types, device_kind, threads)
+    name = tuned_kernel(node, input_types, input_values, device_kind, threads)
     if name is None:
         return None
     for entry in entries:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from edgecnn.ir.graph import Node, TensorType
 
 CACHE_ENV = "EDGECNN_CACHE_DIR"
@@ -63,12 +65,26 @@ def machine_fingerprint() -> str:
     return hashlib.sha256(machine_description().encode()).hexdigest()[:16]
 
 
-def layer_key(node: Node, input_types: Sequence[TensorType | None], device_kind: str, threads: int) -> str:
-    """The cache key of one layer: everything its kernels' speed depends on, but not its name."""
+def layer_key(
+    node: Node,
+    input_types: Sequence[TensorType | None],
+    input_values: Sequence[np.ndarray | None],
+    device_kind: str,
+    threads: int,
+) -> str:
+    """The cache key of one layer: everything its kernels' speed depends on, but not its name.
+    That includes the density of constant inputs (to 5%): a pruned layer's fastest kernel (sparse)
+    is not the dense layer's of the same shape."""
     shapes = [
         None if t is None else [t.dtype, list(t.shape) if t.shape is not None else None] for t in input_types
     ]
-    return json.dumps([node.op, repr(node.attrs), shapes, device_kind, threads], separators=(",", ":"))
+    densities = [
+        None if v is None or v.size == 0 else round(np.count_nonzero(v) / v.size * 20) / 20
+        for v in input_values
+    ]
+    return json.dumps(
+        [node.op, repr(node.attrs), shapes, densities, device_kind, threads], separators=(",", ":")
+    )
 
 
 @dataclass(frozen=True)
@@ -180,8 +196,15 @@ def this_machine_choices(path: Path | None = None) -> dict[str, TunedChoice]:
 
 
 def tuned_kernel(
-    node: Node, input_types: Sequence[TensorType | None], device_kind: str, threads: int
+    node: Node,
+    input_types: Sequence[TensorType | None],
+    input_values: Sequence[np.ndarray | None],
+    device_kind: str,
+    threads: int,
 ) -> str | None:
     """The kernel `edgecnn tune` measured fastest for this layer on this machine, if any."""
-    choice = this_machine_choices().get(layer_key(node, input_types, device_kind, threads))
+    choices = this_machine_choices()
+    if not choices:  # no tuning on this machine: skip the key (it counts every weight's zeros)
+        return None
+    choice = choices.get(layer_key(node, input_types, input_values, device_kind, threads))
     return None if choice is None else choice.kernel

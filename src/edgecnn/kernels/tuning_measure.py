@@ -108,7 +108,7 @@ def time_layer(
     return LayerTiming(
         layer=node.name,
         op=node.op,
-        key=layer_key(node, types, device_kind, threads),
+        key=layer_key(node, types, values, device_kind, threads),
         times_ms=times,
         default=heuristic_choice(entries, node, types, values),
     )
