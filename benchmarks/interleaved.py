@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import tempfile
 import time
 from pathlib import Path
@@ -22,7 +21,15 @@ import numpy as np
 import onnx
 
 import edgecnn
+from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model
+
+
+def machine_line() -> str:
+    """CPU, cores and load: the numbers are only comparable on a quiet machine (load near 0)."""
+    load = os.getloadavg()[0]
+    shared = " (shared: other jobs were running)" if load > 0.5 else ""
+    return f"{cpu_model()}, {os.cpu_count()} cores, load average {load:.2f} at start{shared}"
 
 
 def _session(path: str, threads: int, spinning: bool):
@@ -73,8 +80,7 @@ def main() -> None:
     lines = [
         "# edgecnn vs onnxruntime, interleaved runs, onnxruntime spinning on and off",
         "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores; batch 1, {args.threads} thread(s), "
-        f"{args.rounds} rounds (medians); load average {os.getloadavg()[0]:.2f} at start.",
+        f"Machine: {machine_line()}; batch 1, {args.threads} thread(s), {args.rounds} rounds (medians).",
         "",
         f"Command: `.venv/bin/python benchmarks/interleaved.py --models {args.models} "
         f"--threads {args.threads} --rounds {args.rounds}`",

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import tempfile
 import time
 from collections import defaultdict
@@ -24,7 +23,15 @@ import numpy as np
 import onnx
 
 import edgecnn
+from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model, zoo_entry
+
+
+def machine_line() -> str:
+    """CPU, cores and load: the numbers are only comparable on a quiet machine (load near 0)."""
+    load = os.getloadavg()[0]
+    shared = " (shared: other jobs were running)" if load > 0.5 else ""
+    return f"{cpu_model()}, {os.cpu_count()} cores, load average {load:.2f} at start{shared}"
 
 
 def _input(model: onnx.ModelProto) -> tuple[str, np.ndarray]:
@@ -103,8 +110,7 @@ def report(models: list[str], threads: int, iterations: int, top: int) -> str:
     lines = [
         "# edgecnn vs onnxruntime, per operator and per layer",
         "",
-        f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; batch 1, "
-        f"{threads} thread(s), {iterations} iterations; load average {os.getloadavg()[0]:.2f} at start.",
+        f"Machine: {machine_line()}; batch 1, {threads} thread(s), {iterations} iterations.",
         "",
         f"Command: `.venv/bin/python benchmarks/layer_gap.py --models {','.join(models)} --threads {threads}`",
         "",
