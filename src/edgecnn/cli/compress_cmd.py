@@ -1,8 +1,11 @@
-"""`edgecnn compress`: prune and quantise a model's weights into a smaller .ecnn, and show what it cost."""
+"""`edgecnn compress`: prune (one-shot, or iteratively with retraining on a labelled set) and quantise
+a model's weights into a smaller .ecnn, and show what it cost, in accuracy too when labels are given."""
 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,6 +17,7 @@ from edgecnn.cli.console import console, human_bytes
 if TYPE_CHECKING:
     from edgecnn.compress.report import Comparison, TensorRow
     from edgecnn.ir.graph import Graph
+    from edgecnn.train import Dataset
 
 NAME = "compress"
 
@@ -73,11 +77,36 @@ def command(
         metavar="zlib|lzma",
         help="Entropy-code stored tensors with this coder where it saves 5% or more (format 1.2).",
     ),
+    retrain: str | None = typer.Option(
+        None,
+        "--retrain",
+        metavar="DATASET",
+        help="With --prune: prune along 0.95, 0.90, ... down to KEEP, retraining on this labelled set "
+        "(digits, idx:DIR or folder:DIR) after each cut with the masks held; its test split gives "
+        "the accuracy row.",
+    ),
+    eval_set: str | None = typer.Option(
+        None,
+        "--eval",
+        metavar="DATASET",
+        help="Report top-1 accuracy of both models on this set's test split (default: --retrain's).",
+    ),
+    retrain_steps: int = typer.Option(80, min=0, help="SGD steps of retraining after each pruning cut."),
+    final_steps: int = typer.Option(0, min=0, help="Extra retraining steps after the last cut."),
+    retrain_lr: float = typer.Option(0.01, min=0.0, help="Learning rate of retraining."),
+    retention_step: float = typer.Option(
+        0.05, min=0.001, max=1.0, help="Step of the falling retention schedule."
+    ),
+    batch_size: int = typer.Option(64, min=1, help="Mini-batch size of retraining."),
+    test_fraction: float = typer.Option(
+        0.2, min=0.01, max=0.99, help="Held-out share of digits/folder data (as in `edgecnn train`)."
+    ),
     iterations: int = typer.Option(10, min=1, help="Timed forward passes per model (median reported)."),
     samples: int = typer.Option(8, min=1, help="Random inputs for the top-1 agreement."),
-    seed: int = typer.Option(0, help="Seed of the random inputs."),
+    seed: int = typer.Option(0, help="Seed of the random inputs, of retraining and of the test split."),
     shape: str | None = typer.Option(None, help="Input shape for symbolic dimensions, e.g. 1x3x224x224."),
     threads: int | None = typer.Option(None, min=1, help="Threads (default: all cores)."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar while retraining."),
 ) -> None:
     """Compress MODEL's weights into OUTPUT (.ecnn) and compare it with the uncompressed model."""
     from edgecnn.compress import compress
@@ -96,9 +125,28 @@ def command(
     if calibration_method not in ("minmax", "percentile", "kl"):
         raise typer.BadParameter(f"'{calibration_method}': use minmax, percentile or kl")
     keep, layers = parse_prune(prune)
+    if retrain is not None and keep is None and not layers:
+        raise typer.BadParameter(
+            "retraining recovers what pruning cost, so it needs --prune [LAYER=]KEEP "
+            "(for accuracy without pruning use --eval DATASET)",
+            param_hint="--retrain",
+        )
     graph = load_graph(model, weights)
+    retrain_data = splits(graph, retrain, test_fraction, seed) if retrain is not None else None
+    labelled: Labelled | None = None
+    if eval_set is not None:
+        labelled = Labelled.of(eval_set, splits(graph, eval_set, test_fraction, seed)[1])
+    elif retrain is not None and retrain_data is not None:
+        labelled = Labelled.of(retrain, retrain_data[1])
+    source = graph  # the uncompressed model stays the "before" of the table
+    if retrain is not None and retrain_data is not None:
+        budget = RetrainBudget(retrain_steps, final_steps, retrain_lr, retention_step, batch_size)
+        source = retrained(graph, retrain, *retrain_data, keep, layers, budget, seed, threads, not quiet)
+        keep, layers = None, {}  # pruned already, the masks held while retraining
     if calibration is not None:
-        compressed, plan = compress(graph, prune=keep, prune_layers=layers, sparse_threshold=sparse_threshold)
+        compressed, plan = compress(
+            source, prune=keep, prune_layers=layers, sparse_threshold=sparse_threshold
+        )
         compressed = calibrated_int8(compressed, calibration, calibration_method, threads)
         plan = {name: storage for name, storage in plan.items() if name in compressed.initializers}
         if entropy is not None:
@@ -108,7 +156,7 @@ def command(
         console.print(calibration_agreement(graph, compressed, calibration, threads))
     else:
         compressed, plan = compress(
-            graph, prune=keep, prune_layers=layers, quantize=quantize, sparse_threshold=sparse_threshold
+            source, prune=keep, prune_layers=layers, quantize=quantize, sparse_threshold=sparse_threshold
         )
         if entropy is not None:
             plan = entropy_plan(compressed, plan, entropy)
@@ -132,9 +180,90 @@ def command(
             iterations=iterations,
             threads=threads,
             shapes=shapes,
+            score=labelled.score if labelled is not None else None,
         )
-    console.print(comparison_table(result))
+    console.print(comparison_table(result, labelled.title if labelled is not None else None))
+    if labelled is None:
+        console.print(
+            "no labelled set: the agreement above is on random inputs, not accuracy "
+            "(give --eval DATASET or --retrain DATASET)"
+        )
     console.print(f"wrote {output}")
+
+
+@dataclass(frozen=True)
+class RetrainBudget:
+    """How much retraining follows each cut (the options `edgecnn train` names the same way)."""
+
+    steps: int
+    final_steps: int
+    lr: float
+    retention_step: float
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """The test split the accuracy row is measured on, and how the table names it."""
+
+    title: str
+    score: Callable[[Graph], float]
+
+    @classmethod
+    def of(cls, spec: str, test: Dataset) -> Labelled:
+        from edgecnn.train.evaluate import accuracy_score
+
+        return cls(f"top-1 accuracy ({len(test)} test images of {spec})", accuracy_score(test))
+
+
+def splits(graph: Graph, spec: str, test_fraction: float, seed: int) -> tuple[Dataset, Dataset]:
+    """(train, test) of ``spec`` at the model's input size, split as `edgecnn train` splits it for
+    the same seed and fraction (so a model trained there is not scored on its training images)."""
+    from edgecnn.cli.train_cmd import input_size
+    from edgecnn.train import load_dataset
+
+    channels, height, width = input_size(graph)
+    return load_dataset(spec, (height, width), channels, test_fraction, seed)
+
+
+def retrained(
+    graph: Graph,
+    spec: str,
+    train: Dataset,
+    test: Dataset,
+    keep: float | None,
+    layers: dict[str, float],
+    budget: RetrainBudget,
+    seed: int,
+    threads: int | None,
+    show: bool,
+) -> Graph:
+    """``graph`` pruned to ``keep``/``layers`` along the falling retention schedule, retrained on
+    ``train`` after every cut with the pruned weights held at zero (``test`` scores each stage)."""
+    from edgecnn.cli.train_cmd import prune_iteratively
+    from edgecnn.train import TrainConfig, Trainer
+
+    config = TrainConfig(epochs=0, batch_size=budget.batch_size, seed=seed, threads=threads or 1)
+    trainer = Trainer(graph, config)
+    trainer.check_data(test)
+    _, channels, height, width = train.images.shape
+    console.print(
+        f"retraining on {spec}: {len(train)} training, {len(test)} test images of "
+        f"{channels}x{height}x{width}; {budget.steps} steps at lr {budget.lr:g} after each cut"
+        + (f", {budget.final_steps} more after the last" if budget.final_steps else "")
+    )
+    prune_iteratively(
+        trainer,
+        train,
+        test,
+        keep,
+        layers,
+        (budget.steps, budget.final_steps),
+        budget.lr,
+        budget.retention_step,
+        show,
+    )
+    return trainer.graph
 
 
 def calibrated_int8(graph: Graph, directory: Path, method: str, threads: int | None) -> Graph:
@@ -201,7 +330,7 @@ def storage_table(rows: list[TensorRow]) -> Table:
     return table
 
 
-def comparison_table(result: Comparison) -> Table:
+def comparison_table(result: Comparison, accuracy_title: str | None = None) -> Table:
     before, after = result.before, result.after
     table = Table(box=None, header_style="bold", title="before / after", title_justify="left")
     for column in ("", "raw .ecnn", "compressed", "ratio"):
@@ -224,6 +353,14 @@ def comparison_table(result: Comparison) -> Table:
         f"{result.top1_agreement:.0%}",
         "",
     )
+    if result.accuracy is not None:
+        before_acc, after_acc = result.accuracy
+        table.add_row(
+            accuracy_title or "top-1 accuracy",
+            f"{before_acc:.2%}",
+            f"{after_acc:.2%}",
+            f"{(after_acc - before_acc) * 100:+.2f} pt",
+        )
     return table
 
 

@@ -1,5 +1,6 @@
 """Before/after measurements of a compressed .ecnn file against the same model stored raw: file size,
-load time, latency, and how far the outputs moved on seeded random inputs."""
+load time, latency, how far the outputs moved on seeded random inputs, and (given a scorer such as
+edgecnn.train.evaluate.accuracy_score) the accuracy of both on a labelled set."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ class Comparison:
     top1_agreement: float  # fraction of random inputs whose first output's arg-max matches
     samples: int
     iterations: int
+    accuracy: tuple[float, float] | None = None  # (before, after) by the ``score`` given to compare
 
 
 @dataclass(frozen=True)
@@ -83,8 +85,10 @@ def compare(
     iterations: int = 10,
     threads: int | None = None,
     shapes: Mapping[str, Sequence[int]] | None = None,
+    score: Callable[[Graph], float] | None = None,
 ) -> Comparison:
-    """Measure both files the same way (same inputs, threads and iteration count)."""
+    """Measure both files the same way (same inputs, threads and iteration count); ``score`` (e.g.
+    accuracy on a labelled set) is applied to the graph each file loads as."""
     options = RuntimeOptions.resolve(threads=threads)
     probe = Model(load_ecnn(raw_path), options)
     feeds = seeded_feeds(probe, seed, max(samples, 1), shapes)
@@ -104,7 +108,10 @@ def compare(
         float(np.mean(top1(reference.run(f)[output]) == top1(compressed.run(f)[output])))
         for f in feeds[:samples]
     ]
-    return Comparison(before, after, diff, float(np.mean(agree)) if agree else 1.0, len(agree), iterations)
+    accuracy = (score(load_ecnn(raw_path)), score(load_ecnn(compressed_path))) if score is not None else None
+    return Comparison(
+        before, after, diff, float(np.mean(agree)) if agree else 1.0, len(agree), iterations, accuracy
+    )
 
 
 def tensor_rows(graph: Graph, plan: dict[str, str]) -> list[TensorRow]:
