@@ -18,7 +18,7 @@ import numpy as np
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu import blas
 from edgecnn.kernels.cpu.common import constant_float32, scratch, single_output
-from edgecnn.kernels.cpu.conv_gemm import conv_gemm_2d
+from edgecnn.kernels.cpu.conv_gemm import conv_gemm_2d, conv_gemm_2d_serial
 from edgecnn.kernels.cpu.conv_matmul import Im2colMatmul, PointwiseMatmul
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, conv_setup
 from edgecnn.kernels.cpu.depthwise import depthwise_conv_2d
@@ -103,10 +103,10 @@ class TiledConvGemm(ConvKernel):
         else:
             size = tiling.workers * self.group_rows * tiling.column_step
             columns = scratch(size).reshape(tiling.workers, self.group_rows, tiling.column_step)
+        # one worker: the serial twin, which starts no parallel region (a few us per small layer)
+        kernel = conv_gemm_2d_serial if tiling.workers == 1 else conv_gemm_2d
         with blas_single_threaded():
-            call(
-                conv_gemm_2d,
-                tiling.workers == 1,
+            kernel(
                 np.ascontiguousarray(x),
                 self.weights,
                 self.bias,

@@ -55,6 +55,88 @@ def rows_epilogue(
                 row[p] = activate(row[p] + b, kind, alpha, low, high)
 
 
+@numba.njit(cache=True)
+def _gemm_tasks(
+    worker: int,
+    workers: int,
+    x: np.ndarray,  # (N, C, H, W)
+    weights: np.ndarray,  # (G, Mg, Kg), Kg = Cg * KH * KW
+    bias: np.ndarray,  # (M,)
+    has_bias: bool,
+    kernel_h: int,
+    kernel_w: int,
+    stride_h: int,
+    stride_w: int,
+    pad_top: int,
+    pad_left: int,
+    dilation_h: int,
+    dilation_w: int,
+    pointwise: bool,  # 1x1, stride 1, no padding: the input is the column matrix
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    m_step: int,  # output channels per tile
+    p_step: int,  # output pixels per tile
+    columns: np.ndarray,  # (workers, Kg, p_step) scratch; unused when pointwise
+    out: np.ndarray,  # (N, M, OH, OW), written
+) -> None:
+    """Tasks worker, worker + workers, ... of the layer: tiles of (image, group, output channels,
+    pixels), each im2col'd (unless pointwise), multiplied by BLAS and finished in cache."""
+    batch, channels = x.shape[0], x.shape[1]
+    groups, out_per_group = weights.shape[0], weights.shape[1]
+    in_per_group = channels // groups
+    out_h, out_w = out.shape[2], out.shape[3]
+    pixels = out_h * out_w
+    out_rows = out.reshape(batch, groups * out_per_group, pixels)
+    x_rows = x.reshape(batch, channels, x.shape[2] * x.shape[3])
+    m_tiles = (out_per_group + m_step - 1) // m_step
+    p_tiles = (pixels + p_step - 1) // p_step
+    tasks = batch * groups * m_tiles * p_tiles
+    buffer = columns[worker]
+    for task in range(worker, tasks, workers):
+        p_tile = task % p_tiles
+        rest = task // p_tiles
+        m_tile = rest % m_tiles
+        rest //= m_tiles
+        g = rest % groups
+        n = rest // groups
+        p0 = p_tile * p_step
+        p1 = min(p0 + p_step, pixels)
+        m0 = m_tile * m_step
+        m1 = min(m0 + m_step, out_per_group)
+        if pointwise:
+            b = x_rows[n, g * in_per_group : (g + 1) * in_per_group, p0:p1]
+        else:
+            # packed at the tile's own width: a C-contiguous matrix, so numba compiles im2col's
+            # copies for contiguous rows (a [:, :width] slice would be any-layout: strided code)
+            b = buffer.reshape(-1)[: in_per_group * kernel_h * kernel_w * (p1 - p0)].reshape(
+                in_per_group * kernel_h * kernel_w, p1 - p0
+            )
+            im2col_range(
+                x[n, g * in_per_group : (g + 1) * in_per_group],
+                kernel_h,
+                kernel_w,
+                stride_h,
+                stride_w,
+                pad_top,
+                pad_left,
+                dilation_h,
+                dilation_w,
+                out_w,
+                p0,
+                p1,
+                b,
+            )
+        first = g * out_per_group + m0
+        tile = out_rows[n, first : g * out_per_group + m1, p0:p1]
+        gemm_into(weights[g, m0:m1], b, False, tile)
+        if has_bias or kind != 0:
+            rows_epilogue(
+                out_rows[n], first, g * out_per_group + m1, p0, p1, bias, has_bias, kind, alpha, low, high
+            )
+
+
 @numba.njit(parallel=True, nogil=True, cache=True)
 def conv_gemm_2d(
     x: np.ndarray,  # (N, C, H, W)
@@ -79,57 +161,85 @@ def conv_gemm_2d(
     columns: np.ndarray,  # (workers, Kg, p_step) scratch; unused when pointwise
     out: np.ndarray,  # (N, M, OH, OW), written
 ) -> None:
-    batch, channels = x.shape[0], x.shape[1]
-    groups, out_per_group = weights.shape[0], weights.shape[1]
-    in_per_group = channels // groups
-    out_h, out_w = out.shape[2], out.shape[3]
-    pixels = out_h * out_w
-    out_rows = out.reshape(batch, groups * out_per_group, pixels)
-    x_rows = x.reshape(batch, channels, x.shape[2] * x.shape[3])
-    m_tiles = (out_per_group + m_step - 1) // m_step
-    p_tiles = (pixels + p_step - 1) // p_step
-    tasks = batch * groups * m_tiles * p_tiles
+    """All tiles, ``columns.shape[0]`` workers side by side (one parallel region per layer)."""
     workers = columns.shape[0]
     for worker in numba.prange(workers):
-        buffer = columns[worker]
-        for task in range(worker, tasks, workers):
-            p_tile = task % p_tiles
-            rest = task // p_tiles
-            m_tile = rest % m_tiles
-            rest //= m_tiles
-            g = rest % groups
-            n = rest // groups
-            p0 = p_tile * p_step
-            p1 = min(p0 + p_step, pixels)
-            m0 = m_tile * m_step
-            m1 = min(m0 + m_step, out_per_group)
-            if pointwise:
-                b = x_rows[n, g * in_per_group : (g + 1) * in_per_group, p0:p1]
-            else:
-                # packed at the tile's own width: a C-contiguous matrix, so numba compiles im2col's
-                # copies for contiguous rows (a [:, :width] slice would be any-layout: strided code)
-                b = buffer.reshape(-1)[: in_per_group * kernel_h * kernel_w * (p1 - p0)].reshape(
-                    in_per_group * kernel_h * kernel_w, p1 - p0
-                )
-                im2col_range(
-                    x[n, g * in_per_group : (g + 1) * in_per_group],
-                    kernel_h,
-                    kernel_w,
-                    stride_h,
-                    stride_w,
-                    pad_top,
-                    pad_left,
-                    dilation_h,
-                    dilation_w,
-                    out_w,
-                    p0,
-                    p1,
-                    b,
-                )
-            first = g * out_per_group + m0
-            tile = out_rows[n, first : g * out_per_group + m1, p0:p1]
-            gemm_into(weights[g, m0:m1], b, False, tile)
-            if has_bias or kind != 0:
-                rows_epilogue(
-                    out_rows[n], first, g * out_per_group + m1, p0, p1, bias, has_bias, kind, alpha, low, high
-                )
+        _gemm_tasks(
+            worker,
+            workers,
+            x,
+            weights,
+            bias,
+            has_bias,
+            kernel_h,
+            kernel_w,
+            stride_h,
+            stride_w,
+            pad_top,
+            pad_left,
+            dilation_h,
+            dilation_w,
+            pointwise,
+            kind,
+            alpha,
+            low,
+            high,
+            m_step,
+            p_step,
+            columns,
+            out,
+        )
+
+
+@numba.njit(nogil=True, cache=True)
+def conv_gemm_2d_serial(
+    x: np.ndarray,  # (N, C, H, W)
+    weights: np.ndarray,  # (G, Mg, Kg), Kg = Cg * KH * KW
+    bias: np.ndarray,  # (M,)
+    has_bias: bool,
+    kernel_h: int,
+    kernel_w: int,
+    stride_h: int,
+    stride_w: int,
+    pad_top: int,
+    pad_left: int,
+    dilation_h: int,
+    dilation_w: int,
+    pointwise: bool,  # 1x1, stride 1, no padding: the input is the column matrix
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    m_step: int,  # output channels per tile
+    p_step: int,  # output pixels per tile
+    columns: np.ndarray,  # (workers, Kg, p_step) scratch; unused when pointwise
+    out: np.ndarray,  # (N, M, OH, OW), written
+) -> None:
+    """All tiles on the calling thread: no parallel region to start (small layers, where starting
+    one costs as much as the work)."""
+    for worker in range(columns.shape[0]):
+        _gemm_tasks(
+            worker,
+            columns.shape[0],
+            x,
+            weights,
+            bias,
+            has_bias,
+            kernel_h,
+            kernel_w,
+            stride_h,
+            stride_w,
+            pad_top,
+            pad_left,
+            dilation_h,
+            dilation_w,
+            pointwise,
+            kind,
+            alpha,
+            low,
+            high,
+            m_step,
+            p_step,
+            columns,
+            out,
+        )
