@@ -11,6 +11,7 @@ import typer
 from typer.testing import CliRunner, Result
 
 from edgecnn.cli import compress_cmd
+from edgecnn.compress import density
 from edgecnn.errors import InputError
 from edgecnn.format import load_ecnn, read_header
 
@@ -59,6 +60,7 @@ def test_prune_and_int8_writes_a_smaller_file_and_prints_the_table(tmp_path: Pat
         "latency (median of 2)",
         "max |output difference|",
         "top-1 agreement (3 inputs)",
+        "no labelled set: the agreement above is on random inputs",
         f"wrote {out}",
     ):
         assert text in result.output
@@ -121,3 +123,102 @@ def test_unknown_layer_is_an_input_error(tmp_path: Path) -> None:
 def test_parse_prune() -> None:
     assert compress_cmd.parse_prune([]) == (None, {})
     assert compress_cmd.parse_prune(["0.2", "fc6=0.1", "a=b=0.5"]) == (0.2, {"fc6": 0.1, "a=b": 0.5})
+
+
+# ---------------------------------------------------------------- --retrain / --eval on digits
+
+SPLIT_SEED = 0  # compress's --seed default: the test split the accuracy row uses
+
+
+@pytest.fixture(scope="module")
+def digits_lenet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object, float]:
+    """A small LeNet-style model (16x16 input, 6/12/32 units) trained for 6 epochs on digits' training
+    split: (its .ecnn, the test split, its test accuracy)."""
+    pytest.importorskip("sklearn")
+    import edgecnn
+    from edgecnn.train import TrainConfig, Trainer, build_lenet5, load_dataset
+    from edgecnn.train.evaluate import engine_accuracy
+
+    train, test = load_dataset("digits", (16, 16), 1, 0.2, SPLIT_SEED)
+    trainer = Trainer(
+        build_lenet5(size=16, widths=(6, 12, 32), seed=0),
+        TrainConfig(epochs=6, lr=0.05, schedule="cosine", seed=0),
+    )
+    trainer.fit(train)
+    path = tmp_path_factory.mktemp("digits") / "small.ecnn"
+    edgecnn.Model(trainer.graph).save(path)
+    accuracy = engine_accuracy(trainer.graph, test)
+    assert accuracy > 0.85  # trained: one-shot pruning has something to lose
+    return path, test, accuracy
+
+
+FAST = ("--iterations", "1", "--samples", "2", "--threads", "1", "--quiet")
+
+
+def _accuracy(path: Path, test: object) -> float:
+    from edgecnn.train.evaluate import engine_accuracy
+
+    return engine_accuracy(load_ecnn(path), test)  # type: ignore[arg-type]
+
+
+def test_retraining_recovers_accuracy_over_one_shot_pruning(
+    tmp_path: Path, digits_lenet: tuple[Path, object, float]
+) -> None:
+    model, test, dense = digits_lenet
+    one_shot, retrained = tmp_path / "one_shot.ecnn", tmp_path / "retrained.ecnn"
+    result = invoke(str(model), "--prune", "0.1", "--eval", "digits", *FAST, "-o", str(one_shot))
+    assert result.exit_code == 0, result.output
+    budget = ("--retrain-steps", "10", "--final-steps", "30", "--retention-step", "0.2")
+    again = invoke(str(model), "--prune", "0.1", "--retrain", "digits", *budget, *FAST, "-o", str(retrained))
+    assert again.exit_code == 0, again.output
+    assert "prune-retrain" in again.output and "retraining on digits: 1438 training, 359 test" in again.output
+    for path in (one_shot, retrained):
+        graph = load_ecnn(path)
+        for name in ("conv1.w", "conv2.w", "ip1.w", "ip2.w"):  # every layer cut to 10%, masks held
+            weights = np.asarray(graph.initializers[name])
+            assert density(weights) == pytest.approx(0.1, abs=1 / weights.size)
+    lost, recovered = _accuracy(one_shot, test), _accuracy(retrained, test)
+    assert recovered >= lost + 0.15, (lost, recovered)  # seeded: about 37% against 73%
+    for output, after in ((result.output, lost), (again.output, recovered)):
+        row = "top-1 accuracy (359 test images of digits)"
+        line = next(line for line in output.splitlines() if row in line)
+        assert f"{dense:.2%}" in line and f"{after:.2%}" in line  # before: the uncompressed model
+        assert f"{(after - dense) * 100:+.2f} pt" in line
+        assert "no labelled set" not in output
+
+
+def test_eval_reports_the_calibrated_int8_models_accuracy(
+    tmp_path: Path, digits_lenet: tuple[Path, object, float]
+) -> None:
+    model, test, dense = digits_lenet
+    folder = tmp_path / "calibration"
+    folder.mkdir()
+    for i, image in enumerate(test.images[:24]):  # type: ignore[attr-defined]
+        np.save(folder / f"{i:02d}.npy", image)
+    out = tmp_path / "int8.ecnn"
+    result = invoke(
+        str(model),
+        "--quantize",
+        "int8",
+        "--calibration",
+        str(folder),
+        "--eval",
+        "digits",
+        *FAST,
+        "-o",
+        str(out),
+    )
+    assert result.exit_code == 0, result.output
+    assert "int8 layers" in result.output
+    int8 = _accuracy(out, test)
+    assert abs(int8 - dense) < 0.05
+    line = next(line for line in result.output.splitlines() if "top-1 accuracy" in line)
+    assert f"{dense:.2%}" in line and f"{int8:.2%}" in line
+
+
+def test_retrain_needs_prune_and_a_known_dataset(tmp_path: Path) -> None:
+    result = invoke(str(FACE_ONNX), "--retrain", "digits", "-o", str(tmp_path / "x.ecnn"))
+    assert result.exit_code == 2 and "needs --prune" in result.output
+    result = invoke(str(FACE_ONNX), "--prune", "0.5", "--retrain", "mnist", "-o", str(tmp_path / "x.ecnn"))
+    assert isinstance(result.exception, InputError) and "use digits, idx:DIR" in str(result.exception)
+    assert not (tmp_path / "x.ecnn").exists()

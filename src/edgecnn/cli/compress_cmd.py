@@ -135,9 +135,9 @@ def command(
     retrain_data = splits(graph, retrain, test_fraction, seed) if retrain is not None else None
     labelled: Labelled | None = None
     if eval_set is not None:
-        labelled = Labelled.of(eval_set, splits(graph, eval_set, test_fraction, seed)[1])
+        labelled = Labelled.of(eval_set, splits(graph, eval_set, test_fraction, seed)[1], threads)
     elif retrain is not None and retrain_data is not None:
-        labelled = Labelled.of(retrain, retrain_data[1])
+        labelled = Labelled.of(retrain, retrain_data[1], threads)
     source = graph  # the uncompressed model stays the "before" of the table
     if retrain is not None and retrain_data is not None:
         budget = RetrainBudget(retrain_steps, final_steps, retrain_lr, retention_step, batch_size)
@@ -210,10 +210,12 @@ class Labelled:
     score: Callable[[Graph], float]
 
     @classmethod
-    def of(cls, spec: str, test: Dataset) -> Labelled:
+    def of(cls, spec: str, test: Dataset, threads: int | None) -> Labelled:
         from edgecnn.train.evaluate import accuracy_score
 
-        return cls(f"top-1 accuracy ({len(test)} test images of {spec})", accuracy_score(test))
+        return cls(
+            f"top-1 accuracy ({len(test)} test images of {spec})", accuracy_score(test, threads=threads)
+        )
 
 
 def splits(graph: Graph, spec: str, test_fraction: float, seed: int) -> tuple[Dataset, Dataset]:
