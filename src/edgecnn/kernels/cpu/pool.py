@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.common import is_float32, shape_of, single_output
 from edgecnn.kernels.cpu.epilogue import ActivationKind
-from edgecnn.kernels.cpu.pool2d import global_pool, pool_2d
-from edgecnn.kernels.cpu.threads import call, is_small
+from edgecnn.kernels.cpu.pool2d import global_pool, pool_2d, pool_2d_serial
+from edgecnn.kernels.cpu.threads import call, current_threads, is_small
 from edgecnn.kernels.registry import register_kernel
 from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs, pool_geometry
 
@@ -51,9 +50,7 @@ class Pool2d:
     def run_into(self, out: np.ndarray, x: np.ndarray) -> None:
         """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
         top, left, bottom, right = self.pads
-        call(
-            pool_2d,
-            self.small,
+        (pool_2d_serial if self.small else pool_2d)(  # small: no parallel region to start
             np.ascontiguousarray(x),
             self.kernel[0],
             self.kernel[1],
@@ -71,7 +68,7 @@ class Pool2d:
             0.0,
             0.0,
             0.0,
-            1 if self.small else numba.get_num_threads(),
+            1 if self.small else current_threads(),
             out,
         )
 

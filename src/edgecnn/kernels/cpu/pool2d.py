@@ -168,6 +168,64 @@ def _finish_rows(
                 row[ox] = activate(row[ox], kind, alpha, low, high)
 
 
+@numba.njit(cache=True)
+def _pool_worker(
+    worker: int,  # this worker's share: planes [worker * P // workers, (worker + 1) * P // workers)
+    x: np.ndarray,  # (N, C, H, W)
+    kernel_h: int,
+    kernel_w: int,
+    stride_h: int,
+    stride_w: int,
+    pad_top: int,
+    pad_left: int,
+    pad_bottom: int,
+    pad_right: int,
+    dilation_h: int,
+    dilation_w: int,
+    is_max: bool,
+    count_include_pad: bool,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    workers: int,
+    out: np.ndarray,  # (N, C, OH, OW), written
+) -> None:
+    """One worker's run of planes (see pool_2d)."""
+    batch, channels, height, width = x.shape
+    out_h, out_w = out.shape[2], out.shape[3]
+    y_lo, y_hi, y_padded = _tap_ranges(out_h, stride_h, pad_top, pad_bottom, dilation_h, height, kernel_h)
+    x_lo, x_hi, x_padded = _tap_ranges(out_w, stride_w, pad_left, pad_right, dilation_w, width, kernel_w)
+    y_count = y_padded if count_include_pad else y_hi - y_lo
+    x_count = x_padded if count_include_pad else x_hi - x_lo
+    rows = (out_h - 1) * stride_h + (kernel_h - 1) * dilation_h + 1
+    cols = (out_w - 1) * stride_w + (kernel_w - 1) * dilation_w + 1
+    phase_w = (cols + stride_w - 1) // stride_w
+    neutral = np.float32(-np.inf) if is_max else np.float32(0.0)
+    planes = batch * channels
+    # 2x2/2 windows inside the input (VGG, LeNet, YOLO): read the plane itself, no buffer
+    direct = (
+        kernel_h == 2 and kernel_w == 2 and stride_h == 2 and stride_w == 2 and dilation_h == 1
+        and dilation_w == 1 and pad_top == 0 and pad_left == 0 and rows <= height and cols <= width
+    )  # fmt: skip
+    padded = np.full((0 if direct else rows, phase_w * stride_w), neutral, dtype=np.float32)
+    for job in range(worker * planes // workers, (worker + 1) * planes // workers):
+        n, c = job // channels, job % channels
+        dest = out[n, c]
+        if direct:
+            _pool_2x2_direct(x[n, c], is_max, dest)
+            if not is_max or kind != 0:
+                _finish_rows(dest, y_count, x_count, is_max, kind, alpha, low, high)
+            continue
+        fill_padded(x[n, c], pad_top, pad_left, stride_w, padded)
+        if kernel_h == 3 and kernel_w == 3:
+            _pool_rows_3x3(padded, stride_h, stride_w, dilation_h, dilation_w, is_max, dest)
+        else:
+            _pool_rows(padded, kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, is_max, dest)
+        if not is_max or kind != 0:
+            _finish_rows(dest, y_count, x_count, is_max, kind, alpha, low, high)
+
+
 @numba.njit(parallel=True, nogil=True, cache=True)
 def pool_2d(
     x: np.ndarray,  # (N, C, H, W)
@@ -196,42 +254,77 @@ def pool_2d(
     Each worker takes a contiguous run of planes and copies each into a buffer of its own whose
     border holds the neutral value (-inf for max, 0 for the sum), so the window loops need no
     bounds tests; divisors come from the tap counts per output row and column."""
-    batch, channels, height, width = x.shape
-    out_h, out_w = out.shape[2], out.shape[3]
-    y_lo, y_hi, y_padded = _tap_ranges(out_h, stride_h, pad_top, pad_bottom, dilation_h, height, kernel_h)
-    x_lo, x_hi, x_padded = _tap_ranges(out_w, stride_w, pad_left, pad_right, dilation_w, width, kernel_w)
-    y_count = y_padded if count_include_pad else y_hi - y_lo
-    x_count = x_padded if count_include_pad else x_hi - x_lo
-    rows = (out_h - 1) * stride_h + (kernel_h - 1) * dilation_h + 1
-    cols = (out_w - 1) * stride_w + (kernel_w - 1) * dilation_w + 1
-    phase_w = (cols + stride_w - 1) // stride_w
-    neutral = np.float32(-np.inf) if is_max else np.float32(0.0)
-    planes = batch * channels
-    workers = max(1, min(workers, planes))
-    # 2x2/2 windows inside the input (VGG, LeNet, YOLO): read the plane itself, no buffer
-    direct = (
-        kernel_h == 2 and kernel_w == 2 and stride_h == 2 and stride_w == 2 and dilation_h == 1
-        and dilation_w == 1 and pad_top == 0 and pad_left == 0 and rows <= height and cols <= width
-    )  # fmt: skip
+    workers = max(1, min(workers, x.shape[0] * x.shape[1]))
     for worker in numba.prange(workers):
-        padded = np.full((0 if direct else rows, phase_w * stride_w), neutral, dtype=np.float32)
-        for job in range(worker * planes // workers, (worker + 1) * planes // workers):
-            n, c = job // channels, job % channels
-            dest = out[n, c]
-            if direct:
-                _pool_2x2_direct(x[n, c], is_max, dest)
-                if not is_max or kind != 0:
-                    _finish_rows(dest, y_count, x_count, is_max, kind, alpha, low, high)
-                continue
-            fill_padded(x[n, c], pad_top, pad_left, stride_w, padded)
-            if kernel_h == 3 and kernel_w == 3:
-                _pool_rows_3x3(padded, stride_h, stride_w, dilation_h, dilation_w, is_max, dest)
-            else:
-                _pool_rows(
-                    padded, kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, is_max, dest
-                )
-            if not is_max or kind != 0:
-                _finish_rows(dest, y_count, x_count, is_max, kind, alpha, low, high)
+        _pool_worker(
+            worker,
+            x,
+            kernel_h,
+            kernel_w,
+            stride_h,
+            stride_w,
+            pad_top,
+            pad_left,
+            pad_bottom,
+            pad_right,
+            dilation_h,
+            dilation_w,
+            is_max,
+            count_include_pad,
+            kind,
+            alpha,
+            low,
+            high,
+            workers,
+            out,
+        )
+
+
+@numba.njit(nogil=True, cache=True)
+def pool_2d_serial(
+    x: np.ndarray,  # (N, C, H, W)
+    kernel_h: int,
+    kernel_w: int,
+    stride_h: int,
+    stride_w: int,
+    pad_top: int,
+    pad_left: int,
+    pad_bottom: int,
+    pad_right: int,
+    dilation_h: int,
+    dilation_w: int,
+    is_max: bool,
+    count_include_pad: bool,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    workers: int,  # ignored: one worker (the same signature as pool_2d)
+    out: np.ndarray,  # (N, C, OH, OW), written
+) -> None:
+    """pool_2d on the calling thread: no parallel region to start (small layers)."""
+    _pool_worker(
+        0,
+        x,
+        kernel_h,
+        kernel_w,
+        stride_h,
+        stride_w,
+        pad_top,
+        pad_left,
+        pad_bottom,
+        pad_right,
+        dilation_h,
+        dilation_w,
+        is_max,
+        count_include_pad,
+        kind,
+        alpha,
+        low,
+        high,
+        1,
+        out,
+    )
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
