@@ -222,3 +222,26 @@ def test_retrain_needs_prune_and_a_known_dataset(tmp_path: Path) -> None:
     result = invoke(str(FACE_ONNX), "--prune", "0.5", "--retrain", "mnist", "-o", str(tmp_path / "x.ecnn"))
     assert isinstance(result.exception, InputError) and "use digits, idx:DIR" in str(result.exception)
     assert not (tmp_path / "x.ecnn").exists()
+
+
+def test_retraining_matches_edgecnn_train(tmp_path: Path, digits_lenet: tuple[Path, object, float]) -> None:
+    """Same options, same defaults: `compress --retrain` and `train --epochs 0 --prune` give the same weights."""
+    from edgecnn.cli import train_cmd
+
+    model = digits_lenet[0]
+    budget = ("--prune", "ip1=0.2", "--retrain-steps", "3", "--final-steps", "2", "--retention-step", "0.4")
+    train_app = typer.Typer()
+    train_app.command("train")(train_cmd.command)
+    train_app.callback()(_group)
+    trained = CliRunner().invoke(
+        train_app,
+        ["train", str(model), "--epochs", "0", *budget, "--quiet", "-o", str(tmp_path / "t.ecnn")],
+    )
+    assert trained.exit_code == 0, trained.output
+    result = invoke(str(model), *budget, "--retrain", "digits", *FAST, "-o", str(tmp_path / "c.ecnn"))
+    assert result.exit_code == 0, result.output
+    by_train, by_compress = load_ecnn(tmp_path / "t.ecnn"), load_ecnn(tmp_path / "c.ecnn")
+    original = load_ecnn(model)
+    assert not np.array_equal(by_compress.initializers["ip2.w"], original.initializers["ip2.w"])  # retrained
+    for name, value in by_train.initializers.items():
+        np.testing.assert_array_equal(by_compress.initializers[name], value, err_msg=name)

@@ -98,6 +98,9 @@ def command(
         0.05, min=0.001, max=1.0, help="Step of the falling retention schedule."
     ),
     batch_size: int = typer.Option(64, min=1, help="Mini-batch size of retraining."),
+    shift: int = typer.Option(
+        2, min=0, help="Retraining augmentation: random translation up to this many pixels."
+    ),
     test_fraction: float = typer.Option(
         0.2, min=0.01, max=0.99, help="Held-out share of digits/folder data (as in `edgecnn train`)."
     ),
@@ -140,7 +143,7 @@ def command(
         labelled = Labelled.of(retrain, retrain_data[1], threads)
     source = graph  # the uncompressed model stays the "before" of the table
     if retrain is not None and retrain_data is not None:
-        budget = RetrainBudget(retrain_steps, final_steps, retrain_lr, retention_step, batch_size)
+        budget = RetrainBudget(retrain_steps, final_steps, retrain_lr, retention_step, batch_size, shift)
         source = retrained(graph, retrain, *retrain_data, keep, layers, budget, seed, threads, not quiet)
         keep, layers = None, {}  # pruned already, the masks held while retraining
     if calibration is not None:
@@ -193,13 +196,15 @@ def command(
 
 @dataclass(frozen=True)
 class RetrainBudget:
-    """How much retraining follows each cut (the options `edgecnn train` names the same way)."""
+    """How much retraining follows each cut: the options `edgecnn train` names the same way, with its
+    defaults, so both commands retrain a model to the same weights."""
 
     steps: int
     final_steps: int
     lr: float
     retention_step: float
     batch_size: int
+    shift: int
 
 
 @dataclass(frozen=True)
@@ -245,7 +250,9 @@ def retrained(
     from edgecnn.cli.train_cmd import prune_iteratively
     from edgecnn.train import TrainConfig, Trainer
 
-    config = TrainConfig(epochs=0, batch_size=budget.batch_size, seed=seed, threads=threads or 1)
+    config = TrainConfig(
+        epochs=0, batch_size=budget.batch_size, seed=seed, shift=budget.shift, threads=threads or 1
+    )
     trainer = Trainer(graph, config)
     trainer.check_data(test)
     _, channels, height, width = train.images.shape
