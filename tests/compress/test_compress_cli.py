@@ -245,3 +245,11 @@ def test_retraining_matches_edgecnn_train(tmp_path: Path, digits_lenet: tuple[Pa
     assert not np.array_equal(by_compress.initializers["ip2.w"], original.initializers["ip2.w"])  # retrained
     for name, value in by_train.initializers.items():
         np.testing.assert_array_equal(by_compress.initializers[name], value, err_msg=name)
+
+
+def test_eval_refuses_images_the_model_cannot_take(tmp_path: Path) -> None:
+    pytest.importorskip("sklearn")
+    result = invoke(str(FACE_ONNX), "--eval", "digits", "-o", str(tmp_path / "x.ecnn"))
+    assert isinstance(result.exception, InputError)
+    assert "its images are 1x128x128, the model's input takes 3x128x128" in str(result.exception)
+    assert not (tmp_path / "x.ecnn").exists()  # refused before any work

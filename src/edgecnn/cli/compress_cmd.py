@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 
 from edgecnn.cli.console import console, human_bytes
+from edgecnn.errors import InputError
 
 if TYPE_CHECKING:
     from edgecnn.compress.report import Comparison, TensorRow
@@ -230,7 +231,13 @@ def splits(graph: Graph, spec: str, test_fraction: float, seed: int) -> tuple[Da
     from edgecnn.train import load_dataset
 
     channels, height, width = input_size(graph)
-    return load_dataset(spec, (height, width), channels, test_fraction, seed)
+    train, test = load_dataset(spec, (height, width), channels, test_fraction, seed)
+    if train.images.shape[1:] != (channels, height, width):
+        raise InputError(
+            f"dataset {spec}: its images are {'x'.join(map(str, train.images.shape[1:]))}, "
+            f"the model's input takes {channels}x{height}x{width}"
+        )
+    return train, test
 
 
 def retrained(
