@@ -158,7 +158,7 @@ FAST = ("--iterations", "1", "--samples", "2", "--threads", "1", "--quiet")
 def _accuracy(path: Path, test: object) -> float:
     from edgecnn.train.evaluate import engine_accuracy
 
-    return engine_accuracy(load_ecnn(path), test)  # type: ignore[arg-type]
+    return engine_accuracy(load_ecnn(path), test, threads=1)  # type: ignore[arg-type]
 
 
 def test_retraining_recovers_accuracy_over_one_shot_pruning(
@@ -168,7 +168,7 @@ def test_retraining_recovers_accuracy_over_one_shot_pruning(
     one_shot, retrained = tmp_path / "one_shot.ecnn", tmp_path / "retrained.ecnn"
     result = invoke(str(model), "--prune", "0.1", "--eval", "digits", *FAST, "-o", str(one_shot))
     assert result.exit_code == 0, result.output
-    budget = ("--retrain-steps", "10", "--final-steps", "30", "--retention-step", "0.2")
+    budget = ("--retrain-steps", "20", "--final-steps", "100", "--retention-step", "0.2")
     again = invoke(str(model), "--prune", "0.1", "--retrain", "digits", *budget, *FAST, "-o", str(retrained))
     assert again.exit_code == 0, again.output
     assert "prune-retrain" in again.output and "retraining on digits: 1438 training, 359 test" in again.output
@@ -178,7 +178,8 @@ def test_retraining_recovers_accuracy_over_one_shot_pruning(
             weights = np.asarray(graph.initializers[name])
             assert density(weights) == pytest.approx(0.1, abs=1 / weights.size)
     lost, recovered = _accuracy(one_shot, test), _accuracy(retrained, test)
-    assert recovered >= lost + 0.15, (lost, recovered)  # seeded: about 37% against 73%
+    # seeded: 37% against 74%; fixture seeds 1-4 gave margins of 0.30 to 0.61
+    assert recovered >= lost + 0.15, (lost, recovered)
     for output, after in ((result.output, lost), (again.output, recovered)):
         row = "top-1 accuracy (359 test images of digits)"
         line = next(line for line in output.splitlines() if row in line)
