@@ -97,6 +97,10 @@ class OnnxRuntimeEngine(Engine):
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # Its own pool spins after each run, like OpenMP's (QUIET_POOLS): in an interleaved benchmark
+        # the spinning workers take the cores the next engine is timed on (edgecnn's MobileNetV2 15.5 ms
+        # with spinning on, 9.5 off: benchmarks/interleaved.py, docs/interleaved.md).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
         input_name = session.get_inputs()[0].name
         output_name = session.get_outputs()[0].name

@@ -153,7 +153,8 @@ def to_markdown(result: BenchResult, chart_name: str | None, notes: str = "") ->
         f"- Load average (1/5/15 min) before / after: {machine.get('load_average_before')} / {machine.get('load_average')}"
         " (anything above 0 is other work sharing the cores)",
         f"- Environment: {machine.get('environment')} (set by `edgecnn bench` unless already set: with several"
-        " OpenMP runtimes in one process, idle spinning workers of one engine steal the cores of the next)",
+        " OpenMP runtimes in one process, idle spinning workers of one engine steal the cores of the next);"
+        " onnxruntime's own pool runs with session.intra_op.allow_spinning=0 for the same reason",
     ]
     lines += [f"- Not run: {name}: {reason}" for name, reason in result.skipped_engines.items()]
     lines += [
