@@ -1,109 +1,16 @@
-"""Shared by the OpenCL tests: skip without pyopencl or an OpenCL device; run one node on "opencl"
-and on the numpy reference; compare within the suite's 1e-4 relative bar."""
+"""Shared by the OpenCL-only tests (GEMM variants, runtime limits): importing it skips the module
+without pyopencl or an OpenCL device; OPENCL runs nodes on opencl:0 like the tests in tests/backends."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
-from typing import Any
-
-import numpy as np
 import pytest
 
 pytest.importorskip("pyopencl")
 
-from edgecnn.devices import opencl_devices
+from backends.support import Backend, unavailable
 
-if not opencl_devices():
-    pytest.skip("no OpenCL platform/device on this machine", allow_module_level=True)
+_reason = unavailable("opencl")
+if _reason is not None:
+    pytest.skip(_reason, allow_module_level=True)
 
-import edgecnn.kernels.opencl  # noqa: F401  (registers the kernels)
-from edgecnn.ir.dtypes import dtype_name
-from edgecnn.ir.graph import Graph, Node, TensorSpec
-from edgecnn.kernels.opencl import get_device
-from edgecnn.model import Model
-from edgecnn.runtime.options import RuntimeOptions
-from edgecnn.testing import run_node
-
-
-def opencl_model(graph: Graph, optimize: bool = True) -> Model:
-    """A model planned for the "opencl" backend (the kernels of opencl:0)."""
-    return Model(graph, RuntimeOptions.resolve(threads=1, device="opencl", optimize=optimize))
-
-
-def one_node_graph(
-    op: str, attrs: Any, inputs: Sequence[np.ndarray | None], constant_inputs: Sequence[int], outputs: int = 1
-) -> tuple[Graph, dict[str, np.ndarray]]:
-    names = ["" if x is None else f"in{i}" for i, x in enumerate(inputs)]
-    runtime = [i for i, x in enumerate(inputs) if x is not None and i not in constant_inputs]
-    graph = Graph(
-        [TensorSpec(names[i], dtype_name(inputs[i].dtype), tuple(inputs[i].shape)) for i in runtime],  # type: ignore[union-attr]
-        [f"out{i}" for i in range(outputs)],
-        [Node(op, "node", names, [f"out{i}" for i in range(outputs)], attrs)],
-        {names[i]: np.asarray(inputs[i]) for i in constant_inputs if inputs[i] is not None},
-        name=op,
-    )
-    return graph, {names[i]: inputs[i] for i in runtime}  # type: ignore[misc]
-
-
-def opencl_run(
-    op: str, attrs: Any, inputs: Sequence[np.ndarray | None], constant_inputs: Sequence[int] = ()
-) -> tuple[np.ndarray, str]:
-    """The node's output on "opencl" (no graph passes) and the name of the kernel that ran."""
-    graph, feeds = one_node_graph(op, attrs, inputs, constant_inputs)
-    model = opencl_model(graph, optimize=False)
-    (step,) = model.plan_for(feeds).steps
-    return model.run(feeds)["out0"], step.kernel.name
-
-
-def reference_run(
-    op: str, attrs: Any, inputs: Sequence[np.ndarray | None], constant_inputs: Sequence[int] = ()
-) -> np.ndarray:
-    (out,) = run_node(op, attrs, inputs, constant_inputs=constant_inputs, device="reference")
-    return out
-
-
-def assert_matches(actual: np.ndarray, expected: np.ndarray, magnitude: float = 1.0) -> None:
-    """Same shape and dtype; within rtol 1e-4 and atol 1e-5 x ``magnitude`` (the size of the terms a
-    float32 sum adds up, which bounds its rounding); NaN where the reference has NaN."""
-    assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape}"
-    assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != {expected.dtype}"
-    assert np.array_equal(np.isnan(actual), np.isnan(expected)), "NaNs differ"
-    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5 * max(1.0, magnitude), equal_nan=True)
-
-
-def check_node(
-    op: str,
-    attrs: Any,
-    inputs: Sequence[np.ndarray | None],
-    constant_inputs: Sequence[int] = (),
-    kernel: str | None = None,
-    magnitude: float = 1.0,
-) -> str:
-    """OpenCL equals the reference on this node (and the named kernel ran); returns the kernel name."""
-    actual, name = opencl_run(op, attrs, inputs, constant_inputs)
-    if kernel is not None:
-        assert name == kernel, f"{op} ran {name}, expected {kernel}"
-    assert name.startswith("opencl_"), f"{op} fell back to {name}"
-    assert_matches(actual, reference_run(op, attrs, inputs, constant_inputs), magnitude)
-    return name
-
-
-@contextlib.contextmanager
-def kernel_forms(cpu: bool) -> Iterator[None]:
-    """Plans built inside use the CPU-device forms of im2col and pooling (one work item per row) or
-    the GPU forms (one per element), whatever opencl:0 is."""
-    device = get_device(0)
-    saved = device.is_cpu
-    device.is_cpu = cpu
-    try:
-        yield
-    finally:
-        device.is_cpu = saved
-
-
-FORMS = (True, False)
-
-
-def rand(rng: np.random.Generator, *shape: int) -> np.ndarray:
-    return rng.standard_normal(shape, dtype=np.float32)
+OPENCL = Backend("opencl")

@@ -1,4 +1,6 @@
-"""GEMM on OpenCL: the three kernels directly, and Gemm / FusedGemm / MatMul against the reference."""
+"""OpenCL's own GEMM: every kernel variant called directly, the variant choice, the activation
+parameters of FusedGemm, and MatMul's fallback for mixed batch broadcasting. What every backend must
+do for Gemm / FusedGemm / MatMul is in tests/backends/test_dense.py."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from backends.support import rand, reference_run
 from edgecnn.kernels.opencl import DeviceArray, get_device
 from edgecnn.kernels.opencl.gemm import (
     NO_WRAP,
@@ -18,9 +21,8 @@ from edgecnn.kernels.opencl.gemm import (
     padded_columns,
 )
 from edgecnn.kernels.opencl.step import activation_params
-from edgecnn.ops.dense import GemmAttrs
-from edgecnn.ops.fused import ACTIVATIONS, FusedGemmAttrs
-from opencl.support import check_node, rand
+from edgecnn.ops.fused import FusedGemmAttrs
+from opencl.support import OPENCL
 
 SIZES = st.integers(1, 37)
 
@@ -92,69 +94,14 @@ def test_variant_choice_by_size() -> None:
     assert choose_variant(3, 3, 3) == "scalar"
 
 
-@settings(max_examples=20, deadline=None)
-@given(
-    m=SIZES, n=SIZES, k=SIZES, trans_a=st.booleans(), trans_b=st.booleans(),
-    c_shape=st.sampled_from(["none", "scalar", "row", "column", "full"]),
-    alpha=st.sampled_from([1.0, 0.5]), beta=st.sampled_from([1.0, -2.0]),
-    constants=st.sampled_from([(), (1,), (1, 2), (0, 2)]), seed=st.integers(0, 99),
-)  # fmt: skip
-def test_gemm_matches_reference(
-    m: int, n: int, k: int, trans_a: bool, trans_b: bool, c_shape: str, alpha: float, beta: float,
-    constants: tuple[int, ...], seed: int,
-) -> None:  # fmt: skip
-    rng = np.random.default_rng(seed)
-    a = rand(rng, k, m) if trans_a else rand(rng, m, k)
-    b = rand(rng, n, k) if trans_b else rand(rng, k, n)
-    shapes = {"scalar": (), "row": (n,), "column": (m, 1), "full": (m, n)}
-    c = None if c_shape == "none" else rand(rng, *shapes[c_shape])
-    attrs = GemmAttrs(alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b)
-    check_node("Gemm", attrs, [a, b, c], [i for i in constants if i < 2 or c is not None], "opencl_gemm", k)
-
-
-@pytest.mark.parametrize("activation", ACTIVATIONS)
-def test_fused_gemm_applies_every_activation(activation: str) -> None:
-    rng = np.random.default_rng(1)
-    a, b, c = rand(rng, 3, 40), rand(rng, 17, 40), rand(rng, 17)
-    attrs = FusedGemmAttrs(trans_b=True, activation=activation, low=-0.5, high=0.75)
-    check_node("FusedGemm", attrs, [4 * a, b, c], (1, 2), "opencl_fused_gemm", 40)
-
-
 def test_leaky_slope_is_not_gemm_alpha() -> None:
-    rng = np.random.default_rng(1)
-    a, b = rand(rng, 6, 9), rand(rng, 9, 5)
     attrs = FusedGemmAttrs(alpha=2.0, activation="leaky_relu", negative_slope=0.3)
     assert activation_params(attrs)[1] == np.float32(0.3)
-    check_node("FusedGemm", attrs, [a, b], (1,), "opencl_fused_gemm", 9)
-
-
-@pytest.mark.parametrize(
-    ("a_shape", "b_shape"),
-    [
-        ((5, 7), (7, 3)),
-        ((7,), (7, 3)),
-        ((5, 7), (7,)),
-        ((7,), (7,)),
-        ((2, 3, 5, 7), (7, 4)),
-        ((5, 7), (2, 7, 4)),
-        ((2, 3, 5, 7), (2, 3, 7, 4)),
-        ((1, 5, 33), (1, 33, 20)),
-    ],
-)
-@pytest.mark.parametrize("constant_b", [False, True])
-def test_matmul_matches_reference(
-    a_shape: tuple[int, ...], b_shape: tuple[int, ...], constant_b: bool
-) -> None:
-    rng = np.random.default_rng(2)
-    a, b = rand(rng, *a_shape), rand(rng, *b_shape)
-    check_node("MatMul", None, [a, b], (1,) if constant_b else (), "opencl_matmul", a_shape[-1])
 
 
 def test_matmul_with_mixed_batch_broadcasting_falls_back_to_the_reference() -> None:
-    from opencl.support import opencl_run, reference_run
-
     rng = np.random.default_rng(3)
     a, b = rand(rng, 2, 1, 3, 4), rand(rng, 1, 3, 4, 5)
-    actual, kernel = opencl_run("MatMul", None, [a, b])
+    actual, kernel = OPENCL.run("MatMul", None, [a, b])
     assert kernel == "reference"
     np.testing.assert_allclose(actual, reference_run("MatMul", None, [a, b]), rtol=1e-6)
