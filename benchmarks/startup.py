@@ -16,7 +16,9 @@ import sys
 import tempfile
 
 CHILD = """
-import json, time
+import json, sys, time
+for name in {blocked!r}:
+    sys.modules[name] = None  # as if not installed: importing it raises ImportError
 t0 = time.perf_counter()
 import numpy as np
 import edgecnn
@@ -44,13 +46,20 @@ def main() -> None:
     parser.add_argument(
         "--cold", action="store_true", help="Start with an empty numba cache (NUMBA_CACHE_DIR)."
     )
+    parser.add_argument(
+        "--without",
+        action="append",
+        default=[],
+        metavar="PACKAGE",
+        help="Run as if PACKAGE were not installed (e.g. scipy, which numba imports at start when present).",
+    )
     args = parser.parse_args()
     env = dict(os.environ)
     for run in range(args.runs):
         if args.cold:
             env["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="edgecnn-cold-cache-")
         out = subprocess.run(
-            [sys.executable, "-c", CHILD.format(model=args.model)],
+            [sys.executable, "-c", CHILD.format(model=args.model, blocked=tuple(args.without))],
             capture_output=True,
             text=True,
             check=True,
