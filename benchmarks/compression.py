@@ -277,7 +277,7 @@ def write_entropy_section(table: str, threads: int) -> None:
             "decoded at every load, so it loads slower than its uncoded form, lzma several times slower",
             "than zlib. Latency depends on the pruning, not on the coding (weights are decoded before",
             "the plan is built); on a shared machine that column is mostly noise.",
-            machine_line(threads) + " The machine was shared with other work while measuring.",
+            machine_line(threads),
             "Command: `.venv/bin/python benchmarks/compression.py --only alexnet-entropy`.",
         ]
     )

@@ -177,7 +177,7 @@ def main() -> None:
             "random to that density, *dense* being the kernel the runtime would otherwise choose (named in",
             "the first column); *crossover*: where the sparse/dense time ratio last rises through 1",
             "(interpolated).",
-            machine_line(args.threads) + " The machine was shared with other work while measuring.",
+            machine_line(args.threads),
             "Command: `.venv/bin/python benchmarks/sparse_crossover.py`"
             + (" --quick" if args.quick else "")
             + ".",

@@ -24,7 +24,7 @@ def machine_line(threads: int) -> str:
     return (
         f"Machine: {cpu}, {os.cpu_count()} cores visible, {threads} threads; Python "
         f"{platform.python_version()}, numpy {np.__version__}, numba {numba.__version__}; "
-        f"load average at the end: {load}."
+        f"load average at the end: {load} (well above 0: other work shared the cores)."
     )
 
 

@@ -161,7 +161,7 @@ def main() -> None:
             f"magnitude-pruned to 15% (`compress(graph, prune=0.15)`). {args.iterations} interleaved rounds.",
             f"Kernels chosen: pruned model {', '.join(sparse_kernels)}; with the crossover forced to 0,",
             f"{', '.join(dense_kernels)}. Max |sparse - dense kernel| on the pruned stack: {difference:.2g}.",
-            machine_line(args.threads) + " The machine was shared with other work while measuring.",
+            machine_line(args.threads),
             "Command: `.venv/bin/python benchmarks/sparse_fc.py`.",
             "",
             *lines,
