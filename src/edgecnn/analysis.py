@@ -65,7 +65,7 @@ def layer_macs(node: Node, inputs: list[TensorType | None], output: TensorType |
     if weights is None or data is None:
         return 0
     per_output = int(np.prod(weights[1:], dtype=np.int64))
-    if node.op in ("Conv", "FusedConv", "QLinearConv", "ConvInteger", "Int8Conv"):
+    if node.op in ("Conv", "FusedConv", "FusedConvAdd", "QLinearConv", "ConvInteger", "Int8Conv"):
         # Each output element sums over (C_in / group) x kernel window.
         return numel(output) * per_output
     if node.op == "ConvTranspose":

@@ -1,6 +1,7 @@
 """Fused operators that the optimisation passes create: a convolution or dense layer with its
 bias and activation applied in one step (seed 004: fuse conv + bias + ReLU, so the output is
-written once). Their reference kernels are the unfused ops in sequence."""
+written once), and a convolution that also adds a residual before its activation (ResNet's
+conv + Add + ReLU). Their reference kernels are the unfused ops in sequence."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgecnn.ir.graph import TensorType
+from edgecnn.ir.graph import Shape, TensorType
 from edgecnn.ops.activation import sigmoid_of
+from edgecnn.ops.common import check
 from edgecnn.ops.conv import ConvAttrs, conv, infer_conv
 from edgecnn.ops.dense import GemmAttrs, gemm, infer_gemm
 from edgecnn.ops.registry import register_op
@@ -91,3 +93,37 @@ def fused_gemm(
     attrs: FusedGemmAttrs, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None
 ) -> np.ndarray:
     return attrs.apply(gemm(attrs, a, b, c))
+
+
+def residual_fits(z: Shape, out: Shape) -> bool:
+    """Whether a residual of shape ``z`` broadcasts to ``out`` without enlarging it (dims that are
+    symbolic or unknown on one side pass: they are checked again once shapes are concrete)."""
+    if len(z) > len(out):
+        return False
+    for zd, od in zip(reversed(z), reversed(out)):
+        if zd != 1 and zd != od and isinstance(zd, int) and isinstance(od, int):
+            return False
+    return True
+
+
+def infer_fused_conv_add(
+    attrs: FusedConvAttrs, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
+) -> list[TensorType]:
+    (out,) = infer_conv(attrs, types[:3], values[:3])
+    z = types[3]
+    check(z is not None, "the residual input (input 3) is required")
+    check(z.dtype == out.dtype, f"residual {z} does not have the convolution's dtype {out.dtype}")  # type: ignore[union-attr]
+    if z.shape is not None and out.shape is not None:  # type: ignore[union-attr]
+        check(
+            residual_fits(z.shape, out.shape),  # type: ignore[union-attr]
+            f"residual {z} does not broadcast to the convolution's output {out}",
+        )
+    return [out]
+
+
+@register_op("FusedConvAdd", attrs=FusedConvAttrs, infer=infer_fused_conv_add, inputs=4)
+def fused_conv_add(
+    attrs: FusedConvAttrs, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, z: np.ndarray
+) -> np.ndarray:
+    """act(conv(x, w, b) + z): inputs (x, w, b or omitted, z), z the residual branch."""
+    return attrs.apply(np.asarray(conv(attrs, x, w, b) + z, dtype=x.dtype))

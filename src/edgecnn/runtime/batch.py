@@ -64,6 +64,8 @@ def _step_separable(plan: Plan, step: Step) -> bool:
     rank = len(out)
     if node.op in ("Conv", "FusedConv", "ConvTranspose"):
         return True  # the constants are filters, not operands broadcast against the images
+    if node.op == "FusedConvAdd":  # filters, and a residual sliced like every image tensor
+        return node.inputs[3] not in plan.constants
     if node.op in PER_SAMPLE_OPS:
         return _constants_broadcast(plan, step, rank)
     if node.op in ("Gemm", "FusedGemm"):

@@ -101,3 +101,54 @@ def add_activation_(
         for i in range(lo, hi):
             v = values[i] + addend[i] if has_addend else values[i]
             values[i] = activate(v, kind, alpha, low, high)
+
+
+@numba.njit(inline="always", cache=True)
+def _residual_span(
+    values: np.ndarray,
+    residual: np.ndarray,
+    lo: int,
+    hi: int,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+) -> None:
+    """values[lo:hi] = act(values + residual) over one span; ReLU and no activation unrolled so the
+    loop vectorises (the generic branch calls ``activate`` per element)."""
+    if kind == 0:
+        for i in range(lo, hi):
+            values[i] = values[i] + residual[i]
+    elif kind == 1:
+        zero = np.float32(0.0)
+        for i in range(lo, hi):
+            v = values[i] + residual[i]
+            values[i] = zero if v <= zero else v  # NaN stays NaN, as with np.maximum
+    else:
+        for i in range(lo, hi):
+            values[i] = activate(values[i] + residual[i], kind, alpha, low, high)
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def residual_activation_(
+    values: np.ndarray,  # (n,) float32, a conv output, written in place
+    residual: np.ndarray,  # (n,) float32, the shortcut branch
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    chunk: int,
+) -> None:
+    """values = act(values + residual) in place, chunk by chunk in parallel (a residual block's tail)."""
+    n = values.shape[0]
+    for c in numba.prange((n + chunk - 1) // chunk):
+        lo = c * chunk
+        _residual_span(values, residual, lo, min(lo + chunk, n), kind, alpha, low, high)
+
+
+@numba.njit(nogil=True, cache=True)
+def residual_activation_serial_(
+    values: np.ndarray, residual: np.ndarray, kind: int, alpha: float, low: float, high: float, chunk: int
+) -> None:
+    """``residual_activation_`` without a parallel region, for tensors below the thread grain."""
+    _residual_span(values, residual, 0, values.shape[0], kind, alpha, low, high)

@@ -1,0 +1,99 @@
+"""FusedConvAdd on the CPU: y = act(conv(x, w, b) + z), a residual block's tail.
+
+The convolution is whatever kernel the registry picks for the same layer as a FusedConv without
+activation (Winograd, 1x1 GEMM, im2col, sparse...), written straight into ``out``; then one compiled
+pass adds the residual and applies the activation in place. That replaces the unfused Add and
+activation steps (two more passes over the tensor, one of them through numpy) by one.
+
+``out`` never aliases an input: the kernel does not declare ``in_place``, so the arena gives it a
+buffer of its own (the convolution must not overwrite z or x before reading them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import fields
+
+import numpy as np
+
+from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu.common import is_float32, shape_of, single_output
+from edgecnn.kernels.cpu.conv_setup import conv_setup
+from edgecnn.kernels.cpu.epilogue import activation_args, residual_activation_, residual_activation_serial_
+from edgecnn.kernels.cpu.threads import max_threads
+from edgecnn.kernels.registry import candidate_kernels, register_kernel, select_kernel
+from edgecnn.ops.conv import ConvAttrs
+from edgecnn.ops.fused import FusedConvAttrs
+
+RESIDUAL_GRAIN = 1 << 18
+"""Elements below which the add + activation pass stays on one thread: it is memory-bound (two
+reads, one write per element), so a second thread pays off only on large tensors."""
+
+CHUNK = 16384
+
+Types = Sequence["TensorType | None"]
+Values = Sequence["np.ndarray | None"]
+
+
+def conv_part(
+    node: Node, types: Types, values: Values
+) -> tuple[Node, list[TensorType | None], list[np.ndarray | None]]:
+    """The convolution alone, as a FusedConv without activation, with its inputs' types and values."""
+    attrs = FusedConvAttrs(**{f.name: getattr(node.attrs, f.name) for f in fields(ConvAttrs)})
+    count = 3 if len(node.inputs) > 2 and node.inputs[2] else 2
+    inner = Node("FusedConv", node.name, list(node.inputs[:count]), list(node.outputs), attrs)
+    return inner, list(types[:count]), list(values[:count])
+
+
+def when_residual(node: Node, types: Types, values: Values) -> bool:
+    """float32, the residual exactly the convolution's output shape, and a compiled conv kernel for it."""
+    if not (isinstance(node.attrs, FusedConvAttrs) and single_output(node) and len(types) == 4):
+        return False
+    inner, inner_types, inner_values = conv_part(node, types, values)
+    setup = conv_setup(inner, inner_types)
+    if setup is None or not is_float32(types[3]):
+        return False
+    if shape_of(types[3]) != (setup.batch, setup.out_channels, *setup.out):
+        return False
+    return bool(candidate_kernels(inner, inner_types, inner_values, "cpu"))
+
+
+class ConvResidual:
+    """The chosen convolution kernel, then the residual + activation epilogue."""
+
+    def __init__(self, node: Node, types: Types, values: Values) -> None:
+        inner, inner_types, inner_values = conv_part(node, types, values)
+        self.conv = select_kernel(inner, inner_types, inner_values, backend="cpu")
+        self.conv_into = getattr(self.conv.run, "run_into", None)
+        self.conv_inputs = len(inner.inputs)
+        self.out_shape = shape_of(types[3])
+        self.activation = activation_args(node.attrs)  # (kind, negative slope, low, high)
+        size = int(np.prod(self.out_shape))
+        self.small = size < RESIDUAL_GRAIN
+        self.chunk = max(CHUNK, -(-size // max_threads()))
+
+    @property
+    def conv_kernel(self) -> str:
+        """The name of the convolution kernel inside (for profiles and tests)."""
+        return self.conv.name
+
+    def __call__(self, *inputs: np.ndarray | None) -> np.ndarray:
+        out = np.empty(self.out_shape, dtype=np.float32)
+        self.run_into(out, *inputs)
+        return out
+
+    def run_into(self, out: np.ndarray, *inputs: np.ndarray | None) -> None:
+        """Writes into ``out`` (C-contiguous, the output's shape; overlaps no input)."""
+        conv_inputs = inputs[: self.conv_inputs]
+        if self.conv_into is not None:
+            self.conv_into(out, *conv_inputs)
+        else:  # the reference convolution: no write-into form
+            out[...] = self.conv.run(*conv_inputs)
+        residual = inputs[3]
+        assert residual is not None
+        # small tensors: the serial twin, which starts no parallel region
+        kernel = residual_activation_serial_ if self.small else residual_activation_
+        kernel(out.reshape(-1), np.ascontiguousarray(residual).reshape(-1), *self.activation, self.chunk)
+
+
+register_kernel("FusedConvAdd", when=when_residual, priority=10, name="conv_residual")(ConvResidual)
