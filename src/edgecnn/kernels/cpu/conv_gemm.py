@@ -9,6 +9,9 @@ columns buffer, so the scratch memory is bounded by workers x Kg x tile width, n
 
 from __future__ import annotations
 
+import types
+from collections.abc import Callable
+
 import numba
 import numpy as np
 
@@ -137,8 +140,7 @@ def _gemm_tasks(
             )
 
 
-@numba.njit(parallel=True, nogil=True, cache=True)
-def conv_gemm_2d(
+def _conv_gemm_2d(
     x: np.ndarray,  # (N, C, H, W)
     weights: np.ndarray,  # (G, Mg, Kg), Kg = Cg * KH * KW
     bias: np.ndarray,  # (M,)
@@ -191,55 +193,17 @@ def conv_gemm_2d(
         )
 
 
-@numba.njit(nogil=True, cache=True)
-def conv_gemm_2d_serial(
-    x: np.ndarray,  # (N, C, H, W)
-    weights: np.ndarray,  # (G, Mg, Kg), Kg = Cg * KH * KW
-    bias: np.ndarray,  # (M,)
-    has_bias: bool,
-    kernel_h: int,
-    kernel_w: int,
-    stride_h: int,
-    stride_w: int,
-    pad_top: int,
-    pad_left: int,
-    dilation_h: int,
-    dilation_w: int,
-    pointwise: bool,  # 1x1, stride 1, no padding: the input is the column matrix
-    kind: int,
-    alpha: float,
-    low: float,
-    high: float,
-    m_step: int,  # output channels per tile
-    p_step: int,  # output pixels per tile
-    columns: np.ndarray,  # (workers, Kg, p_step) scratch; unused when pointwise
-    out: np.ndarray,  # (N, M, OH, OW), written
-) -> None:
-    """All tiles on the calling thread: no parallel region to start (small layers, where starting
-    one costs as much as the work)."""
-    for worker in range(columns.shape[0]):
-        _gemm_tasks(
-            worker,
-            columns.shape[0],
-            x,
-            weights,
-            bias,
-            has_bias,
-            kernel_h,
-            kernel_w,
-            stride_h,
-            stride_w,
-            pad_top,
-            pad_left,
-            dilation_h,
-            dilation_w,
-            pointwise,
-            kind,
-            alpha,
-            low,
-            high,
-            m_step,
-            p_step,
-            columns,
-            out,
-        )
+def _named(function: Callable[..., None], name: str) -> Callable[..., None]:
+    """A copy of ``function`` under another name: numba's on-disk cache files are named after the
+    function, so two compilations of one function (parallel and serial) need two names."""
+    copy = types.FunctionType(function.__code__, function.__globals__, name, function.__defaults__)
+    copy.__qualname__ = name
+    return copy
+
+
+conv_gemm_2d = numba.njit(parallel=True, nogil=True, cache=True)(_named(_conv_gemm_2d, "conv_gemm_2d"))
+"""All tiles on numba's threads (one parallel region per layer)."""
+
+conv_gemm_2d_serial = numba.njit(nogil=True, cache=True)(_named(_conv_gemm_2d, "conv_gemm_2d_serial"))
+"""The same loop compiled without a parallel region (``prange`` runs as ``range``): for layers with
+one worker, where starting a region costs as much as the work."""
