@@ -17,7 +17,7 @@ from edgecnn.errors import EdgeCNNError, GraphError
 from edgecnn.runtime.plan import Plan, Step
 
 if TYPE_CHECKING:
-    from edgecnn.runtime.arena import FastEntry
+    from edgecnn.runtime.arena import FastEntry, MemoryPlan
 
 
 class StepHook(Protocol):
@@ -130,6 +130,19 @@ def _run_fast(entries: Sequence[FastEntry], frame: list[Any]) -> None:
         raise _failed(step, exc) from exc
 
 
+def _memory_for(plan: Plan, wanted: Sequence[str]) -> MemoryPlan:
+    """The plan's MemoryPlan for these requested tensors, cached by their names (no set built per run)."""
+    from edgecnn.runtime.arena import memory_plan
+
+    names = tuple(wanted)
+    memory = plan.memory_plans.get(names)
+    if memory is None:
+        wanted_slots = frozenset(plan.slots[name] for name in wanted if name not in plan.constants)
+        memory = memory_plan(plan, wanted_slots)
+        plan.memory_plans[names] = memory
+    return memory  # type: ignore[no-any-return]
+
+
 def execute_in_arena(
     plan: Plan,
     feeds: Mapping[str, np.ndarray],
@@ -138,14 +151,9 @@ def execute_in_arena(
     into: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
     """Steps write into the views of an arena taken from the plan's pool (returned after the run)."""
-    from edgecnn.runtime.arena import INTO, OPAQUE, SKIP, VIEW, memory_plan
+    from edgecnn.runtime.arena import INTO, OPAQUE, SKIP, VIEW
 
-    names = tuple(wanted)
-    memory = plan.memory_plans.get(names)  # by names: no set built per run
-    if memory is None:
-        wanted_slots = frozenset(plan.slots[name] for name in wanted if name not in plan.constants)
-        memory = memory_plan(plan, wanted_slots)
-        plan.memory_plans[names] = memory
+    memory = _memory_for(plan, wanted)
     buffers = memory.buffers
     arena = memory.acquire()
     try:
@@ -224,3 +232,96 @@ def execute_in_arena(
         return results
     finally:
         memory.release(arena)
+
+
+_OWN, _COPY, _CONSTANT, _CHECK = range(4)
+"""How ArenaRunner returns a result: its own buffer as it is, a copy (the arena, the caller's input,
+or a buffer another result already took), a constant's copy, or the ownership test at run time
+(outputs of opaque steps, which may or may not alias an input)."""
+
+
+class ArenaRunner:
+    """A CPU plan's hook-free run for fixed requested tensors, with every decision that
+    ``execute_in_arena`` takes per run (the memory plan, the thread budget, which results to copy)
+    taken once. What Model uses for repeated calls with the same input shapes: on a small model the
+    Python around the kernels is a large part of a run, more so on a cold cache (issue 4, T3).
+    Gives the same results as ``execute`` (tests/runtime/test_fast_run.py)."""
+
+    def __init__(self, plan: Plan, wanted: Sequence[str], threads: int) -> None:
+        if plan.device != "cpu":
+            raise ValueError(f"ArenaRunner runs CPU plans, not '{plan.device}'")
+        memory = _memory_for(plan, wanted)
+        buffers = memory.buffers
+        self.plan = plan
+        self.wanted = tuple(wanted)
+        self.threads = threads
+        self._memory = memory
+        self._entries = memory.fast
+        self._input_slots = tuple(plan.input_slots.items())
+        self._externals = tuple(memory.external_types)
+        self._slabs = tuple(memory.external_slabs)
+        results = []
+        claimed: set[int] = set()
+        for name in wanted:
+            if name in plan.constants:
+                results.append((_CONSTANT, -1, plan.constants[name]))
+                continue
+            slot = plan.slots[name]
+            root = buffers.root.get(slot, slot)
+            kind = buffers.kind.get(root)
+            mode = _COPY
+            if root not in claimed and kind in ("external", "opaque"):
+                claimed.add(root)
+                mode = _OWN if kind == "external" else _CHECK
+            results.append((mode, slot, None))
+        self._results = tuple(results)
+
+    def run_one(self, x: np.ndarray) -> list[np.ndarray]:
+        """The requested tensors, in order, for a one-input plan fed ``x`` (checked by the caller)."""
+        from edgecnn.kernels.cpu.threads import cpu_threads
+
+        with cpu_threads(self.threads):
+            memory = self._memory
+            arena = memory.acquire()
+            try:
+                frame = list(arena.template)
+                frame[self._input_slots[0][1]] = x
+                return self._finish(frame, (x,))
+            finally:
+                memory.release(arena)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """{name: value} of the requested tensors; ``feeds`` already checked (Model.check_feeds)."""
+        from edgecnn.kernels.cpu.threads import cpu_threads
+
+        with cpu_threads(self.threads):
+            memory = self._memory
+            arena = memory.acquire()
+            try:
+                frame = list(arena.template)
+                for name, slot in self._input_slots:
+                    frame[slot] = feeds[name]
+                values = self._finish(frame, tuple(feeds.values()))
+            finally:
+                memory.release(arena)
+        return dict(zip(self.wanted, values))
+
+    def _finish(self, frame: list[Any], fed: tuple[np.ndarray, ...]) -> list[np.ndarray]:
+        for root, shape, dtype in self._externals:
+            frame[root] = np.empty(shape, dtype)
+        for slot, root, at, info in self._slabs:
+            raw = frame[root].reshape(-1).view(np.uint8)
+            frame[slot] = raw[at : at + info.nbytes].view(info.dtype).reshape(info.shape)
+        _run_fast(self._entries, frame)
+        values = []
+        for mode, slot, constant in self._results:
+            if mode == _OWN:
+                values.append(frame[slot])
+            elif mode == _CONSTANT:
+                values.append(constant.copy())
+            else:
+                value = np.asarray(frame[slot])
+                if mode == _COPY or not value.flags.owndata or any(value is f for f in fed):
+                    value = value.copy()
+                values.append(value)
+        return values

@@ -11,6 +11,8 @@ saves (thresholds measured with benchmarks/kernels.py).
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -32,21 +34,51 @@ GRAIN = 200_000
 GEMM_GRAIN = 1 << 20
 """Multiply-adds below which a GEMM-based kernel stays on one thread (BLAS does ~8 per loop element)."""
 
+BlasPool = tuple[Callable[[], int], Callable[[int], None]]
+"""Getter and setter of one BLAS library's process-wide thread count."""
+
 _blas_lock = threading.Lock()
-_blas_libraries: list[Any] | None = None
+_blas_pools: list[BlasPool] | None = None
 
 
-def _blas() -> list[Any]:
+def _openblas_pool(lib: Any) -> BlasPool | None:
+    """OpenBLAS's own get/set functions, called through ctypes directly.
+
+    threadpoolctl's controller methods do the same through several Python layers; every run sets
+    the count and restores it, and on a cold cache (a run after other work) those layers cost tens
+    of microseconds. Only for OpenBLAS's pthreads build, whose count is process-wide."""
+    if getattr(lib, "internal_api", "") != "openblas" or getattr(lib, "threading_layer", "") == "openmp":
+        return None
+    try:
+        handle = ctypes.CDLL(lib.filepath)
+    except OSError:
+        return None
+    for prefix in ("", "scipy_"):
+        for suffix in ("", "64_", "_64"):
+            getter = getattr(handle, f"{prefix}openblas_get_num_threads{suffix}", None)
+            setter = getattr(handle, f"{prefix}openblas_set_num_threads{suffix}", None)
+            if getter is not None and setter is not None:
+                getter.restype, getter.argtypes = ctypes.c_int, []
+                setter.restype, setter.argtypes = None, [ctypes.c_int]
+                return getter, setter
+    return None
+
+
+def _pools() -> list[BlasPool]:
     """The BLAS libraries loaded in this process (found once; numpy has loaded its BLAS by now)."""
-    global _blas_libraries
-    if _blas_libraries is None:
+    global _blas_pools
+    if _blas_pools is None:
         with _blas_lock:
-            if _blas_libraries is None:
+            if _blas_pools is None:
                 from threadpoolctl import ThreadpoolController
 
                 controller = ThreadpoolController()
-                _blas_libraries = [lib for lib in controller.lib_controllers if lib.user_api == "blas"]
-    return _blas_libraries
+                libraries = [lib for lib in controller.lib_controllers if lib.user_api == "blas"]
+                _blas_pools = [
+                    _openblas_pool(lib) or (lambda lib=lib: lib.get_num_threads() or 1, lib.set_num_threads)
+                    for lib in libraries
+                ]
+    return _blas_pools
 
 
 def max_threads() -> int:
@@ -56,53 +88,57 @@ def max_threads() -> int:
 
 def blas_threads() -> int:
     """Threads the BLAS pool uses now (the largest, if several BLAS libraries are loaded)."""
-    return max((lib.get_num_threads() or 1 for lib in _blas()), default=1)
+    return max((get() or 1 for get, _ in _pools()), default=1)
 
 
 def set_blas_threads(n: int) -> None:
     global _held_blas
-    for lib in _blas():
-        if lib.get_num_threads() != n:
-            lib.set_num_threads(n)
+    for get, set_threads in _pools():
+        if get() != n:
+            set_threads(n)
     if _holders:
         _held_blas = n  # what a hold's blas_single_threaded() will find
 
 
 _hold_lock = threading.Lock()
 _holders = 0  # runs (and direct kernel calls) under way that need BLAS held
-_saved_blas = 1  # the BLAS thread count before the first of them
+_saved_blas: list[int] = []  # each BLAS library's thread count before the first of them
 _held_blas = 0  # the BLAS thread count the holders set (0: no holder)
 
 
-@contextmanager
-def _hold_blas(n: int) -> Iterator[None]:
-    """BLAS at ``n`` threads while any holder runs; the count before the first holder comes back
-    when the last one leaves. BLAS's setting is process-wide: with concurrent runs, restoring it
-    when one run ends would change it under the others (and with it their GEMMs' rounding)."""
+def _hold_blas_enter(n: int) -> None:
+    """BLAS at ``n`` threads while any holder runs; the counts before the first holder come back
+    when the last one leaves (``_hold_blas_exit``). BLAS's setting is process-wide: with concurrent
+    runs, restoring it when one run ends would change it under the others (and with it their
+    GEMMs' rounding). One get and at most one set per library: every run passes here."""
     global _holders, _saved_blas, _held_blas
     with _hold_lock:
         if _holders == 0:
-            _saved_blas = blas_threads()
-        _holders += 1
-        if _held_blas != n:  # threadpoolctl's queries cost microseconds: only when it changes
+            pools = _pools()
+            _saved_blas = [get() or 1 for get, _ in pools]
+            for (_, set_threads), saved in zip(pools, _saved_blas):
+                if saved != n:
+                    set_threads(n)
+            _held_blas = n
+        elif _held_blas != n:
             set_blas_threads(n)
             _held_blas = n
-    try:
-        yield
-    finally:
-        with _hold_lock:
-            _holders -= 1
-            if _holders == 0:
-                set_blas_threads(_saved_blas)
-                _held_blas = 0
+        _holders += 1
+
+
+def _hold_blas_exit() -> None:
+    global _holders, _held_blas
+    with _hold_lock:
+        _holders -= 1
+        if _holders == 0:
+            for (_, set_threads), saved in zip(_pools(), _saved_blas):
+                if saved != _held_blas:
+                    set_threads(saved)
+            _held_blas = 0
 
 
 @contextmanager
-def blas_single_threaded() -> Iterator[None]:
-    """BLAS on the calling thread only, for GEMMs called from numba's workers (restored after)."""
-    if _held_blas == 1:  # as inside every run (cpu_threads holds BLAS at one thread)
-        yield
-        return
+def _blas_switched_to_one() -> Iterator[None]:
     previous = blas_threads()
     if previous == 1:
         yield
@@ -114,25 +150,64 @@ def blas_single_threaded() -> Iterator[None]:
         set_blas_threads(previous)
 
 
-@contextmanager
-def cpu_threads(n: int) -> Iterator[None]:
+_ALREADY_SINGLE = contextlib.nullcontext()  # reusable: kernels enter it once per step inside a run
+
+
+def blas_single_threaded() -> contextlib.AbstractContextManager[None]:
+    """BLAS on the calling thread only, for GEMMs called from numba's workers (restored after)."""
+    if _held_blas == 1:  # as inside every run (cpu_threads holds BLAS at one thread)
+        return _ALREADY_SINGLE
+    return _blas_switched_to_one()
+
+
+class ThreadBudget:
+    """What ``cpu_threads`` returns: a context manager as cheap as Python allows, since every run
+    enters one (a generator-based one costs several microseconds, many more on a cold cache)."""
+
+    __slots__ = ("_blas", "_numba", "_previous")
+
+    def __init__(self, numba_threads: int, blas_count: int) -> None:
+        self._numba = numba_threads
+        self._blas = blas_count
+        self._previous = 0
+
+    def __enter__(self) -> None:
+        self._previous = _get_threads()
+        if self._previous != self._numba:
+            _set_threads(self._numba)
+        try:
+            _hold_blas_enter(self._blas)
+        except BaseException:
+            _set_threads(self._previous)
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            _hold_blas_exit()
+        finally:
+            if self._previous != self._numba:
+                _set_threads(self._previous)
+
+
+_blas_callable: bool | None = None  # blas.AVAILABLE, read once (importing blas binds the library)
+
+
+def cpu_threads(n: int) -> ThreadBudget:
     """Run with ``n`` threads: numba's pool (for the calling thread) gets them, BLAS one (our GEMMs
     run on numba's threads), or ``n`` where the compiled kernels cannot call BLAS themselves.
 
     Restores both afterwards. Numba's setting is per calling thread; BLAS's is process-wide and
     held until the last concurrent run ends (with different budgets, the last one set applies).
+    Not re-entrant on one object: enter each ``cpu_threads(n)`` once (``with cpu_threads(n):``).
     """
+    global _blas_callable
     if n < 1:
         raise ValueError(f"threads must be >= 1, got {n}")
-    from edgecnn.kernels.cpu import blas
+    if _blas_callable is None:
+        from edgecnn.kernels.cpu import blas
 
-    previous_numba = _get_threads()
-    _set_threads(min(n, max_threads()))
-    try:
-        with _hold_blas(1 if blas.AVAILABLE else n):
-            yield
-    finally:
-        _set_threads(previous_numba)
+        _blas_callable = blas.AVAILABLE
+    return ThreadBudget(min(n, max_threads()), 1 if _blas_callable else n)
 
 
 def is_small(work: int) -> bool:

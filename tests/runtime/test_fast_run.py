@@ -1,0 +1,117 @@
+"""The cached fast run (Model._fast_runs, executor.ArenaRunner): the same results as the general
+executor, fresh result arrays every call, and the fast path taken only where its key fully decides
+what the feed checks would have said."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+from edgecnn.bench.zoo import build_model
+from edgecnn.errors import InputError
+from edgecnn.importers import load_graph
+from edgecnn.ir.graph import Graph, Node, TensorSpec
+from edgecnn.kernels.cpu import threads
+from edgecnn.model import Model
+from edgecnn.ops.activation import LeakyReluAttrs
+from edgecnn.ops.registry import NoAttrs
+from edgecnn.runtime.executor import ArenaRunner, execute, execute_plain
+from edgecnn.runtime.options import RuntimeOptions
+from edgecnn.testing import assert_close
+
+
+@pytest.fixture(scope="module")
+def lenet(tmp_path_factory: pytest.TempPathFactory) -> Model:
+    path = tmp_path_factory.mktemp("zoo") / "lenet5.onnx"
+    onnx.save(build_model("lenet5"), str(path))
+    return Model(load_graph(path), RuntimeOptions.resolve(threads=2, batch_parallel="never"))
+
+
+def relu_chain(shape: tuple[object, ...] = ("N", 5)) -> Model:
+    graph = Graph(
+        inputs=[TensorSpec("x", "float32", shape)],
+        outputs=["y", "h"],
+        nodes=[
+            Node("Relu", "relu", ["x"], ["h"], NoAttrs()),
+            Node("LeakyRelu", "leaky", ["h"], ["y"], LeakyReluAttrs(0.5)),
+        ],
+    )
+    return Model(graph, RuntimeOptions.resolve(threads=1))
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_fast_run_equals_the_plain_executor(lenet: Model, batch: int) -> None:
+    x = np.random.default_rng(batch).standard_normal((batch, 1, 28, 28)).astype(np.float32)
+    name, out = lenet.inputs[0].name, lenet.graph.outputs[0]
+    expected = execute_plain(lenet.plan_for(x), {name: x}, [out])[out]
+    first = lenet(x)  # builds the runner
+    assert len(lenet._fast_runs) >= 1
+    for got in (lenet(x), lenet.run(x)[out], lenet.run({name: x})[out], first):
+        assert_close(got, expected)
+
+
+def test_every_call_returns_fresh_arrays(lenet: Model) -> None:
+    rng = np.random.default_rng(7)
+    a, b = (rng.standard_normal((1, 1, 28, 28)).astype(np.float32) for _ in range(2))
+    lenet(a)
+    first = lenet(a)
+    kept = first.copy()
+    second = lenet(b)
+    assert not np.shares_memory(first, second)
+    np.testing.assert_array_equal(first, kept)  # the second call did not write into the first's result
+    first[...] = 0
+    np.testing.assert_array_equal(lenet(a), kept)
+
+
+def test_results_that_are_intermediates_or_inputs_are_copies() -> None:
+    model = relu_chain()
+    x = np.array([[-2.0, -1.0, 0.0, 1.0, 2.0]], np.float32)
+    model(x)
+    y, h = model(x)
+    np.testing.assert_array_equal(h, np.maximum(x, 0))
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+    assert not np.shares_memory(y, h) and not np.shares_memory(h, x)
+    identity = Model(Graph([TensorSpec("x", "float32", (2,))], ["x"], []))
+    v = np.ones(2, np.float32)
+    identity(v)
+    out = identity(v)
+    out[0] = 5
+    assert v[0] == 1
+
+
+def test_new_shapes_and_other_array_types_take_the_checked_path() -> None:
+    model = relu_chain()
+    model(np.zeros((1, 5), np.float32))
+    model(np.zeros((4, 5), np.float32))
+    assert {key[0][0] for key in model._fast_runs} == {(1, 5), (4, 5)}
+    with pytest.raises(InputError, match="expected dtype float32"):
+        model(np.zeros((1, 5), np.float64))  # same shape, other dtype: checked, refused
+    with pytest.raises(InputError, match="expected shape"):
+        model(np.zeros((1, 6), np.float32))
+    y, _ = model([[1.0, -1.0, 2.0, -2.0, 0.0]])  # a list: converted by the checked path
+    np.testing.assert_array_equal(y, [[1.0, 0.0, 2.0, 0.0, 0.0]])
+    with pytest.raises(InputError, match="unknown input name"):
+        model.run({"z": np.zeros((1, 5), np.float32)})
+    assert len(model._fast_runs) == 2
+
+
+def test_the_thread_budget_is_restored_after_a_fast_run(lenet: Model) -> None:
+    x = np.zeros((1, 1, 28, 28), np.float32)
+    lenet(x)
+    before = (threads.current_threads(), threads.blas_threads())
+    lenet(x)
+    assert (threads.current_threads(), threads.blas_threads()) == before
+
+
+def test_runner_matches_execute_for_requested_intermediates(lenet: Model) -> None:
+    x = np.random.default_rng(3).standard_normal((2, 1, 28, 28)).astype(np.float32)
+    plan = lenet.plan_for(x)
+    wanted = [step.node.outputs[0] for step in plan.steps[:3]] + list(lenet.graph.outputs)
+    name = lenet.inputs[0].name
+    with threads.cpu_threads(2):
+        expected = execute(plan, {name: x}, wanted)
+    got = ArenaRunner(plan, wanted, 2).run({name: x})
+    assert list(got) == wanted
+    for key in wanted:
+        assert_close(got[key], expected[key])
