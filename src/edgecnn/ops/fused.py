@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
-from edgecnn.ir.graph import Shape, TensorType
+from edgecnn.ir.graph import Node, Shape, TensorType
 from edgecnn.ops.activation import sigmoid_of
 from edgecnn.ops.common import check
 from edgecnn.ops.conv import ConvAttrs, conv, infer_conv
@@ -127,3 +127,11 @@ def fused_conv_add(
 ) -> np.ndarray:
     """act(conv(x, w, b) + z): inputs (x, w, b or omitted, z), z the residual branch."""
     return attrs.apply(np.asarray(conv(attrs, x, w, b) + z, dtype=x.dtype))
+
+
+def residual_conv_node(node: Node) -> Node:
+    """A FusedConvAdd's convolution alone: a FusedConv without activation over its first inputs
+    (x, w and the bias if present), writing the same output. Kernels run it, then add z."""
+    attrs = FusedConvAttrs(**{f.name: getattr(node.attrs, f.name) for f in fields(ConvAttrs)})
+    count = 3 if len(node.inputs) > 2 and node.inputs[2] else 2
+    return Node("FusedConv", node.name, list(node.inputs[:count]), list(node.outputs), attrs)

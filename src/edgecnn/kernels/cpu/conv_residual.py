@@ -12,7 +12,6 @@ buffer of its own (the convolution must not overwrite z or x before reading them
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import fields
 
 import numpy as np
 
@@ -22,8 +21,7 @@ from edgecnn.kernels.cpu.conv_setup import conv_setup
 from edgecnn.kernels.cpu.epilogue import activation_args, residual_activation_, residual_activation_serial_
 from edgecnn.kernels.cpu.threads import max_threads
 from edgecnn.kernels.registry import candidate_kernels, register_kernel, select_kernel
-from edgecnn.ops.conv import ConvAttrs
-from edgecnn.ops.fused import FusedConvAttrs
+from edgecnn.ops.fused import FusedConvAttrs, residual_conv_node
 
 RESIDUAL_GRAIN = 1 << 18
 """Elements below which the add + activation pass stays on one thread: it is memory-bound (two
@@ -39,9 +37,8 @@ def conv_part(
     node: Node, types: Types, values: Values
 ) -> tuple[Node, list[TensorType | None], list[np.ndarray | None]]:
     """The convolution alone, as a FusedConv without activation, with its inputs' types and values."""
-    attrs = FusedConvAttrs(**{f.name: getattr(node.attrs, f.name) for f in fields(ConvAttrs)})
-    count = 3 if len(node.inputs) > 2 and node.inputs[2] else 2
-    inner = Node("FusedConv", node.name, list(node.inputs[:count]), list(node.outputs), attrs)
+    inner = residual_conv_node(node)
+    count = len(inner.inputs)
     return inner, list(types[:count]), list(values[:count])
 
 

@@ -1,6 +1,8 @@
 """Conv and FusedConv on CUDA (1-D and 2-D): im2col (a CUDA kernel) + batched cuBLAS GEMM through
 cupy.matmul, the input planes multiplied directly for 1x1 convolutions, and a direct kernel for
-depthwise and narrow grouped ones. Bias and activation follow in one epilogue launch.
+depthwise and narrow grouped ones. Bias and activation follow in one epilogue launch. FusedConvAdd
+runs the same convolution without activation, then adds the residual (CuPy, in place) and applies the
+activation in place (the activation kernel): untested on a GPU when written (no CUDA device here).
 
 The geometry (and which convolutions count as narrow) is the OpenCL backend's, reused as is."""
 
@@ -24,9 +26,18 @@ from edgecnn.kernels.cuda.step import (
     cuda_kernel,
     device_for_plan,
     either,
+    shape_of,
     variable_inputs,
 )
-from edgecnn.kernels.opencl.conv import Conv2d, conv2d_of, conv_supported, output_shape, prefers_direct
+from edgecnn.kernels.opencl.conv import (
+    Conv2d,
+    conv2d_of,
+    conv_supported,
+    output_shape,
+    prefers_direct,
+    residual_supported,
+)
+from edgecnn.ops.fused import residual_conv_node
 
 Types = Sequence["TensorType | None"]
 Values = Sequence["np.ndarray | None"]
@@ -172,3 +183,29 @@ def cuda_fused_conv_gemm(node: Node, types: Types, values: Values) -> CudaStep:
 @cuda_kernel("FusedConv", when=conv_supported, priority=5, name="cuda_fused_conv_direct")
 def cuda_fused_conv_direct(node: Node, types: Types, values: Values) -> CudaStep:
     return _direct_conv_factory(node, types, values)
+
+
+@cuda_kernel("FusedConvAdd", when=residual_supported, priority=10, name="cuda_conv_residual")
+def cuda_conv_residual(node: Node, types: Types, values: Values) -> CudaStep:
+    """The convolution's step (no activation), then y += z and y = act(y) in place."""
+    inner = residual_conv_node(node)
+    count = len(inner.inputs)
+    inner_types, inner_values = types[:count], values[:count]
+    factory = _gemm_conv_factory if prefers_gemm(inner, inner_types, inner_values) else _direct_conv_factory
+    conv_step = factory(inner, inner_types, inner_values)
+    device = conv_step.device
+    total = int(np.prod(shape_of(types[3])))
+    activation = activation_params(node.attrs)
+    has_activation = int(activation[0]) != 0
+    residual = constant_on_device(device, values, 3)
+
+    def launch(x: CudaArray, w: CudaArray, b: CudaArray | None, z: CudaArray) -> CudaArray:
+        y = conv_step.launch(x, w, b) if count == 3 else conv_step.launch(x, w)
+        assert isinstance(y, CudaArray)
+        z = either(residual, z)
+        device.cupy.add(y.array, z.array.reshape(y.array.shape), out=y.array)
+        if has_activation:
+            device.launch("activation", total, y.array, y.array, *activation)
+        return y
+
+    return CudaStep(device, launch, variable_inputs(node, values, (0, 1, 2, 3)))

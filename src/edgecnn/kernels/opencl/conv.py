@@ -1,5 +1,7 @@
 """Conv and FusedConv on OpenCL (1-D and 2-D): im2col + GEMM (seed 001's layer), a 1x1 shortcut
-that multiplies the input directly, and a direct kernel for depthwise and narrow grouped convolutions."""
+that multiplies the input directly, and a direct kernel for depthwise and narrow grouped convolutions.
+FusedConvAdd (a residual block's tail) runs the same convolution, then the residual is added and the
+activation applied in place by the elementwise kernels (two more launches, no extra buffer)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.opencl.array import DeviceArray
+from edgecnn.kernels.opencl.eltwise import OPS as BINARY_OPS
+from edgecnn.kernels.opencl.eltwise import broadcast_plan
 from edgecnn.kernels.opencl.gemm import (
     BLOCK_COLS,
     NO_WRAP,
@@ -33,6 +37,7 @@ from edgecnn.kernels.opencl.step import (
     variable_inputs,
 )
 from edgecnn.ops.conv import conv_geometry
+from edgecnn.ops.fused import residual_conv_node
 from edgecnn.ops.registry import get_op
 
 Types = Sequence["TensorType | None"]
@@ -234,3 +239,50 @@ def opencl_fused_conv_gemm(node: Node, types: Types, values: Values) -> OpenCLSt
 @opencl_kernel("FusedConv", when=conv_supported, priority=5, name="opencl_fused_conv_direct")
 def opencl_fused_conv_direct(node: Node, types: Types, values: Values) -> OpenCLStep:
     return _direct_conv_factory(node, types, values)
+
+
+ACTIVATION_KERNELS = {
+    1: "act_relu",
+    2: "act_leaky_relu",
+    3: "act_clip",
+    4: "act_sigmoid",
+    5: "act_hard_swish",
+    6: "act_silu",
+}
+"""common.cl's activation kernel per code of ACTIVATION_CODES (0, none, launches nothing)."""
+
+
+def residual_supported(node: Node, types: Types, values: Values) -> bool:
+    """The convolution runs here and the residual is a float32 tensor of exactly its output's shape."""
+    if len(types) != 4 or not conv_supported(node, types[:3], values[:3]) or not is_float32(types[3]):
+        return False
+    return shape_of(types[3]) == output_shape(node, types, values)
+
+
+@opencl_kernel("FusedConvAdd", when=residual_supported, priority=10, name="opencl_conv_residual")
+def opencl_conv_residual(node: Node, types: Types, values: Values) -> OpenCLStep:
+    """The convolution's step (no activation), then y += z and y = act(y) in place."""
+    inner = residual_conv_node(node)
+    count = len(inner.inputs)
+    inner_types, inner_values = types[:count], values[:count]
+    factory = _gemm_conv_factory if prefers_gemm(inner, inner_types, inner_values) else _direct_conv_factory
+    conv_step = factory(inner, inner_types, inner_values)
+    device = conv_step.device
+    shape = shape_of(types[3])
+    dims, a_strides, b_strides = broadcast_plan(shape, shape)
+    meta = DeviceArray.upload(device, np.array(dims + a_strides + b_strides, np.int32).view(np.float32))
+    add, rank, total = np.int32(BINARY_OPS["Add"]), np.int32(len(dims)), int(np.prod(shape))
+    code, slope, low, high = activation_params(node.attrs)
+    activation = ACTIVATION_KERNELS.get(int(code))
+    residual = constant_on_device(device, values, 3)
+
+    def launch(x: DeviceArray, w: DeviceArray, b: DeviceArray | None, z: DeviceArray) -> DeviceArray:
+        y = conv_step.launch(x, w, b) if count == 3 else conv_step.launch(x, w)
+        assert isinstance(y, DeviceArray)
+        z = either(residual, z)
+        device.launch_1d("binary", total, y.buffer, z.buffer, y.buffer, add, meta.buffer, rank)
+        if activation is not None:
+            device.launch_1d(activation, total, y.buffer, y.buffer, slope, low, high)
+        return y
+
+    return OpenCLStep(device, launch, variable_inputs(node, values, (0, 1, 2, 3)))
