@@ -143,12 +143,12 @@ def test_matches_the_reference(case: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("activation", ACTIVATIONS)
 def test_large_tensor_runs_the_parallel_epilogue(activation: str) -> None:
-    """(1, 16, 128, 130): above the epilogue's one-thread grain, so both threads add and activate."""
+    """(1, 16, 256, 260): above the epilogue's one-thread grain, so both threads add and activate."""
     rng = np.random.default_rng(3)
-    x = rng.standard_normal((1, 8, 128, 130), dtype=np.float32)
-    w = rng.standard_normal((16, 8, 1, 1), dtype=np.float32)
+    x = rng.standard_normal((1, 4, 256, 260), dtype=np.float32)
+    w = rng.standard_normal((16, 4, 1, 1), dtype=np.float32)
     b = rng.standard_normal(16, dtype=np.float32)
-    z = rng.standard_normal((1, 16, 128, 130), dtype=np.float32)
+    z = rng.standard_normal((1, 16, 256, 260), dtype=np.float32)
     z[0, 0, 0, :4] = [np.nan, np.inf, -np.inf, 0.0]  # NaN and infinities pass as in the reference
     attrs = FusedConvAttrs(activation=activation, negative_slope=0.1, low=-0.5, high=1.5)
     actual, kernel = run_case(attrs, x, w, b, z, 2)

@@ -23,9 +23,11 @@ from edgecnn.kernels.cpu.threads import max_threads
 from edgecnn.kernels.registry import candidate_kernels, register_kernel, select_kernel
 from edgecnn.ops.fused import FusedConvAttrs, residual_conv_node
 
-RESIDUAL_GRAIN = 1 << 18
-"""Elements below which the add + activation pass stays on one thread: it is memory-bound (two
-reads, one write per element), so a second thread pays off only on large tensors."""
+RESIDUAL_GRAIN = 1 << 20
+"""Elements below which the add + activation pass runs serially. It is memory-bound and fast (one
+thread: 30 us for ResNet-18's largest sum, 64x56x56; 105 us for ResNet-50's 256x56x56), while waking
+numba's sleeping workers for a parallel region cost more than that on this 2-core VM (160 and 620 us
+under load; benchmarks/residual.py's machine). Every ResNet-50 sum at batch 1 stays serial."""
 
 CHUNK = 16384
 

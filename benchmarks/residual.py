@@ -1,0 +1,191 @@
+"""What fusing residual tails (conv -> Add -> ReLU into one FusedConvAdd step) saves (issue 4, item 1).
+
+One process builds two plans of the same zoo model (seeded weights, batch 1): the pass pipeline with
+``fuse_residual`` and the same pipeline without it, then times them interleaved (A, B, A, B...) so
+that both see the same machine load; medians and minima of the plain runs, then one profiled pass per
+plan for the per-op split. Writes docs/fusion.md (or --output) and prints it.
+
+    .venv/bin/python benchmarks/residual.py --models resnet18,resnet50 --threads 2 --runs 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+import edgecnn.kernels.cpu.conv_residual  # noqa: F401  (registers FusedConvAdd's CPU kernel)
+from edgecnn.bench.machine import cpu_model
+from edgecnn.bench.zoo import build_model
+from edgecnn.importers import load_graph
+from edgecnn.ir.graph import Graph
+from edgecnn.model import Model
+from edgecnn.passes import PIPELINE, optimize
+from edgecnn.passes.fuse_residual import fuse_residual
+from edgecnn.runtime.options import RuntimeOptions
+
+COMMAND = ".venv/bin/python benchmarks/residual.py"
+
+
+def pipelines() -> dict[str, list]:
+    """The pipeline with fuse_residual after fuse_activation, and without it."""
+    without = [(name, p) for name, p in PIPELINE if name != "fuse_residual"]
+    at = [name for name, _ in without].index("fuse_activation") + 1
+    return {"without": without, "with": [*without[:at], ("fuse_residual", fuse_residual), *without[at:]]}
+
+
+def load(name: str) -> Graph:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{name}.onnx"
+        onnx.save(build_model(name), str(path))
+        return load_graph(path).topologically_sorted()
+
+
+def models_for(graph: Graph, threads: int) -> dict[str, Model]:
+    """One Model per pipeline, planned from the graph that pipeline produced."""
+    options = RuntimeOptions.resolve(threads=threads, optimize=False)
+    return {label: Model(optimize(graph, passes)[0], options) for label, passes in pipelines().items()}
+
+
+def interleaved(models: dict[str, Model], x: np.ndarray, runs: int) -> dict[str, list[float]]:
+    """Milliseconds of ``runs`` plain runs of each model, alternating between them."""
+    times: dict[str, list[float]] = {label: [] for label in models}
+    for _ in range(runs):
+        for label, model in models.items():
+            start = time.perf_counter()
+            model(x)
+            times[label].append((time.perf_counter() - start) * 1e3)
+    return times
+
+
+def profiled(
+    models: dict[str, Model], x: np.ndarray, iterations: int
+) -> dict[str, dict[str, tuple[str, float]]]:
+    """Per plan, each step's median ms over ``iterations`` profiled runs, alternating between the
+    plans like the plain runs: {label: {layer name: (op, ms)}}."""
+    samples: dict[str, dict[str, tuple[str, list[float]]]] = {label: {} for label in models}
+    for _ in range(iterations):
+        for label, model in models.items():
+            for layer in model.profile(x, iterations=1, warmup=0).layers:
+                samples[label].setdefault(layer.name, (layer.op, []))[1].append(layer.mean_ms)
+    return {
+        label: {name: (op, float(np.median(ms)), float(np.min(ms))) for name, (op, ms) in layers.items()}
+        for label, layers in samples.items()
+    }
+
+
+def tail_names(models: dict[str, Model]) -> tuple[set[str], set[str]]:
+    """(steps of the unfused plan that the pass replaced, the FusedConvAdd steps replacing them):
+    the fused step keeps its conv's name; the Add and activation names disappear."""
+    without = {n.name for n in models["without"].graph.nodes}
+    fused = {n.name for n in models["with"].graph.nodes if n.op == "FusedConvAdd"}
+    kept = {n.name for n in models["with"].graph.nodes}
+    return (without - kept) | fused, fused
+
+
+def report(names: list[str], threads: int, runs: int) -> str:
+    start_load = os.getloadavg()
+    rows, splits = [], []
+    for name in names:
+        graph = load(name)
+        models = models_for(graph, threads)
+        x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+        outputs = {label: m(x) for label, m in models.items()}  # warm-up: plans, arenas, compiled kernels
+        for m in models.values():
+            m(x)
+        scale = float(np.abs(outputs["without"]).max())
+        difference = float(np.abs(outputs["with"] - outputs["without"]).max()) / scale
+        times = interleaved(models, x, runs)
+        steps = {label: len(m.plan_for(x).steps) for label, m in models.items()}
+        median = {label: float(np.median(t)) for label, t in times.items()}
+        fastest = {label: float(np.min(t)) for label, t in times.items()}
+        rows.append(
+            f"| {name} | {steps['without']} -> {steps['with']} | {median['without']:.2f} | {median['with']:.2f} "
+            f"| {median['without'] / median['with']:.3f}x | {fastest['without']:.2f} | {fastest['with']:.2f} "
+            f"| {difference:.1e} |"
+        )
+        steps_ms = profiled(models, x, runs)
+        replaced, fused = tail_names(models)
+        keep = {"without": replaced, "with": fused}
+        tails = {
+            label: [sum(t[k] for layer, t in steps_ms[label].items() if layer in keep[label]) for k in (1, 2)]
+            for label in models
+        }
+        ops: dict[str, dict[str, list[float]]] = {label: defaultdict(lambda: [0.0, 0.0]) for label in models}
+        for label, layers in steps_ms.items():
+            for op, median_ms, min_ms in layers.values():
+                ops[label][op][0] += median_ms
+                ops[label][op][1] += min_ms
+        splits.append(
+            f"| {name} | residual tails: {len(fused)} x (conv + Add + ReLU) vs FusedConvAdd "
+            f"| {tails['without'][0]:.2f} | {tails['with'][0]:.2f} "
+            f"| {tails['without'][1]:.2f} | {tails['with'][1]:.2f} |"
+        )
+        for op in ("Add", "Relu", "Conv", "FusedConv", "FusedConvAdd"):
+            a, b = ops["without"].get(op, [0.0, 0.0]), ops["with"].get(op, [0.0, 0.0])
+            if a[0] or b[0]:
+                splits.append(
+                    f"| {name} | all {op} steps | {a[0]:.2f} | {b[0]:.2f} | {a[1]:.2f} | {b[1]:.2f} |"
+                )
+    end_load = os.getloadavg()
+    machine = f"{cpu_model()}, {os.cpu_count()} cores"
+    return "\n".join(
+        [
+            "# Residual fusion: conv + Add + ReLU as one step",
+            "",
+            "`fuse_residual` (src/edgecnn/passes/fuse_residual.py) turns a residual block's tail, a Conv whose",
+            "only reader is an Add with a same-shaped tensor, and the activation after it, into one FusedConvAdd",
+            "node. On the CPU it runs the convolution kernel the layer would get anyway, written into the output,",
+            "then one compiled pass `y = act(y + z)` (src/edgecnn/kernels/cpu/conv_residual.py): the Add (a numpy",
+            "ufunc) and the ReLU steps disappear, and the sum is read and written once instead of twice.",
+            "OpenCL and CUDA run the same convolution, then add and activate in place.",
+            "",
+            "See what it did on a model: `.venv/bin/edgecnn info MODEL --passes` lists every fused block.",
+            "",
+            f"Machine: {machine}; load average {start_load[0]:.2f} / {start_load[1]:.2f} / {start_load[2]:.2f} at "
+            f"start, {end_load[0]:.2f} at the end"
+            + (" (shared: other jobs were running)" if max(start_load[0], end_load[0]) > 0.5 else "")
+            + ".",
+            f"Batch 1, 224x224, {threads} threads, {runs} interleaved runs per plan (warm-up excluded).",
+            "",
+            f"Command: `{COMMAND} --models {','.join(names)} --threads {threads} --runs {runs}`",
+            "",
+            "| model | steps (without -> with) | without ms (median) | with ms (median) | speed-up "
+            "| without ms (min) | with ms (min) | max rel. difference |",
+            "|---|---|---:|---:|---:|---:|---:|---:|",
+            *rows,
+            "",
+            f"Per step (median ms of {runs} profiled runs, interleaved like the plain runs; hooks add a little",
+            "per step): the steps the pass replaced against the FusedConvAdd steps that replaced them, then",
+            "totals per op type.",
+            "",
+            "| model | steps | without (median) | with (median) | without (min) | with (min) |",
+            "|---|---|---:|---:|---:|---:|",
+            *splits,
+            "",
+        ]
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="resnet18,resnet50")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument(
+        "--output", type=Path, default=Path(__file__).resolve().parents[1] / "docs" / "fusion.md"
+    )
+    args = parser.parse_args()
+    text = report(args.models.split(","), args.threads, args.runs)
+    args.output.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
