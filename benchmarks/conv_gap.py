@@ -231,18 +231,32 @@ def ort_options(threads: int):
     return options
 
 
-def whole_model(model_name: str, threads: int, rounds: int) -> tuple[float, float]:
-    """Median ms of edgecnn's and onnxruntime's whole run, their runs alternating."""
+def whole_model(model_name: str, threads: int, rounds: int) -> dict[str, tuple[float, float]]:
+    """Median (wall ms, process CPU ms) of edgecnn's and onnxruntime's whole run, runs alternating.
+    CPU time counts the work of all the process's threads; on a shared machine it moves much less
+    with the load than the wall time (a preempted thread's wait is not counted)."""
+    import onnxruntime as ort
+
     model = build_model(model_name)
     name, x = _input(model)
     net = _load(model, threads)
-    import onnxruntime as ort
-
     session = ort.InferenceSession(
         model.SerializeToString(), ort_options(threads), providers=["CPUExecutionProvider"]
     )
-    times = interleaved({"edgecnn": lambda: net(x), "ort": lambda: session.run(None, {name: x})}, rounds)
-    return times["edgecnn"], times["ort"]
+    runs = {"edgecnn": lambda: net(x), "onnxruntime": lambda: session.run(None, {name: x})}
+    samples: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for round_ in range(rounds + 3):
+        for engine, run in runs.items():
+            wall, cpu = time.perf_counter(), time.process_time()
+            run()
+            if round_ >= 3:
+                samples[engine].append(
+                    ((time.perf_counter() - wall) * 1e3, (time.process_time() - cpu) * 1e3)
+                )
+    return {
+        engine: (float(np.median([w for w, _ in v])), float(np.median([c for _, c in v])))
+        for engine, v in samples.items()
+    }
 
 
 def measure_model(model_name: str, threads: int, rounds: int) -> list[LayerRow]:
@@ -332,11 +346,18 @@ def main() -> None:
     ]
     if args.whole:
         lines += ["", "## Whole models (edgecnn and onnxruntime runs alternating)", ""]
-        lines += ["| model | edgecnn ms | onnxruntime ms | ratio |", "|---|---:|---:|---:|"]
+        lines += [
+            "| model | edgecnn ms | onnxruntime ms | ratio | edgecnn CPU ms | onnxruntime CPU ms | CPU ratio | load |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for model_name in args.whole.split(","):
-            ours, theirs = whole_model(model_name, args.threads, args.whole_rounds)
-            lines.append(f"| {model_name} | {ours:.2f} | {theirs:.2f} | {ours / theirs:.2f}x |")
-            print(lines[-1], os.getloadavg(), flush=True)
+            t = whole_model(model_name, args.threads, args.whole_rounds)
+            (ours, ours_cpu), (theirs, theirs_cpu) = t["edgecnn"], t["onnxruntime"]
+            lines.append(
+                f"| {model_name} | {ours:.2f} | {theirs:.2f} | {ours / theirs:.2f}x | {ours_cpu:.2f} | "
+                f"{theirs_cpu:.2f} | {ours_cpu / theirs_cpu:.2f}x | {os.getloadavg()[0]:.2f} |"
+            )
+            print(lines[-1], flush=True)
     for model_name in [m for m in args.models.split(",") if m]:
         lines += model_table(model_name, measure_model(model_name, args.threads, args.rounds))
         print("\n".join(lines[-3:]), flush=True)

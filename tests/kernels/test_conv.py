@@ -197,3 +197,30 @@ def test_tiny_tiles_across_threads(case: dict[str, Any]) -> None:
         mock.patch.object(tiling, "MIN_ROWS", 1),
     ):
         assert check_conv(case) == expected_kernel(case)
+
+
+def test_serial_and_parallel_gemm_loops_are_one_function_compiled_twice() -> None:
+    """conv_gemm_2d_serial is conv_gemm_2d's loop without a parallel region, under its own cache name
+    (one name for both would let numba's on-disk cache hand one the other's machine code)."""
+    from edgecnn.kernels.cpu import conv_gemm
+
+    parallel, serial = conv_gemm.conv_gemm_2d, conv_gemm.conv_gemm_2d_serial
+    assert parallel.py_func.__code__ is serial.py_func.__code__
+    assert parallel.py_func.__qualname__ != serial.py_func.__qualname__
+    assert parallel.targetoptions.get("parallel") and not serial.targetoptions.get("parallel")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 6, 9, 11), dtype=np.float32)
+    weights = rng.standard_normal((1, 5, 6 * 9), dtype=np.float32)
+    bias = rng.standard_normal(5, dtype=np.float32)
+    outputs = []
+    for kernel in (parallel, serial):
+        out = np.empty((2, 5, 9, 11), dtype=np.float32)
+        columns = np.empty((2, 6 * 9, 40), dtype=np.float32)  # two workers, 40-pixel tiles
+        with thread_budget.blas_single_threaded():
+            kernel(
+                x, weights, bias, True, 3, 3, 1, 1, 1, 1, 1, 1, False, 1, 0.0, 0.0, 0.0, 5, 40, columns, out
+            )
+        outputs.append(out)
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+    expected = conv(ConvAttrs(pads=(1, 1, 1, 1)), x, weights.reshape(5, 6, 3, 3), bias)
+    np.testing.assert_allclose(outputs[0], np.maximum(expected, 0), rtol=1e-4, atol=1e-4)

@@ -80,15 +80,26 @@ def test_transform_matrices_compute_a_correlation(m: int) -> None:
 
 
 @pytest.mark.parametrize("m", [2, 4])
-def test_compiled_1d_transforms_match_the_matrices(m: int) -> None:
-    rng = np.random.default_rng(10 + m)
-    v = rng.standard_normal(m + 2).astype(np.float32)
-    got = np.zeros(m + 2, dtype=np.float32)
-    transforms.input_1d(m, v, 0, 1, got, 0, 1)
-    np.testing.assert_allclose(got, transforms.INPUT_TRANSFORMS[m] @ v, rtol=1e-6, atol=1e-5)
-    spread = np.zeros(2 * m, dtype=np.float32)  # strided destination
-    transforms.output_1d(m, v, 0, 1, spread, 0, 2)
-    np.testing.assert_allclose(spread[::2], transforms.OUTPUT_TRANSFORMS[m] @ v, rtol=1e-6, atol=1e-5)
+@pytest.mark.parametrize("run", [1, 3, 13])
+def test_compiled_across_transforms_match_the_matrices(m: int, run: int) -> None:
+    """The horizontal halves of the input and output transforms, over a run of overlapping tiles
+    (tile k reads src[k*m : k*m + m+2]) into one row per transform point."""
+    rng = np.random.default_rng(10 + m + run)
+    t = m + 2
+    src = rng.standard_normal(run * m + 2).astype(np.float32)
+    v = np.zeros((t + 1, run + 5), dtype=np.float32)
+    transforms.across_input(m, src, run, v, 1, 2)
+    windows = np.stack([src[k * m : k * m + t] for k in range(run)], axis=1)  # (t, run)
+    np.testing.assert_allclose(
+        v[1:, 2 : 2 + run], transforms.INPUT_TRANSFORMS[m] @ windows, rtol=1e-6, atol=1e-5
+    )
+    assert not v[0].any() and not v[:, :2].any() and not v[:, 2 + run :].any()
+    products = rng.standard_normal((t + 2, run + 3)).astype(np.float32)
+    dst = np.zeros(run * m + 1, dtype=np.float32)
+    transforms.across_output(m, products, 2, 3, run, dst)
+    expected = transforms.OUTPUT_TRANSFORMS[m] @ products[2:, 3 : 3 + run]  # (m, run)
+    np.testing.assert_allclose(dst[: run * m], expected.T.reshape(-1), rtol=1e-6, atol=1e-5)
+    assert dst[-1] == 0
 
 
 def make_layer(case: dict[str, Any]) -> tuple[str, Any, list[np.ndarray]]:
@@ -265,6 +276,11 @@ def test_applies_only_to_3x3_stride_1_single_group(attrs: dict[str, Any], applie
         (3, 64, 112, 1, 0),  # first layer: too few input channels
         (16, 32, 56, 1, 0),  # C*M/(C+M) = 10.7: the transforms cost more than they save
         (16, 16, 28, 1, 0),
+        (16, 64, 55, 1, 0),  # SqueezeNet fire2 expand3x3: GEMMs with K = 16 are too shallow
+        (32, 128, 27, 1, 0),  # SqueezeNet fire4 expand3x3
+        (64, 256, 13, 1, 0),  # SqueezeNet fire8 expand3x3: few tiles, not wide enough for 2x2
+        (160, 320, 7, 1, 0),  # GoogLeNet 5a: likewise
+        (1024, 1024, 7, 1, 2),  # tiny-YOLO conv8: wide enough
     ],
 )
 def test_heuristic(c: int, m: int, size: int, batch: int, tile: int) -> None:
@@ -275,8 +291,8 @@ def test_heuristic(c: int, m: int, size: int, batch: int, tile: int) -> None:
 
 def test_plan_chooses_winograd_where_it_wins() -> None:
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((1, 32, 24, 24), dtype=np.float32)
-    w = rng.standard_normal((64, 32, 3, 3), dtype=np.float32)
+    x = rng.standard_normal((1, 64, 24, 24), dtype=np.float32)
+    w = rng.standard_normal((64, 64, 3, 3), dtype=np.float32)
     b = rng.standard_normal(64, dtype=np.float32)
     attrs = FusedConvAttrs(pads=(1, 1, 1, 1), activation="relu")
     actual, kernel = fast_run("FusedConv", attrs, [x, w, b], (1, 2), 2)

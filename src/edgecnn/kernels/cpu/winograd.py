@@ -44,7 +44,10 @@ the same L1 cache set (measured: the transforms ran 2-4x slower)."""
 
 MIN_CHANNEL_RATIO, MIN_F43_TILES = 12, 36
 WIDE_LAYER_RATIO, MIN_WIDE_F43_TILES = 192, 16
-"""The heuristic's thresholds (``preferred_tile``), measured with benchmarks/winograd.py."""
+MIN_IN_CHANNELS = 64
+MIN_F23_RATIO = 128
+"""The heuristic's thresholds (``preferred_tile``), measured with benchmarks/winograd.py and
+benchmarks/conv_gap.py (docs/conv-gap.md)."""
 
 
 def winograd_setup(
@@ -66,20 +69,27 @@ def winograd_setup(
 def preferred_tile(setup: ConvSetup) -> int:
     """The output tile (4 or 2) where Winograd beats im2col + GEMM, or 0 where it does not.
 
-    Rule from benchmarks/winograd.py (docs/tuning.md): the input transform costs per input channel
-    and the output transform per output channel while the saved multiplications scale with their
-    product, so C*M / (C+M) must be large enough; 4x4 tiles where there are enough of them to use
-    each transformed filter (4x the size of the filter, 1.8x for 2x2) many times, or, on very wide
-    layers (512 channels), where the GEMMs dominate even on a 14x14 map; else 2x2.
+    Rule from benchmarks/winograd.py and benchmarks/conv_gap.py (docs/conv-gap.md): the input
+    transform costs per input channel and the output transform per output channel while the saved
+    multiplications scale with their product, so C*M / (C+M) must be large enough; with fewer than
+    MIN_IN_CHANNELS input channels the GEMMs are too shallow (K = C) for the saving to pay for the
+    transforms (SqueezeNet's 16->64 and 32->128 expand layers: im2col + GEMM 10-30% faster). 4x4
+    tiles where there are enough of them to use each transformed filter (4x the size of the filter,
+    1.8x for 2x2) many times, or, on very wide layers (512 channels), where the GEMMs dominate even on
+    a 14x14 map; else 2x2, and that only on wide layers: on a small map the transformed filters are
+    re-read (and re-packed by BLAS) for a few tiles each (GoogLeNet's 96->208 @ 14x14 ties, 160->320
+    @ 7x7 and SqueezeNet's 64->256 @ 13x13 lose).
     """
     c, m = setup.in_channels, setup.out_channels
-    if c * m < MIN_CHANNEL_RATIO * (c + m):
+    if c < MIN_IN_CHANNELS or c * m < MIN_CHANNEL_RATIO * (c + m):
         return 0
     tiles = setup.batch * math.ceil(setup.out[0] / 4) * math.ceil(setup.out[1] / 4)
     if tiles >= MIN_F43_TILES:
         return 4
     wide = c * m >= WIDE_LAYER_RATIO * (c + m)  # the GEMMs dominate so much that 4x4 tiles pay anyway
-    return 4 if wide and tiles >= MIN_WIDE_F43_TILES else 2
+    if wide and tiles >= MIN_WIDE_F43_TILES:
+        return 4
+    return 2 if c * m >= MIN_F23_RATIO * (c + m) else 0
 
 
 def when_winograd_f43(
@@ -97,10 +107,10 @@ def when_winograd_f23(
 
 
 def padded_view(buffer: np.ndarray, workers: int, points: int, rows: int, step: int) -> np.ndarray:
-    """``buffer`` as (workers, points, rows, step) with POINT_PAD unused floats after each point's
-    block, so that the blocks of consecutive transform points do not start 4 KiB apart."""
-    blocks = buffer.reshape(workers, points, rows * step + POINT_PAD)
-    return blocks[:, :, : rows * step].reshape(workers, points, rows, step)
+    """``buffer`` as (workers, points, rows * step + POINT_PAD), C-contiguous: each point's (rows x
+    step) block followed by POINT_PAD unused floats, so that the blocks of consecutive transform
+    points do not start 4 KiB apart."""
+    return buffer.reshape(workers, points, rows * step + POINT_PAD)
 
 
 def round_up(value: int, multiple: int) -> int:

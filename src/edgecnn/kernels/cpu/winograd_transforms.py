@@ -45,7 +45,7 @@ INPUT_TRANSFORMS = {
         dtype=np.float64,
     ),
 }
-"""B^T, per m; the compiled ``input_1d`` applies exactly these rows (tests check they agree)."""
+"""B^T, per m; the compiled ``across_input`` applies exactly these rows (tests check they agree)."""
 
 OUTPUT_TRANSFORMS = {
     2: np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=np.float64),
@@ -54,7 +54,7 @@ OUTPUT_TRANSFORMS = {
         dtype=np.float64,
     ),
 }
-"""A^T, per m; the compiled ``output_1d`` applies exactly these rows."""
+"""A^T, per m; the compiled ``across_output`` applies exactly these rows."""
 
 
 def transform_filters(weights: np.ndarray, m: int) -> np.ndarray:
@@ -71,42 +71,63 @@ def transform_filters(weights: np.ndarray, m: int) -> np.ndarray:
 
 
 @numba.njit(inline="always", cache=True)
-def input_1d(m: int, src: np.ndarray, s0: int, step: int, dst: np.ndarray, d0: int, dstep: int) -> None:
-    """dst[d0 + i*dstep] = (B^T v)_i for v = src[s0 + j*step], j < m+2 (flat float32 arrays)."""
+def across_input(m: int, src: np.ndarray, run: int, v: np.ndarray, point0: int, offset: int) -> None:
+    """v[point0 + e, offset + k] = (B^T s)_e for s = src[k*m : k*m + m+2], for each tile k < run: the
+    horizontal half of the input transform for one row of a run of tiles. ``v`` is C-contiguous,
+    one row per transform point, so every store stream is contiguous in k."""
     if m == 2:
-        v0, v1, v2, v3 = src[s0], src[s0 + step], src[s0 + 2 * step], src[s0 + 3 * step]
-        dst[d0] = v0 - v2
-        dst[d0 + dstep] = v1 + v2
-        dst[d0 + 2 * dstep] = v2 - v1
-        dst[d0 + 3 * dstep] = v1 - v3
-    else:
-        v0, v1, v2 = src[s0], src[s0 + step], src[s0 + 2 * step]
-        v3, v4, v5 = src[s0 + 3 * step], src[s0 + 4 * step], src[s0 + 5 * step]
-        four, five, two = np.float32(4.0), np.float32(5.0), np.float32(2.0)
-        dst[d0] = four * v0 - five * v2 + v4
-        dst[d0 + dstep] = v3 + v4 - four * (v1 + v2)
-        dst[d0 + 2 * dstep] = four * (v1 - v2) - v3 + v4
-        dst[d0 + 3 * dstep] = two * (v3 - v1) - v2 + v4
-        dst[d0 + 4 * dstep] = two * (v1 - v3) - v2 + v4
-        dst[d0 + 5 * dstep] = four * v1 - five * v3 + v5
+        for k in range(run):
+            j = np.uint64(2 * k)
+            o = np.uint64(offset + k)
+            v0, v1, v2, v3 = src[j], src[j + np.uint64(1)], src[j + np.uint64(2)], src[j + np.uint64(3)]
+            v[point0, o] = v0 - v2
+            v[point0 + 1, o] = v1 + v2
+            v[point0 + 2, o] = v2 - v1
+            v[point0 + 3, o] = v1 - v3
+        return
+    four, five, two = np.float32(4.0), np.float32(5.0), np.float32(2.0)
+    for k in range(run):
+        j = np.uint64(4 * k)
+        o = np.uint64(offset + k)
+        v0, v1, v2 = src[j], src[j + np.uint64(1)], src[j + np.uint64(2)]
+        v3, v4, v5 = src[j + np.uint64(3)], src[j + np.uint64(4)], src[j + np.uint64(5)]
+        v[point0, o] = four * v0 - five * v2 + v4
+        v[point0 + 1, o] = v3 + v4 - four * (v1 + v2)
+        v[point0 + 2, o] = four * (v1 - v2) - v3 + v4
+        v[point0 + 3, o] = two * (v3 - v1) - v2 + v4
+        v[point0 + 4, o] = two * (v1 - v3) - v2 + v4
+        v[point0 + 5, o] = four * v1 - five * v3 + v5
 
 
 @numba.njit(inline="always", cache=True)
-def output_1d(m: int, src: np.ndarray, s0: int, step: int, dst: np.ndarray, d0: int, dstep: int) -> None:
-    """dst[d0 + i*dstep] = (A^T v)_i for v = src[s0 + j*step], j < m+2 (flat float32 arrays)."""
+def across_output(m: int, products: np.ndarray, point0: int, offset: int, run: int, dst: np.ndarray) -> None:
+    """dst[k*m : k*m + m] = A^T p for p = products[point0 : point0 + m+2, offset + k], for each tile
+    k < run: the horizontal half of the output transform for one row of a run of tiles (every load
+    stream contiguous in k, the stores contiguous all together)."""
     if m == 2:
-        v0, v1, v2, v3 = src[s0], src[s0 + step], src[s0 + 2 * step], src[s0 + 3 * step]
-        dst[d0] = v0 + v1 + v2
-        dst[d0 + dstep] = v1 - v2 - v3
-    else:
-        v0, v1, v2 = src[s0], src[s0 + step], src[s0 + 2 * step]
-        v3, v4, v5 = src[s0 + 3 * step], src[s0 + 4 * step], src[s0 + 5 * step]
-        two, four, eight = np.float32(2.0), np.float32(4.0), np.float32(8.0)
+        for k in range(run):
+            o = np.uint64(offset + k)
+            v0, v1, v2, v3 = (
+                products[point0, o],
+                products[point0 + 1, o],
+                products[point0 + 2, o],
+                products[point0 + 3, o],
+            )
+            j = np.uint64(2 * k)
+            dst[j] = v0 + v1 + v2
+            dst[j + np.uint64(1)] = v1 - v2 - v3
+        return
+    two, four, eight = np.float32(2.0), np.float32(4.0), np.float32(8.0)
+    for k in range(run):
+        o = np.uint64(offset + k)
+        v0, v1, v2 = products[point0, o], products[point0 + 1, o], products[point0 + 2, o]
+        v3, v4, v5 = products[point0 + 3, o], products[point0 + 4, o], products[point0 + 5, o]
         s12, d12, s34, d34 = v1 + v2, v1 - v2, v3 + v4, v3 - v4
-        dst[d0] = v0 + s12 + s34
-        dst[d0 + dstep] = d12 + two * d34
-        dst[d0 + 2 * dstep] = s12 + four * s34
-        dst[d0 + 3 * dstep] = d12 + eight * d34 + v5
+        j = np.uint64(4 * k)
+        dst[j] = v0 + s12 + s34
+        dst[j + np.uint64(1)] = d12 + two * d34
+        dst[j + np.uint64(2)] = s12 + four * s34
+        dst[j + np.uint64(3)] = d12 + eight * d34 + v5
 
 
 @numba.njit(inline="always", cache=True)
@@ -181,10 +202,10 @@ def input_tiles(
     tiles_per_image: int,
     p0: int,
     count: int,
+    step: int,  # row length of one channel's tiles in ``v``
     rows: np.ndarray,  # (t, >= strip width) scratch
     strip: np.ndarray,  # (t, >= strip width) scratch
-    tile: np.ndarray,  # (t*t,) scratch
-    v: np.ndarray,  # (T, C, >= count): transformed tiles p0 .. p0+count-1, written
+    v: np.ndarray,  # (T, >= C * step), C-contiguous: v[point, c*step + q] for tile p0 + q, written
 ) -> None:
     """B^T d B for ``count`` consecutive tiles of every channel, a run of tiles within one tile row
     at a time: copy the run's t input rows (zeros for the padding), transform down the columns for
@@ -215,18 +236,15 @@ def input_tiles(
                     for j in range(span):
                         row[j] = np.float32(0.0)
             columns_input(m, rows, strip, span)
-            for i in range(t):  # across: six (or four) output streams per strip row
-                src = strip[i]
-                for k in range(run):
-                    input_1d(m, src, k * m, 1, tile, 0, 1)
-                    for e in range(t):
-                        v[i * t + e, c, q + k] = tile[e]
+            for i in range(t):  # across: t output streams per strip row, contiguous in the tiles
+                across_input(m, strip[i], run, v, i * t, c * step + q)
         q += run
 
 
 @numba.njit(cache=True)
 def output_tiles(
-    products: np.ndarray,  # (T, >= oc1 - oc0, >= count): the GEMMs' results for tiles p0 ..
+    products: np.ndarray,  # (T, >= (oc1 - oc0) * step), C-contiguous: the GEMMs' results
+    step: int,  # row length of one output channel's tiles in ``products``
     oc0: int,
     oc1: int,
     m: int,
@@ -241,7 +259,7 @@ def output_tiles(
     low: float,
     high: float,
     strip: np.ndarray,  # (t, >= strip width) scratch
-    tile: np.ndarray,  # (t*t,) scratch
+    result: np.ndarray,  # (>= strip width,) scratch
     out: np.ndarray,  # (N, M, OH, OW), written
 ) -> None:
     """A^T M A, then bias and activation, for ``count`` tiles of output channels oc0 .. oc1-1, a run
@@ -249,9 +267,6 @@ def output_tiles(
     strip's columns straight into the output rows (clipped at the output's edge)."""
     t = m + 2
     out_h, out_w = out.shape[2], out.shape[3]
-    flat = strip.reshape(-1)
-    stride = strip.shape[1]
-    result = np.empty(stride, dtype=np.float32)
     q = 0
     while q < count:
         n, ty, tx, run = row_segment(p0 + q, tiles_w, tiles_per_image, count - q)
@@ -261,11 +276,8 @@ def output_tiles(
         height = min(m, out_h - y0)
         for oc in range(oc0, oc1):
             b = bias[oc] if has_bias else np.float32(0.0)
-            for i in range(t):  # across: read t product streams per strip row
-                for k in range(run):
-                    for e in range(t):
-                        tile[e] = products[i * t + e, oc - oc0, q + k]
-                    output_1d(m, tile, 0, 1, flat, i * stride + k * m, 1)
+            for i in range(t):  # across: t product streams per strip row, contiguous in the tiles
+                across_output(m, products, i * t, (oc - oc0) * step + q, run, strip[i])
             plane = out[n, oc]
             for i in range(height):
                 columns_output(m, i, strip, span, result)
@@ -300,8 +312,8 @@ def winograd_conv_2d(
     high: float,
     tile_step: int,  # tiles per chunk
     oc_step: int,  # output channels per task
-    v_buffers: np.ndarray,  # (workers, T, C, tile_step) scratch
-    m_buffers: np.ndarray,  # (workers, T, oc_step, tile_step) scratch
+    v_buffers: np.ndarray,  # (workers, T, >= C * tile_step) scratch, C-contiguous
+    m_buffers: np.ndarray,  # (workers, T, >= oc_step * tile_step) scratch, C-contiguous
     out: np.ndarray,  # (N, M, OH, OW), written
 ) -> None:
     """Tasks (a chunk of tiles across images x a block of output channels) spread over numba's
@@ -311,6 +323,7 @@ def winograd_conv_2d(
     filters each thread streams through."""
     t = m + 2
     transform_points = t * t
+    in_channels = x.shape[1]
     out_channels, out_h, out_w = out.shape[1], out.shape[2], out.shape[3]
     tiles_h = (out_h + m - 1) // m
     tiles_w = (out_w + m - 1) // m
@@ -325,7 +338,7 @@ def winograd_conv_2d(
         width = min(tile_step, tiles_w) * m + 2
         rows = np.empty((t, width), dtype=np.float32)
         strip = np.empty((t, width), dtype=np.float32)
-        tile = np.empty(transform_points, dtype=np.float32)
+        result = np.empty(width, dtype=np.float32)
         transformed = -1
         for task in range(worker, chunks * blocks, workers):
             chunk = task // blocks
@@ -335,13 +348,19 @@ def winograd_conv_2d(
             count = min(tile_step, tiles - p0)
             if chunk != transformed:
                 input_tiles(
-                    x, m, pad_top, pad_left, tiles_w, tiles_per_image, p0, count, rows, strip, tile, v
+                    x, m, pad_top, pad_left, tiles_w, tiles_per_image, p0, count, tile_step, rows, strip, v
                 )
                 transformed = chunk
             for k in range(transform_points):
-                gemm_into(u[k, oc0:oc1], v[k, :, :count], False, products[k, : oc1 - oc0, :count])
+                gemm_into(
+                    u[k, oc0:oc1],
+                    v[k, : in_channels * tile_step].reshape(in_channels, tile_step)[:, :count],
+                    False,
+                    products[k, : (oc1 - oc0) * tile_step].reshape(oc1 - oc0, tile_step)[:, :count],
+                )
             output_tiles(
                 products,
+                tile_step,
                 oc0,
                 oc1,
                 m,
@@ -356,6 +375,6 @@ def winograd_conv_2d(
                 low,
                 high,
                 strip,
-                tile,
+                result,
                 out,
             )
