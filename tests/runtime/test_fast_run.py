@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from edgecnn.bench.zoo import build_model
 from edgecnn.errors import InputError
@@ -115,3 +117,35 @@ def test_runner_matches_execute_for_requested_intermediates(lenet: Model) -> Non
     assert list(got) == wanted
     for key in wanted:
         assert_close(got[key], expected[key])
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    rows=st.integers(1, 9),
+    columns=st.integers(1, 70),
+    depth=st.integers(1, 300),
+    addend=st.booleans(),
+    kind=st.sampled_from([0, 1, 2]),
+)
+def test_dense_serial_twin_equals_the_parallel_kernel(
+    rows: int, columns: int, depth: int, addend: bool, kind: int
+) -> None:
+    """Small FC layers run dense_gemm_serial (no parallel region): same tiles, same sums."""
+    from edgecnn.kernels.cpu.dense_gemm import dense_gemm, dense_gemm_serial
+
+    rng = np.random.default_rng(rows * 1000 + columns + depth)
+    a = rng.standard_normal((rows, depth)).astype(np.float32)
+    w = rng.standard_normal((columns, depth)).astype(np.float32)
+    c = rng.standard_normal((rows, columns)).astype(np.float32) if addend else np.zeros((1, 1), np.float32)
+    serial, parallel = (np.empty((rows, columns), np.float32) for _ in range(2))
+    step = max(1, columns // 3)
+    with threads.cpu_threads(2):
+        dense_gemm_serial(a, w, c, addend, kind, 0.1, 0.0, 0.0, 4, step, 1, serial)
+        dense_gemm(a, w, c, addend, kind, 0.1, 0.0, 0.0, 4, step, 2, parallel)
+    np.testing.assert_array_equal(serial, parallel)
+    expected = a.astype(np.float64) @ w.T.astype(np.float64) + (c if addend else 0)
+    if kind == 1:
+        expected = np.maximum(expected, 0)
+    elif kind == 2:
+        expected = np.where(expected >= 0, expected, 0.1 * expected)
+    np.testing.assert_allclose(serial, expected, rtol=1e-4, atol=1e-4 * np.sqrt(depth))

@@ -234,6 +234,16 @@ def execute_in_arena(
         memory.release(arena)
 
 
+def _cpu_threads(n: int) -> Any:
+    """kernels.cpu.threads.cpu_threads, imported on first use (the reference device never loads numba)
+    and then called without an import statement per run."""
+    global _cpu_threads
+    from edgecnn.kernels.cpu.threads import cpu_threads
+
+    _cpu_threads = cpu_threads
+    return cpu_threads(n)
+
+
 _OWN, _COPY, _CONSTANT, _CHECK = range(4)
 """How ArenaRunner returns a result: its own buffer as it is, a copy (the arena, the caller's input,
 or a buffer another result already took), a constant's copy, or the ownership test at run time
@@ -278,9 +288,7 @@ class ArenaRunner:
 
     def run_one(self, x: np.ndarray) -> list[np.ndarray]:
         """The requested tensors, in order, for a one-input plan fed ``x`` (checked by the caller)."""
-        from edgecnn.kernels.cpu.threads import cpu_threads
-
-        with cpu_threads(self.threads):
+        with _cpu_threads(self.threads):
             memory = self._memory
             arena = memory.acquire()
             try:
@@ -292,9 +300,7 @@ class ArenaRunner:
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """{name: value} of the requested tensors; ``feeds`` already checked (Model.check_feeds)."""
-        from edgecnn.kernels.cpu.threads import cpu_threads
-
-        with cpu_threads(self.threads):
+        with _cpu_threads(self.threads):
             memory = self._memory
             arena = memory.acquire()
             try:

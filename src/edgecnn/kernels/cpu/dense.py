@@ -6,15 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu import blas
 from edgecnn.kernels.cpu.common import constant_float32, is_float32, shape_of, single_output
-from edgecnn.kernels.cpu.dense_gemm import dense_gemm
+from edgecnn.kernels.cpu.dense_gemm import dense_gemm, dense_gemm_serial
 from edgecnn.kernels.cpu.epilogue import ActivationKind, activation_args, add_activation_
-from edgecnn.kernels.cpu.threads import GEMM_GRAIN, blas_single_threaded, call, is_small
+from edgecnn.kernels.cpu.threads import GEMM_GRAIN, blas_single_threaded, call, current_threads, is_small
 from edgecnn.kernels.cpu.tiling import Tiling, plan_tiles
 from edgecnn.kernels.registry import register_kernel
 from edgecnn.ops.dense import GemmAttrs
@@ -60,6 +59,7 @@ class DenseGemm:
         self.kind = self.activation[0]
         self.small = rows * self.out_shape[1] * self.depth < GEMM_GRAIN
         self._tilings: dict[int, Tiling] = {}
+        self.serial_tiling = self.tiling(1)
 
     def tiling(self, threads: int) -> Tiling:
         tiling = self._tilings.get(threads)
@@ -81,11 +81,11 @@ class DenseGemm:
         if not blas.AVAILABLE:
             self.numpy_gemm(a, out)
             return
-        tiling = self.tiling(1 if self.small else numba.get_num_threads())
+        tiling = self.serial_tiling if self.small else self.tiling(current_threads())
+        # one worker: the serial twin, which starts no parallel region and needs no thread switch
+        kernel = dense_gemm_serial if tiling.workers == 1 else dense_gemm
         with blas_single_threaded():
-            call(
-                dense_gemm,
-                tiling.workers == 1,
+            kernel(
                 a,
                 self.weights,
                 self.addend,

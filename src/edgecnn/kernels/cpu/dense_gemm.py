@@ -1,6 +1,10 @@
 """Dense layers as tiled GEMMs on numba's threads: each task computes a block of Y = A @ W.T with
 single-threaded BLAS and applies the addend and activation to it at once. W is stored (N, K), one
-output's weights per row, so a block of outputs reads a contiguous slab of weights (GEMV-friendly)."""
+output's weights per row, so a block of outputs reads a contiguous slab of weights (GEMV-friendly).
+
+``dense_gemm_serial`` is the one-worker twin: a compiled function without a parallel region, so a
+small layer (every FC of LeNet-5 at batch 1) neither wakes a second thread nor needs the caller to
+switch numba's thread count to one and back around it."""
 
 from __future__ import annotations
 
@@ -9,6 +13,43 @@ import numpy as np
 
 from edgecnn.kernels.cpu.blas import gemm_into
 from edgecnn.kernels.cpu.epilogue import activate
+
+
+@numba.njit(inline="always", cache=True)
+def _dense_tasks(
+    worker: int,
+    a: np.ndarray,
+    weights: np.ndarray,
+    addend: np.ndarray,
+    has_addend: bool,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    row_step: int,
+    column_step: int,
+    workers: int,
+    out: np.ndarray,
+) -> None:
+    """The tiles of one worker: every ``workers``-th task, starting at ``worker``."""
+    rows, columns = out.shape
+    row_tiles = (rows + row_step - 1) // row_step
+    column_tiles = (columns + column_step - 1) // column_step
+    tasks = row_tiles * column_tiles
+    for task in range(worker, tasks, workers):
+        m0 = (task // column_tiles) * row_step
+        n0 = (task % column_tiles) * column_step
+        m1 = min(m0 + row_step, rows)
+        n1 = min(n0 + column_step, columns)
+        tile = out[m0:m1, n0:n1]
+        gemm_into(a[m0:m1], weights[n0:n1], True, tile)
+        if not has_addend and kind == 0:
+            continue
+        for i in range(m1 - m0):
+            row = tile[i]
+            for j in range(n1 - n0):
+                v = row[j] + addend[m0 + i, n0 + j] if has_addend else row[j]
+                row[j] = activate(v, kind, alpha, low, high)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
@@ -26,22 +67,38 @@ def dense_gemm(
     workers: int,
     out: np.ndarray,  # (M, N), written
 ) -> None:
-    rows, columns = out.shape
-    row_tiles = (rows + row_step - 1) // row_step
-    column_tiles = (columns + column_step - 1) // column_step
-    tasks = row_tiles * column_tiles
     for worker in numba.prange(workers):
-        for task in range(worker, tasks, workers):
-            m0 = (task // column_tiles) * row_step
-            n0 = (task % column_tiles) * column_step
-            m1 = min(m0 + row_step, rows)
-            n1 = min(n0 + column_step, columns)
-            tile = out[m0:m1, n0:n1]
-            gemm_into(a[m0:m1], weights[n0:n1], True, tile)
-            if not has_addend and kind == 0:
-                continue
-            for i in range(m1 - m0):
-                row = tile[i]
-                for j in range(n1 - n0):
-                    v = row[j] + addend[m0 + i, n0 + j] if has_addend else row[j]
-                    row[j] = activate(v, kind, alpha, low, high)
+        _dense_tasks(
+            worker,
+            a,
+            weights,
+            addend,
+            has_addend,
+            kind,
+            alpha,
+            low,
+            high,
+            row_step,
+            column_step,
+            workers,
+            out,
+        )
+
+
+@numba.njit(nogil=True, cache=True)
+def dense_gemm_serial(
+    a: np.ndarray,
+    weights: np.ndarray,
+    addend: np.ndarray,
+    has_addend: bool,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    row_step: int,
+    column_step: int,
+    workers: int,
+    out: np.ndarray,
+) -> None:
+    """``dense_gemm`` on the calling thread: every task in order, no parallel region."""
+    _dense_tasks(0, a, weights, addend, has_addend, kind, alpha, low, high, row_step, column_step, 1, out)
