@@ -1,5 +1,6 @@
-"""MaxPool, AveragePool (2-D: pads, ceil_mode, count_include_pad, dilations, SAME padding) and
-GlobalAveragePool/GlobalMaxPool on the CPU, through the compiled loops of pool2d.py."""
+"""MaxPool, AveragePool (2-D: pads, ceil_mode, count_include_pad, dilations, SAME padding), their
+fused forms with an activation (FusedMaxPool, FusedAveragePool) and GlobalAveragePool/GlobalMaxPool
+on the CPU, through the compiled loops of pool2d.py."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.common import is_float32, shape_of, single_output
-from edgecnn.kernels.cpu.epilogue import ActivationKind
+from edgecnn.kernels.cpu.epilogue import activation_args
 from edgecnn.kernels.cpu.pool2d import global_pool, pool_2d, pool_2d_serial
 from edgecnn.kernels.cpu.threads import call, current_threads, is_small
 from edgecnn.kernels.registry import register_kernel
@@ -26,7 +27,8 @@ def when_pool_2d(node: Node, types: Sequence[TensorType | None], values: Sequenc
 
 
 class Pool2d:
-    """Max or average pooling over 2-D windows, parallel over (image, channel) planes."""
+    """Max or average pooling over 2-D windows, parallel over (image, channel) planes; a fused
+    op's activation is applied to each pooled plane as it is finished."""
 
     def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
         attrs = node.attrs
@@ -39,6 +41,7 @@ class Pool2d:
         self.pads = tuple(int(p) for p in geo.pads)  # top, left, bottom, right
         self.is_max = isinstance(attrs, MaxPoolAttrs)
         self.count_include_pad = bool(getattr(attrs, "count_include_pad", False))
+        self.activation = activation_args(attrs)  # (kind, alpha, low, high); kind 0 for plain pools
         self.out_shape = (x_shape[0], x_shape[1], int(geo.out[0]), int(geo.out[1]))
         self.small = is_small(int(np.prod(self.out_shape)) * self.kernel[0] * self.kernel[1])
 
@@ -64,10 +67,7 @@ class Pool2d:
             self.dilations[1],
             self.is_max,
             self.count_include_pad,
-            int(ActivationKind.NONE),
-            0.0,
-            0.0,
-            0.0,
+            *self.activation,
             1 if self.small else current_threads(),
             out,
         )
@@ -99,7 +99,7 @@ class GlobalPool:
         call(global_pool, self.small, planes, self.is_max, out.reshape(self.planes))
 
 
-for _op in ("MaxPool", "AveragePool"):
+for _op in ("MaxPool", "AveragePool", "FusedMaxPool", "FusedAveragePool"):
     register_kernel(_op, when=when_pool_2d, priority=10, name="pool_2d")(Pool2d)
 for _op in ("GlobalAveragePool", "GlobalMaxPool"):
     register_kernel(_op, when=when_global, priority=10, name="global_pool")(GlobalPool)

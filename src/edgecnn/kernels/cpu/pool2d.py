@@ -1,16 +1,31 @@
-"""Compiled 2-D max and average pooling, and the global forms, parallel over (image, channel).
+"""Compiled 2-D max and average pooling (and the global forms), parallel over (image, channel) planes.
 
-Windows reduce over whole output rows, one tap at a time, from a bordered copy of the plane (the
-depthwise kernel's layout); the taps inside the input (and, for count_include_pad, inside the padded
-input) are counted once per output row and column for the average's divisor.
+A window's reduction is separable: each output row first reduces its window's input rows column by
+column (``_reduce_rows``: whole rows, contiguous, vectorised; for stride 1 every row whose window
+lies inside the plane at once, as one flat loop), into a per-worker scratch of (OH, W); then each
+output reduces its window's columns of that scratch (``_reduce_columns``). Where the input width
+is the output width times the stride (GoogLeNet's and tiny-YOLO's "same" pools, even sizes at
+stride 2) the columns are reduced in one flat loop over the whole plane; the few border columns,
+whose windows leave the row, are then recomputed from their valid taps only (``_border_columns``).
+So there is no padded copy and no bounds test in a vectorised loop, and 7x7 or 14x14 planes cost a
+handful of loops each instead of a few per output row. 2x2 windows at stride 2 inside the plane
+(VGG, YOLO, LeNet) are one fused pass per output row.
+
+Max propagates NaN (``_max``); the average divides each sum by the taps counted for its output
+(inside the input, or inside the padded input with count_include_pad; never ceil_mode's extra
+positions). An elementwise activation (a fused pool + activation step) is applied to each finished
+plane while it is in cache.
 """
 
 from __future__ import annotations
 
+import types
+from collections.abc import Callable
+from typing import Any
+
 import numba
 import numpy as np
 
-from edgecnn.kernels.cpu.depthwise import fill_padded, tap_column
 from edgecnn.kernels.cpu.epilogue import activate
 from edgecnn.kernels.cpu.im2col import valid_range
 
@@ -31,204 +46,336 @@ def _tap_ranges(
     return lo, hi, padded
 
 
+@numba.njit(cache=True)
+def _interior(lo: np.ndarray, hi: np.ndarray, taps: int) -> tuple[int, int]:
+    """The run [first, last) of outputs whose every tap lies inside the input (empty: first == last)."""
+    n = lo.shape[0]
+    first = 0
+    while first < n and not (lo[first] == 0 and hi[first] == taps):
+        first += 1
+    last = first
+    while last < n and lo[last] == 0 and hi[last] == taps:
+        last += 1
+    return first, last
+
+
 @numba.njit(inline="always", cache=True)
 def _max(a: np.float32, b: np.float32) -> np.float32:
     """The larger value; NaN if either is (a NaN ``b`` wins every comparison by losing it)."""
     return a if (a > b) | (a != a) else b
 
 
-@numba.njit(inline="always", cache=True)
-def _window3(
-    a0: np.ndarray,
-    a1: np.ndarray,
-    a2: np.ndarray,
-    b0: np.ndarray,
-    b1: np.ndarray,
-    b2: np.ndarray,
-    c0: np.ndarray,
-    c1: np.ndarray,
-    c2: np.ndarray,
-    is_max: bool,
-    out: np.ndarray,
+@numba.njit(cache=True)
+def _reduce_rows(
+    src: np.ndarray, first: int, step: int, taps: int, is_max: bool, line: np.ndarray, start: int, count: int
 ) -> None:
-    """out[i] = max (or sum) of the nine taps at i, in one pass: views start at each tap's column."""
+    """line[start + i] = max (or sum) over t < taps of src[first + t * step + i], i < count; no
+    taps: the neutral value. Offsets are unsigned and no views are made: both keep it vectorised
+    and cheap to call (a view costs as much as a short row)."""
+    u1, n = np.uint64(first), np.uint64(count)
+    o, s = np.uint64(start), np.uint64(step)
+    if taps == 0:
+        neutral = np.float32(-np.inf) if is_max else np.float32(0.0)
+        for i in range(n):
+            line[o + i] = neutral
+        return
+    if taps == 1:
+        for i in range(n):
+            line[o + i] = src[u1 + i]
+        return
+    u2 = u1 + s
+    if taps == 2:
+        if is_max:
+            for i in range(n):
+                line[o + i] = _max(src[u1 + i], src[u2 + i])
+        else:
+            for i in range(n):
+                line[o + i] = src[u1 + i] + src[u2 + i]
+        return
+    u3 = u2 + s
     if is_max:
-        for i in range(out.shape[0]):
-            m = _max(a1[i], a0[i])
-            m = _max(a2[i], m)
-            m = _max(b0[i], m)
-            m = _max(b1[i], m)
-            m = _max(b2[i], m)
-            m = _max(c0[i], m)
-            m = _max(c1[i], m)
-            out[i] = _max(c2[i], m)
+        for i in range(n):
+            line[o + i] = _max(_max(src[u1 + i], src[u2 + i]), src[u3 + i])
     else:
-        for i in range(out.shape[0]):
-            out[i] = (a0[i] + a1[i] + a2[i]) + (b0[i] + b1[i] + b2[i]) + (c0[i] + c1[i] + c2[i])
+        for i in range(n):
+            line[o + i] = (src[u1 + i] + src[u2 + i]) + src[u3 + i]
+    for t in range(3, taps):
+        ut = u1 + np.uint64(t) * s
+        if is_max:
+            for i in range(n):
+                line[o + i] = _max(line[o + i], src[ut + i])
+        else:
+            for i in range(n):
+                line[o + i] += src[ut + i]
 
 
 @numba.njit(cache=True)
-def _pool_rows_3x3(
-    padded: np.ndarray,
+def _vertical(
+    src: np.ndarray,  # flat input
+    plane: int,  # offset of this plane in src
+    width: int,
     stride_h: int,
-    stride_w: int,
+    pad_top: int,
     dilation_h: int,
-    dilation_w: int,
+    kernel_h: int,
+    y_lo: np.ndarray,
+    y_hi: np.ndarray,
+    row_first: int,
+    row_last: int,
     is_max: bool,
-    dest: np.ndarray,
+    scratch: np.ndarray,  # (>= OH * W,): row oy gets the reduction of output row oy's input rows
 ) -> None:
-    """3x3 windows (ResNet's, ShuffleNet's, GoogLeNet's max pools): every output row in one pass."""
-    phase_w = padded.shape[1] // stride_w
-    t0 = tap_column(0, stride_w, phase_w)
-    t1 = tap_column(dilation_w, stride_w, phase_w)
-    t2 = tap_column(2 * dilation_w, stride_w, phase_w)
-    for oy in range(dest.shape[0]):
-        top = oy * stride_h
-        r0 = padded[top]
-        r1 = padded[top + dilation_h]
-        r2 = padded[top + 2 * dilation_h]
-        _window3(
-            r0[t0:], r0[t1:], r0[t2:], r1[t0:], r1[t1:], r1[t2:], r2[t0:], r2[t1:], r2[t2:], is_max, dest[oy]
+    """Every output row's window rows reduced column by column; at stride 1 the rows whose window
+    lies inside the plane follow each other in both arrays, so they are one flat loop."""
+    out_h = y_lo.shape[0]
+    step = dilation_h * width
+    flat = stride_h == 1 and row_last > row_first
+    for oy in range(out_h):
+        if flat and row_first <= oy < row_last:
+            if oy == row_first:
+                first = plane + (row_first - pad_top) * width
+                count = (row_last - row_first) * width
+                _reduce_rows(src, first, step, kernel_h, is_max, scratch, row_first * width, count)
+            continue
+        taps = y_hi[oy] - y_lo[oy]
+        first = plane + (oy * stride_h - pad_top + y_lo[oy] * dilation_h) * width if taps > 0 else 0
+        _reduce_rows(src, first, step, taps, is_max, scratch, oy * width, width)
+
+
+@numba.njit(cache=True)
+def _reduce_columns(
+    s: np.ndarray,
+    first: int,
+    kernel: int,
+    stride: int,
+    dilation: int,
+    is_max: bool,
+    out: np.ndarray,
+    start: int,
+    count: int,
+) -> None:
+    """out[start + i] = max (or sum) of s[first + i * stride + j * dilation] over j < kernel, i <
+    count. 3- and 2-wide windows at stride 1 or 2 (GoogLeNet, ResNet, YOLO) are one pass each."""
+    o, n, b = np.uint64(start), np.uint64(count), np.uint64(first)
+    d = np.uint64(dilation)
+    if kernel == 3 and stride == 1:
+        b2, b3 = b + d, b + d + d
+        if is_max:
+            for i in range(n):
+                out[o + i] = _max(_max(s[b + i], s[b2 + i]), s[b3 + i])
+        else:
+            for i in range(n):
+                out[o + i] = (s[b + i] + s[b2 + i]) + s[b3 + i]
+    elif kernel == 3 and stride == 2 and dilation == 1:
+        b2, b3 = b + np.uint64(1), b + np.uint64(2)
+        if is_max:
+            for i in range(n):
+                out[o + i] = _max(_max(s[b + i + i], s[b2 + i + i]), s[b3 + i + i])
+        else:
+            for i in range(n):
+                out[o + i] = (s[b + i + i] + s[b2 + i + i]) + s[b3 + i + i]
+    elif kernel == 2 and stride == 1:
+        b2 = b + d
+        if is_max:
+            for i in range(n):
+                out[o + i] = _max(s[b + i], s[b2 + i])
+        else:
+            for i in range(n):
+                out[o + i] = s[b + i] + s[b2 + i]
+    elif kernel == 2 and stride == 2:
+        b2 = b + d
+        if is_max:
+            for i in range(n):
+                out[o + i] = _max(s[b + i + i], s[b2 + i + i])
+        else:
+            for i in range(n):
+                out[o + i] = s[b + i + i] + s[b2 + i + i]
+    else:
+        st = np.uint64(stride)
+        for i in range(n):
+            out[o + i] = s[b + i * st]
+        for j in range(1, kernel):
+            bj = b + np.uint64(j) * d
+            if is_max:
+                for i in range(n):
+                    out[o + i] = _max(out[o + i], s[bj + i * st])
+            else:
+                for i in range(n):
+                    out[o + i] += s[bj + i * st]
+
+
+@numba.njit(cache=True)
+def _horizontal(
+    scratch: np.ndarray,  # (>= OH * W,): the rows' reductions (see _vertical)
+    width: int,
+    out_w: int,
+    kernel_w: int,
+    stride_w: int,
+    pad_left: int,
+    dilation_w: int,
+    col_first: int,
+    col_last: int,
+    is_max: bool,
+    dest: np.ndarray,  # flat output
+    plane: int,  # offset of this plane in dest
+    out_h: int,
+) -> None:
+    """The windows inside the row. Where rows of scratch and of dest line up (width == stride *
+    OW), one flat loop over the plane: its border columns then read the neighbouring row, and
+    _border_columns overwrites them; else one loop per row over the interior columns."""
+    if col_last <= col_first:
+        return
+    if width == stride_w * out_w:
+        # flat position j reads scratch[j * stride - pad_left + t * dilation]: keep them inside it
+        limit = out_h * width - 1 - (kernel_w - 1) * dilation_w + pad_left  # j * stride <= limit
+        j0 = (pad_left + stride_w - 1) // stride_w
+        j1 = min(out_h * out_w, limit // stride_w + 1)
+        if j1 > j0:
+            _reduce_columns(
+                scratch,
+                j0 * stride_w - pad_left,
+                kernel_w,
+                stride_w,
+                dilation_w,
+                is_max,
+                dest,
+                plane + j0,
+                j1 - j0,
+            )
+        return
+    offset = col_first * stride_w - pad_left
+    for oy in range(out_h):
+        _reduce_columns(
+            scratch,
+            oy * width + offset,
+            kernel_w,
+            stride_w,
+            dilation_w,
+            is_max,
+            dest,
+            plane + oy * out_w + col_first,
+            col_last - col_first,
         )
 
 
 @numba.njit(cache=True)
-def _pool_rows(
-    padded: np.ndarray,  # one plane, bordered with the neutral value and dealt into stride_w phases
-    kernel_h: int,
-    kernel_w: int,
-    stride_h: int,
+def _border_columns(
+    scratch: np.ndarray,
+    width: int,
+    out_w: int,
     stride_w: int,
-    dilation_h: int,
-    dilation_w: int,
-    is_max: bool,
-    dest: np.ndarray,  # (OH, OW), written: the max or the sum of every window
-) -> None:
-    """Tap by tap over whole output rows: every tap's columns are one contiguous view of a phased
-    row (see depthwise.fill_padded), so each pass is a branch-free vectorised max or add."""
-    out_h, out_w = dest.shape
-    phase_w = padded.shape[1] // stride_w
-    for oy in range(out_h):
-        out = dest[oy]
-        first = True
-        for ki in range(kernel_h):
-            row = padded[oy * stride_h + ki * dilation_h]
-            for kj in range(kernel_w):
-                values = row[tap_column(kj * dilation_w, stride_w, phase_w) :]
-                if first:
-                    for i in range(out_w):
-                        out[i] = values[i]
-                    first = False
-                elif is_max:
-                    for i in range(out_w):
-                        out[i] = _max(values[i], out[i])
-                else:
-                    for i in range(out_w):
-                        out[i] += values[i]
-
-
-@numba.njit(cache=True)
-def _pool_2x2_direct(plane: np.ndarray, is_max: bool, dest: np.ndarray) -> None:
-    """2x2 windows at stride 2 that never leave the plane: max or sum of each pair of row pairs
-    (LLVM vectorises the interleaved loads)."""
-    out_h, out_w = dest.shape
-    for oy in range(out_h):
-        top = plane[2 * oy]
-        bottom = plane[2 * oy + 1]
-        out = dest[oy]
-        if is_max:
-            for i in range(out_w):
-                out[i] = _max(_max(top[2 * i], top[2 * i + 1]), _max(bottom[2 * i], bottom[2 * i + 1]))
-        else:
-            for i in range(out_w):
-                out[i] = (top[2 * i] + top[2 * i + 1]) + (bottom[2 * i] + bottom[2 * i + 1])
-
-
-@numba.njit(cache=True)
-def _finish_rows(
-    dest: np.ndarray,
-    y_count: np.ndarray,
-    x_count: np.ndarray,
-    is_max: bool,
-    kind: int,
-    alpha: float,
-    low: float,
-    high: float,
-) -> None:
-    """Sums to averages (divided by the taps counted for each output), then the activation."""
-    out_h, out_w = dest.shape
-    for oy in range(out_h):
-        row = dest[oy]
-        if not is_max:
-            for ox in range(out_w):
-                divisor = y_count[oy] * x_count[ox]
-                row[ox] = row[ox] / np.float32(divisor) if divisor > 0 else np.float32(np.nan)
-        if kind != 0:
-            for ox in range(out_w):
-                row[ox] = activate(row[ox], kind, alpha, low, high)
-
-
-@numba.njit(cache=True)
-def _pool_worker(
-    worker: int,  # this worker's share: planes [worker * P // workers, (worker + 1) * P // workers)
-    x: np.ndarray,  # (N, C, H, W)
-    kernel_h: int,
-    kernel_w: int,
-    stride_h: int,
-    stride_w: int,
-    pad_top: int,
     pad_left: int,
-    pad_bottom: int,
-    pad_right: int,
-    dilation_h: int,
     dilation_w: int,
+    x_lo: np.ndarray,
+    x_hi: np.ndarray,
+    col_first: int,
+    col_last: int,
     is_max: bool,
-    count_include_pad: bool,
+    dest: np.ndarray,  # flat output
+    plane: int,  # offset of this plane in dest
+    out_h: int,
+) -> None:
+    """Columns whose windows leave the row: the reduction of their valid taps only (none: the
+    neutral value), one loop over the rows per column."""
+    interior = col_last > col_first
+    w, ow, d = np.uint64(width), np.uint64(out_w), np.uint64(dilation_w)
+    for ox in range(out_w):
+        if interior and col_first <= ox < col_last:
+            continue
+        taps = x_hi[ox] - x_lo[ox]
+        o = np.uint64(plane + ox)
+        if taps <= 0:
+            neutral = np.float32(-np.inf) if is_max else np.float32(0.0)
+            for oy in range(np.uint64(out_h)):
+                dest[o + oy * ow] = neutral
+            continue
+        b = np.uint64(ox * stride_w - pad_left + x_lo[ox] * dilation_w)
+        if taps == 1:
+            for oy in range(np.uint64(out_h)):
+                dest[o + oy * ow] = scratch[b + oy * w]
+            continue
+        b2 = b + d
+        if is_max:
+            for oy in range(np.uint64(out_h)):
+                dest[o + oy * ow] = _max(scratch[b + oy * w], scratch[b2 + oy * w])
+        else:
+            for oy in range(np.uint64(out_h)):
+                dest[o + oy * ow] = scratch[b + oy * w] + scratch[b2 + oy * w]
+        for t in range(2, taps):
+            bt = b + np.uint64(t) * d
+            if is_max:
+                for oy in range(np.uint64(out_h)):
+                    dest[o + oy * ow] = _max(dest[o + oy * ow], scratch[bt + oy * w])
+            else:
+                for oy in range(np.uint64(out_h)):
+                    dest[o + oy * ow] += scratch[bt + oy * w]
+
+
+@numba.njit(cache=True)
+def _pool_2x2_direct(
+    src: np.ndarray,
+    plane_in: int,
+    width: int,
+    out_h: int,
+    out_w: int,
+    is_max: bool,
+    dest: np.ndarray,
+    plane: int,
+) -> None:
+    """2x2 windows at stride 2 that never leave the plane (VGG, YOLO, LeNet): each output row from
+    its two input rows in one pass (LLVM vectorises the interleaved loads)."""
+    n = np.uint64(out_w)
+    for oy in range(out_h):
+        top = np.uint64(plane_in + 2 * oy * width)
+        bottom = top + np.uint64(width)
+        o = np.uint64(plane + oy * out_w)
+        if is_max:
+            for i in range(n):
+                out_value = _max(_max(src[top + i + i], src[top + i + i + np.uint64(1)]), src[bottom + i + i])
+                dest[o + i] = _max(out_value, src[bottom + i + i + np.uint64(1)])
+        else:
+            for i in range(n):
+                dest[o + i] = (src[top + i + i] + src[top + i + i + np.uint64(1)]) + (
+                    src[bottom + i + i] + src[bottom + i + i + np.uint64(1)]
+                )
+
+
+@numba.njit(cache=True)
+def _finish(
+    dest: np.ndarray,
+    plane: int,
+    divisor: np.ndarray,
+    is_max: bool,
     kind: int,
     alpha: float,
     low: float,
     high: float,
-    workers: int,
-    out: np.ndarray,  # (N, C, OH, OW), written
 ) -> None:
-    """One worker's run of planes (see pool_2d)."""
-    batch, channels, height, width = x.shape
-    out_h, out_w = out.shape[2], out.shape[3]
-    y_lo, y_hi, y_padded = _tap_ranges(out_h, stride_h, pad_top, pad_bottom, dilation_h, height, kernel_h)
-    x_lo, x_hi, x_padded = _tap_ranges(out_w, stride_w, pad_left, pad_right, dilation_w, width, kernel_w)
-    y_count = y_padded if count_include_pad else y_hi - y_lo
-    x_count = x_padded if count_include_pad else x_hi - x_lo
-    rows = (out_h - 1) * stride_h + (kernel_h - 1) * dilation_h + 1
-    cols = (out_w - 1) * stride_w + (kernel_w - 1) * dilation_w + 1
-    phase_w = (cols + stride_w - 1) // stride_w
-    neutral = np.float32(-np.inf) if is_max else np.float32(0.0)
-    planes = batch * channels
-    # 2x2/2 windows inside the input (VGG, LeNet, YOLO): read the plane itself, no buffer
-    direct = (
-        kernel_h == 2 and kernel_w == 2 and stride_h == 2 and stride_w == 2 and dilation_h == 1
-        and dilation_w == 1 and pad_top == 0 and pad_left == 0 and rows <= height and cols <= width
-    )  # fmt: skip
-    padded = np.full((0 if direct else rows, phase_w * stride_w), neutral, dtype=np.float32)
-    for job in range(worker * planes // workers, (worker + 1) * planes // workers):
-        n, c = job // channels, job % channels
-        dest = out[n, c]
-        if direct:
-            _pool_2x2_direct(x[n, c], is_max, dest)
-            if not is_max or kind != 0:
-                _finish_rows(dest, y_count, x_count, is_max, kind, alpha, low, high)
-            continue
-        fill_padded(x[n, c], pad_top, pad_left, stride_w, padded)
-        if kernel_h == 3 and kernel_w == 3:
-            _pool_rows_3x3(padded, stride_h, stride_w, dilation_h, dilation_w, is_max, dest)
-        else:
-            _pool_rows(padded, kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, is_max, dest)
-        if not is_max or kind != 0:
-            _finish_rows(dest, y_count, x_count, is_max, kind, alpha, low, high)
+    """Sums to averages (each divided by its output's tap count), then the activation, if any,
+    over one plane of the flat output (starting at ``plane``; divisor has its size)."""
+    o, n = np.uint64(plane), np.uint64(divisor.shape[0])
+    if not is_max:
+        for i in range(n):
+            dest[o + i] = dest[o + i] / divisor[i]
+    if kind != 0:
+        for i in range(n):
+            dest[o + i] = activate(dest[o + i], kind, alpha, low, high)
 
 
-@numba.njit(parallel=True, nogil=True, cache=True)
-def pool_2d(
-    x: np.ndarray,  # (N, C, H, W)
+@numba.njit(cache=True)
+def _divisors(y_count: np.ndarray, x_count: np.ndarray) -> np.ndarray:
+    """(OH * OW,) tap counts of the average's windows as float32; NaN where a window has none (0/0)."""
+    out_h, out_w = y_count.shape[0], x_count.shape[0]
+    divisor = np.empty(out_h * out_w, dtype=np.float32)
+    for oy in range(out_h):
+        for ox in range(out_w):
+            count = y_count[oy] * x_count[ox]
+            divisor[oy * out_w + ox] = count if count > 0 else np.nan
+    return divisor
+
+
+def _pool_2d(
+    x: np.ndarray,  # (N, C, H, W), C-contiguous
     kernel_h: int,
     kernel_w: int,
     stride_h: int,
@@ -246,85 +393,66 @@ def pool_2d(
     low: float,
     high: float,
     workers: int,  # parallel jobs: the caller's numba thread count (reading it here defeats caching)
-    out: np.ndarray,  # (N, C, OH, OW), written
+    out: np.ndarray,  # (N, C, OH, OW), C-contiguous, written
 ) -> None:
     """Windows may run past the padded input (ceil_mode): those taps never count. With
     count_include_pad, average divides by the taps inside the *padded* input. Max propagates NaN.
-
-    Each worker takes a contiguous run of planes and copies each into a buffer of its own whose
-    border holds the neutral value (-inf for max, 0 for the sum), so the window loops need no
-    bounds tests; divisors come from the tap counts per output row and column."""
-    workers = max(1, min(workers, x.shape[0] * x.shape[1]))
+    Each worker takes a contiguous run of planes and a scratch of its own. Compiled twice (below):
+    parallel, and serial for small layers (prange is range there: no parallel region to start)."""
+    batch, channels, height, width = x.shape
+    out_h, out_w = out.shape[2], out.shape[3]
+    planes = batch * channels
+    if planes == 0 or out_h == 0 or out_w == 0:
+        return
+    y_lo, y_hi, y_padded = _tap_ranges(out_h, stride_h, pad_top, pad_bottom, dilation_h, height, kernel_h)
+    x_lo, x_hi, x_padded = _tap_ranges(out_w, stride_w, pad_left, pad_right, dilation_w, width, kernel_w)
+    row_first, row_last = _interior(y_lo, y_hi, kernel_h)
+    col_first, col_last = _interior(x_lo, x_hi, kernel_w)
+    divisor = _divisors(y_padded, x_padded) if count_include_pad else _divisors(y_hi - y_lo, x_hi - x_lo)
+    direct = (
+        kernel_h == 2 and kernel_w == 2 and stride_h == 2 and stride_w == 2 and dilation_h == 1
+        and dilation_w == 1 and row_first == 0 and row_last == out_h and col_first == 0 and col_last == out_w
+    )  # fmt: skip
+    src = x.reshape(x.size)
+    dest = out.reshape(out.size)
+    plane_in, plane_out = height * width, out_h * out_w
+    workers = max(1, min(workers, planes))
     for worker in numba.prange(workers):
-        _pool_worker(
-            worker,
-            x,
-            kernel_h,
-            kernel_w,
-            stride_h,
-            stride_w,
-            pad_top,
-            pad_left,
-            pad_bottom,
-            pad_right,
-            dilation_h,
-            dilation_w,
-            is_max,
-            count_include_pad,
-            kind,
-            alpha,
-            low,
-            high,
-            workers,
-            out,
-        )
+        scratch = np.empty(0 if direct else out_h * width, dtype=np.float32)
+        for p in range(worker * planes // workers, (worker + 1) * planes // workers):
+            if direct:
+                _pool_2x2_direct(src, p * plane_in, width, out_h, out_w, is_max, dest, p * plane_out)
+            else:
+                _vertical(
+                    src, p * plane_in, width, stride_h, pad_top, dilation_h, kernel_h, y_lo, y_hi, row_first,
+                    row_last, is_max, scratch,
+                )  # fmt: skip
+                _horizontal(
+                    scratch, width, out_w, kernel_w, stride_w, pad_left, dilation_w, col_first, col_last,
+                    is_max, dest, p * plane_out, out_h,
+                )  # fmt: skip
+                if width == stride_w * out_w or col_first != 0 or col_last != out_w:
+                    _border_columns(
+                        scratch, width, out_w, stride_w, pad_left, dilation_w, x_lo, x_hi, col_first,
+                        col_last, is_max, dest, p * plane_out, out_h,
+                    )  # fmt: skip
+            if not is_max or kind != 0:
+                _finish(dest, p * plane_out, divisor, is_max, kind, alpha, low, high)
 
 
-@numba.njit(nogil=True, cache=True)
-def pool_2d_serial(
-    x: np.ndarray,  # (N, C, H, W)
-    kernel_h: int,
-    kernel_w: int,
-    stride_h: int,
-    stride_w: int,
-    pad_top: int,
-    pad_left: int,
-    pad_bottom: int,
-    pad_right: int,
-    dilation_h: int,
-    dilation_w: int,
-    is_max: bool,
-    count_include_pad: bool,
-    kind: int,
-    alpha: float,
-    low: float,
-    high: float,
-    workers: int,  # ignored: one worker (the same signature as pool_2d)
-    out: np.ndarray,  # (N, C, OH, OW), written
-) -> None:
-    """pool_2d on the calling thread: no parallel region to start (small layers)."""
-    _pool_worker(
-        0,
-        x,
-        kernel_h,
-        kernel_w,
-        stride_h,
-        stride_w,
-        pad_top,
-        pad_left,
-        pad_bottom,
-        pad_right,
-        dilation_h,
-        dilation_w,
-        is_max,
-        count_include_pad,
-        kind,
-        alpha,
-        low,
-        high,
-        1,
-        out,
-    )
+def _twin(function: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """A copy of ``function`` under another name: numba's on-disk cache keys compiled code by the
+    function's name and bytecode, not by the compile flags, so two builds of one function (parallel
+    and serial) would overwrite each other's cache entries."""
+    copy = types.FunctionType(function.__code__, function.__globals__, name, function.__defaults__)
+    copy.__qualname__ = name
+    copy.__doc__ = function.__doc__
+    return copy
+
+
+pool_2d = numba.njit(parallel=True, nogil=True, cache=True)(_twin(_pool_2d, "pool_2d"))
+pool_2d_serial = numba.njit(nogil=True, cache=True)(_twin(_pool_2d, "pool_2d_serial"))
+"""pool_2d on the calling thread (small layers): the same code, compiled without a parallel region."""
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)

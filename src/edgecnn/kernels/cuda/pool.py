@@ -1,5 +1,6 @@
-"""MaxPool, AveragePool (1-D and 2-D, pads, strides, dilations, ceil_mode, count_include_pad) on CUDA,
-one thread per output, and the global pools as CuPy reductions. Geometry as the OpenCL backend's."""
+"""MaxPool, AveragePool (1-D and 2-D, pads, strides, dilations, ceil_mode, count_include_pad) and
+their fused forms with an activation on CUDA, one thread per output, and the global pools as CuPy
+reductions. Geometry as the OpenCL backend's."""
 
 from __future__ import annotations
 
@@ -11,36 +12,49 @@ from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cuda.array import CudaArray
 from edgecnn.kernels.cuda.step import CudaStep, cuda_kernel, device_for_plan, is_float32, shape_of
 from edgecnn.kernels.opencl.pool import pool_args, pool_supported
+from edgecnn.kernels.opencl.step import NO_ACTIVATION, activation_params
 
 Types = Sequence["TensorType | None"]
 Values = Sequence["np.ndarray | None"]
 
 
-@cuda_kernel("MaxPool", when=pool_supported, name="cuda_max_pool")
-def cuda_max_pool(node: Node, types: Types, values: Values) -> CudaStep:
+def _pool_step(node: Node, types: Types, is_max: bool) -> CudaStep:
+    """One launch of the pool kernel, then, for a fused pool (FusedMaxPool/FusedAveragePool), one of
+    the activation kernel over the result, in place."""
     device = device_for_plan()
-    out_shape, geometry, _ = pool_args(node, shape_of(types[0]))
+    out_shape, geometry, (end_h, end_w) = pool_args(node, shape_of(types[0]))
+    kernel = "max_pool2d" if is_max else "avg_pool2d"
+    extra = () if is_max else (np.int32(end_h), np.int32(end_w), np.int32(node.attrs.count_include_pad))
+    code, slope, low, high = activation_params(node.attrs) if node.op.startswith("Fused") else NO_ACTIVATION
 
     def launch(x: CudaArray) -> CudaArray:
         y = CudaArray.empty(device, out_shape)
-        device.launch("max_pool2d", y.size, x.array, y.array, *geometry)
+        device.launch(kernel, y.size, x.array, y.array, *geometry, *extra)
+        if code != 0:
+            device.launch("activation", y.size, y.array, y.array, code, slope, low, high)
         return y
 
     return CudaStep(device, launch, (0,))
+
+
+@cuda_kernel("MaxPool", when=pool_supported, name="cuda_max_pool")
+def cuda_max_pool(node: Node, types: Types, values: Values) -> CudaStep:
+    return _pool_step(node, types, is_max=True)
 
 
 @cuda_kernel("AveragePool", when=pool_supported, name="cuda_average_pool")
 def cuda_average_pool(node: Node, types: Types, values: Values) -> CudaStep:
-    device = device_for_plan()
-    out_shape, geometry, (end_h, end_w) = pool_args(node, shape_of(types[0]))
-    extra = (np.int32(end_h), np.int32(end_w), np.int32(node.attrs.count_include_pad))
+    return _pool_step(node, types, is_max=False)
 
-    def launch(x: CudaArray) -> CudaArray:
-        y = CudaArray.empty(device, out_shape)
-        device.launch("avg_pool2d", y.size, x.array, y.array, *geometry, *extra)
-        return y
 
-    return CudaStep(device, launch, (0,))
+@cuda_kernel("FusedMaxPool", when=pool_supported, name="cuda_fused_max_pool")
+def cuda_fused_max_pool(node: Node, types: Types, values: Values) -> CudaStep:
+    return _pool_step(node, types, is_max=True)
+
+
+@cuda_kernel("FusedAveragePool", when=pool_supported, name="cuda_fused_average_pool")
+def cuda_fused_average_pool(node: Node, types: Types, values: Values) -> CudaStep:
+    return _pool_step(node, types, is_max=False)
 
 
 def global_supported(node: Node, types: Types, values: Values) -> bool:

@@ -1,5 +1,5 @@
-"""MaxPool, AveragePool (1-D and 2-D, pads, strides, dilations, ceil_mode, count_include_pad) and the
-global pools on OpenCL: one work item per output."""
+"""MaxPool, AveragePool (1-D and 2-D, pads, strides, dilations, ceil_mode, count_include_pad), their
+fused forms with an activation, and the global pools on OpenCL: one work item per output."""
 
 from __future__ import annotations
 
@@ -9,8 +9,17 @@ import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.opencl.array import DeviceArray
+from edgecnn.kernels.opencl.conv import ACTIVATION_KERNELS
 from edgecnn.kernels.opencl.runtime import OpenCLDevice
-from edgecnn.kernels.opencl.step import OpenCLStep, device_for_plan, is_float32, opencl_kernel, shape_of
+from edgecnn.kernels.opencl.step import (
+    NO_ACTIVATION,
+    OpenCLStep,
+    activation_params,
+    device_for_plan,
+    is_float32,
+    opencl_kernel,
+    shape_of,
+)
 from edgecnn.ops.pool import pool_geometry
 
 Types = Sequence["TensorType | None"]
@@ -46,33 +55,45 @@ def pool_launch(device: OpenCLDevice, kernel: str, out_shape: tuple[int, ...]) -
     return (f"{kernel}_rows", rows) if device.is_cpu else (kernel, rows * out_shape[-1])
 
 
-@opencl_kernel("MaxPool", when=pool_supported, name="opencl_max_pool")
-def opencl_max_pool(node: Node, types: Types, values: Values) -> OpenCLStep:
-    device = device_for_plan()
-    out_shape, geometry, _ = pool_args(node, shape_of(types[0]))
-    kernel, total = pool_launch(device, "max_pool2d", out_shape)
-
-    def launch(x: DeviceArray) -> DeviceArray:
-        y = DeviceArray.empty(device, out_shape)
-        device.launch_1d(kernel, total, x.buffer, y.buffer, *geometry)
-        return y
-
-    return OpenCLStep(device, launch, (0,))
-
-
-@opencl_kernel("AveragePool", when=pool_supported, name="opencl_average_pool")
-def opencl_average_pool(node: Node, types: Types, values: Values) -> OpenCLStep:
+def _pool_step(node: Node, types: Types, is_max: bool) -> OpenCLStep:
+    """One launch of the pool kernel, then, for a fused pool (FusedMaxPool/FusedAveragePool), one of
+    common.cl's activation kernel over the result, in place."""
     device = device_for_plan()
     out_shape, geometry, (end_h, end_w) = pool_args(node, shape_of(types[0]))
-    kernel, total = pool_launch(device, "avg_pool2d", out_shape)
-    extra = (np.int32(end_h), np.int32(end_w), np.int32(node.attrs.count_include_pad))
+    kernel, total = pool_launch(device, "max_pool2d" if is_max else "avg_pool2d", out_shape)
+    extra = () if is_max else (np.int32(end_h), np.int32(end_w), np.int32(node.attrs.count_include_pad))
+    code, slope, low, high = activation_params(node.attrs) if node.op.startswith("Fused") else NO_ACTIVATION
+    activation = ACTIVATION_KERNELS.get(int(code))
+    size = int(np.prod(out_shape))
 
     def launch(x: DeviceArray) -> DeviceArray:
         y = DeviceArray.empty(device, out_shape)
         device.launch_1d(kernel, total, x.buffer, y.buffer, *geometry, *extra)
+        if activation is not None:
+            device.launch_1d(activation, size, y.buffer, y.buffer, slope, low, high)
         return y
 
     return OpenCLStep(device, launch, (0,))
+
+
+@opencl_kernel("MaxPool", when=pool_supported, name="opencl_max_pool")
+def opencl_max_pool(node: Node, types: Types, values: Values) -> OpenCLStep:
+    return _pool_step(node, types, is_max=True)
+
+
+@opencl_kernel("AveragePool", when=pool_supported, name="opencl_average_pool")
+def opencl_average_pool(node: Node, types: Types, values: Values) -> OpenCLStep:
+    return _pool_step(node, types, is_max=False)
+
+
+@opencl_kernel("FusedMaxPool", when=pool_supported, name="opencl_fused_max_pool")
+def opencl_fused_max_pool(node: Node, types: Types, values: Values) -> OpenCLStep:
+    return _pool_step(node, types, is_max=True)
+
+
+@opencl_kernel("FusedAveragePool", when=pool_supported, name="opencl_fused_average_pool")
+def opencl_fused_average_pool(node: Node, types: Types, values: Values) -> OpenCLStep:
+    return _pool_step(node, types, is_max=False)
 
 
 def global_supported(node: Node, types: Types, values: Values) -> bool:

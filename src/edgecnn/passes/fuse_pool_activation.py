@@ -1,0 +1,65 @@
+"""Fuse a MaxPool/AveragePool with the activation that alone reads its output, act(pool(x)), into
+one FusedMaxPool/FusedAveragePool step: the pool kernel applies the activation as it writes each
+pooled value, so the tensor is not read and written a second time. Exact for every activation the
+fused ops know (the same ones as fuse_activation: Relu, LeakyRelu, constant-bound Clip, Sigmoid,
+HardSwish, SiLU as Mul(x, Sigmoid(x))), because it is still applied after pooling.
+
+Most CNNs apply the activation before the pool, where fuse_activation has already put it into the
+convolution; this pass is for the others (e.g. Caffe's CIFAR-10 "quick" net: pool1 then relu1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from edgecnn.ir.graph import Graph, Node
+from edgecnn.ops.fused import FusedActivation
+from edgecnn.ops.fused_pool import FUSED_POOL_OPS
+from edgecnn.passes.base import PassResult
+from edgecnn.passes.fuse_activation import _silu, _single_activation
+
+
+def _match(
+    graph: Graph, node: Node, consumers: dict[str, list[Node]]
+) -> tuple[list[Node], FusedActivation | None]:
+    """The activation nodes to absorb into pool ``node`` and the activation they apply."""
+    if node.op not in FUSED_POOL_OPS or len(node.outputs) != 1:
+        return [], None
+    x = node.outputs[0]
+    if x in graph.outputs:
+        return [], None
+    readers = consumers.get(x, [])
+    if len(readers) == 1:
+        return [readers[0]], _single_activation(graph, readers[0], x)
+    pattern = _silu(graph, readers, consumers, x)
+    return pattern, (FusedActivation("silu") if pattern else None)
+
+
+def _fused(node: Node, activation: FusedActivation, output: str) -> Node:
+    """The pool as its fused op, writing ``output`` (the activation's)."""
+    op, attrs_type = FUSED_POOL_OPS[node.op]
+    settings = {f.name: getattr(node.attrs, f.name) for f in fields(node.attrs)}
+    settings.update({f.name: getattr(activation, f.name) for f in fields(FusedActivation)})
+    return Node(op, node.name, list(node.inputs), [output], attrs_type(**settings))
+
+
+def fuse_pool_activation(graph: Graph) -> PassResult:
+    result = graph.copy()
+    consumers = result.consumers()
+    absorbed: set[int] = set()
+    changes = []
+    nodes = []
+    for node in result.nodes:
+        if id(node) in absorbed:
+            continue
+        pattern, activation = _match(result, node, consumers)
+        if activation is None:
+            nodes.append(node)
+            continue
+        fused = _fused(node, activation, pattern[-1].outputs[0])
+        absorbed.update(id(n) for n in pattern)
+        nodes.append(fused)
+        parts = " + ".join(str(n) for n in [node, *pattern])
+        changes.append(f"fused {parts} -> {fused.op} ({activation.activation})")
+    result.nodes = nodes
+    return PassResult(result, changes)
