@@ -1,0 +1,284 @@
+"""MaxPool/AveragePool before and after the separable pool_2d, and against onnxruntime (issue 4).
+
+For every zoo model named: each distinct pooling layer (geometry and input shape, batch 1) is timed
+alone with this tree's kernel, with the kernel of ``--base`` (a git revision whose pool2d.py is
+loaded from ``git show`` into a module of its own and called through the same Pool2d step) and as a
+one-node onnxruntime session; then the whole model with this tree's kernels, with the base's
+patched in, and in onnxruntime. Runs alternate (new, base, onnxruntime, new, ...) in one process
+and each figure is a median. Writes the tables into docs/tuning.md between its pool markers (or
+prints them with --print-only).
+
+    .venv/bin/python benchmarks/pool.py --models googlenet,tiny-yolo,squeezenet1.1,resnet50,resnet18,shufflenetv2 --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+import edgecnn
+from edgecnn.bench.machine import cpu_model
+from edgecnn.bench.zoo import build_model, default_cache_dir
+from edgecnn.kernels.cpu import pool as pool_step
+from edgecnn.kernels.cpu.threads import cpu_threads
+from edgecnn.ops.pool import MaxPoolAttrs, pool_geometry
+
+REPO = Path(__file__).resolve().parents[1]
+DOC = REPO / "docs" / "tuning.md"
+BASE = "3997d3d"  # the last commit before the separable pool_2d
+POOL_OPS = ("MaxPool", "AveragePool", "FusedMaxPool", "FusedAveragePool")
+START, END = "<!-- pool:start -->", "<!-- pool:end -->"
+
+
+def base_module(revision: str) -> ModuleType:
+    """pool2d.py as it was at ``revision``, imported under a name of its own. The file is kept in
+    the bench cache (rewritten only when it changes) so numba's on-disk cache of it stays valid."""
+    source = subprocess.run(
+        ["git", "show", f"{revision}:src/edgecnn/kernels/cpu/pool2d.py"],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    folder = default_cache_dir() / "pool-base"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"pool2d_{revision}.py"
+    if not path.exists() or path.read_text() != source:
+        path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"pool2d_{revision}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def kernels_of(module: ModuleType | None) -> Iterator[None]:
+    """Pool2d steps call ``module``'s pool_2d/pool_2d_serial inside the block (None: this tree's)."""
+    saved = pool_step.pool_2d, pool_step.pool_2d_serial
+    if module is not None:
+        pool_step.pool_2d, pool_step.pool_2d_serial = module.pool_2d, module.pool_2d_serial
+    try:
+        yield
+    finally:
+        pool_step.pool_2d, pool_step.pool_2d_serial = saved
+
+
+def ort_session(model: onnx.ModelProto, threads: int) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # see docs/interleaved.md
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def one_node_model(node: Any, x_shape: tuple[int, ...]) -> onnx.ModelProto:
+    """The pooling node (plain MaxPool/AveragePool, pads resolved) as a one-node ONNX model."""
+    attrs = node.attrs
+    geo = pool_geometry(attrs, x_shape)
+    is_max = isinstance(attrs, MaxPoolAttrs)
+    settings: dict[str, Any] = {
+        "kernel_shape": list(geo.kernel),
+        "strides": list(geo.strides),
+        "pads": list(geo.pads or ()),
+        "dilations": list(geo.dilations),
+        "ceil_mode": int(attrs.ceil_mode),
+    }
+    if not is_max:
+        settings["count_include_pad"] = int(attrs.count_include_pad)
+    onnx_node = helper.make_node("MaxPool" if is_max else "AveragePool", ["x"], ["y"], **settings)
+    graph = helper.make_graph(
+        [onnx_node],
+        "pool",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def medians(runs: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Median ms of each callable, called in turn ``repeats`` times (after one warm-up round)."""
+    for run in runs.values():
+        run()
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            times[name].append((time.perf_counter() - start) * 1e3)
+    return {name: float(np.median(t)) for name, t in times.items()}
+
+
+def describe(node: Any, x_shape: tuple[int, ...]) -> str:
+    geo = pool_geometry(node.attrs, x_shape)
+    kind = "max" if isinstance(node.attrs, MaxPoolAttrs) else "avg"
+    kernel, strides = "x".join(map(str, geo.kernel)), "x".join(map(str, geo.strides))
+    pads = ",".join(map(str, geo.pads or ()))
+    ceil = " ceil" if node.attrs.ceil_mode else ""
+    return f"{kind} {kernel}/{strides} pads {pads}{ceil}, {x_shape[1]}x{x_shape[2]}x{x_shape[3]}"
+
+
+def measure_model(
+    name: str, base: ModuleType, threads: int, repeats: int, whole_model: bool = True
+) -> tuple[list[str], list[str]]:
+    """(layer rows, model row) of the tables for zoo model ``name``."""
+    model = build_model(name)
+    value = model.graph.input[0]
+    shape = [d.dim_value or 1 for d in value.type.tensor_type.shape.dim]
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.onnx"
+        onnx.save(model, str(path))
+        net = edgecnn.load(str(path), threads=threads)
+    plan = net.plan_for(x)
+    layers: dict[str, list[Any]] = {}
+    for step in plan.steps:
+        if step.node.op in POOL_OPS:
+            x_shape = tuple(int(d) for d in plan.types[step.node.inputs[0]].shape)
+            key = describe(step.node, x_shape)
+            layers.setdefault(key, [step, x_shape, 0])[2] += 1
+    rows, totals = [], {"new": 0.0, "base": 0.0, "onnxruntime": 0.0}
+    for key, (step, x_shape, count) in layers.items():
+        data = np.random.default_rng(1).standard_normal(x_shape).astype(np.float32)
+        kernel = step.kernel.run
+        out = np.empty(kernel.out_shape, np.float32)
+        session = ort_session(one_node_model(step.node, x_shape), threads)
+
+        def run_base(kernel: Any = kernel, out: np.ndarray = out, data: np.ndarray = data) -> None:
+            with kernels_of(base):
+                kernel.run_into(out, data)
+
+        with cpu_threads(threads):
+            times = medians(
+                {
+                    "new": lambda kernel=kernel, out=out, data=data: kernel.run_into(out, data),
+                    "base": run_base,
+                    "onnxruntime": lambda session=session, data=data: session.run(None, {"x": data}),
+                },
+                repeats,
+            )
+        for engine in totals:
+            totals[engine] += count * times[engine]
+        rows.append(
+            f"| {name} | {key} | {count} | {times['base'] * 1e3:.0f} | {times['new'] * 1e3:.0f} | "
+            f"{times['onnxruntime'] * 1e3:.0f} | {times['new'] / times['onnxruntime']:.2f} |"
+        )
+    if not whole_model:
+        return rows, []
+    session = ort_session(model, threads)
+    input_name = value.name
+
+    def whole_base() -> None:
+        with kernels_of(base):
+            net(x)
+
+    whole = medians(
+        {
+            "new": lambda: net(x),
+            "base": whole_base,
+            "onnxruntime": lambda: session.run(None, {input_name: x}),
+        },
+        repeats,
+    )
+    model_row = (
+        f"| {name} | {sum(v[2] for v in layers.values())} | {totals['base']:.3f} | {totals['new']:.3f} | "
+        f"{totals['onnxruntime']:.3f} | {whole['base']:.2f} | {whole['new']:.2f} | {whole['onnxruntime']:.2f} |"
+    )
+    return rows, [model_row]
+
+
+def ort_call_overhead(threads: int, repeats: int) -> float:
+    """Median us of one session.run of a one-node model on 1x1x2x2 (the per-call cost in every
+    onnxruntime layer time above)."""
+    node = type("N", (), {"attrs": MaxPoolAttrs(kernel_shape=(1, 1))})()
+    session = ort_session(one_node_model(node, (1, 1, 2, 2)), threads)
+    data = np.zeros((1, 1, 2, 2), np.float32)
+    return medians({"ort": lambda: session.run(None, {"x": data})}, repeats)["ort"] * 1e3
+
+
+def report(
+    models: list[str], threads: int, repeats: int, revision: str, whole_model: bool = True
+) -> list[str]:
+    base = base_module(revision)
+    load = os.getloadavg()
+    layer_rows, model_rows = [], []
+    for name in models:
+        rows, model_row = measure_model(name, base, threads, repeats, whole_model)
+        layer_rows += rows
+        model_rows += model_row
+    overhead = ort_call_overhead(threads, repeats)
+    load_end = os.getloadavg()
+    shared = "shared with other jobs" if max(load[0], load_end[0]) > 0.5 else "quiet"
+    return [
+        f"Machine: {cpu_model()}, {os.cpu_count()} cores, {shared} (load average {load[0]:.2f} at the start, "
+        f"{load_end[0]:.2f} at the end); batch 1, {threads} threads, medians of {repeats} interleaved runs.",
+        "",
+        f"Command: `.venv/bin/python benchmarks/pool.py --models {','.join(models)} --threads {threads} "
+        f"--repeats {repeats} --base {revision}`",
+        "",
+        "Per model: its pooling steps (each distinct layer timed alone, times its count) and the whole",
+        "model, with the pool kernel before (base) and after (new), and onnxruntime.",
+        "",
+        "| model | pool layers | pools base ms | pools new ms | pools onnxruntime ms | model base ms | "
+        "model new ms | model onnxruntime ms |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        *model_rows,
+        "",
+        f"Per distinct layer (us; onnxruntime's times include its per-call cost, {overhead:.0f} us on a "
+        "2x2 input):",
+        "",
+        "| model | layer (kernel/stride, pads top,left,bottom,right, C x H x W) | count | base us | new us | "
+        "onnxruntime us | new / onnxruntime |",
+        "|---|---|---:|---:|---:|---:|---:|",
+        *layer_rows,
+    ]
+
+
+def write_section(lines: list[str], doc: Path = DOC) -> None:
+    """Replace the text between the pool markers of docs/tuning.md (the rest is other sections')."""
+    text = doc.read_text()
+    if START not in text or END not in text:
+        raise SystemExit(f"{doc} has no {START} ... {END} markers (section 'Pooling')")
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    doc.write_text(head + START + "\n" + "\n".join(lines) + "\n" + END + tail)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--models", default="googlenet,tiny-yolo,squeezenet1.1,resnet50,resnet18,shufflenetv2"
+    )
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--base", default=BASE, help="git revision whose pool2d.py is the 'base' kernel")
+    parser.add_argument("--print-only", action="store_true", help="print the tables, leave docs/tuning.md")
+    parser.add_argument(
+        "--layers-only", action="store_true", help="skip the whole models (implies --print-only)"
+    )
+    args = parser.parse_args()
+    lines = report(args.models.split(","), args.threads, args.repeats, args.base, not args.layers_only)
+    print("\n".join(lines))
+    if not (args.print_only or args.layers_only):
+        write_section(lines)
+
+
+if __name__ == "__main__":
+    main()
