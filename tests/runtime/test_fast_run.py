@@ -149,3 +149,15 @@ def test_dense_serial_twin_equals_the_parallel_kernel(
     elif kind == 2:
         expected = np.where(expected >= 0, expected, 0.1 * expected)
     np.testing.assert_allclose(serial, expected, rtol=1e-4, atol=1e-4 * np.sqrt(depth))
+
+
+def test_blas_count_set_between_runs_is_what_the_next_run_restores(lenet: Model) -> None:
+    x = np.zeros((1, 1, 28, 28), np.float32)
+    before = threads.blas_threads()
+    try:
+        for wanted in (2, 1, 2):
+            threads.set_blas_threads(wanted)  # the user's choice between two runs
+            lenet(x)
+            assert threads.blas_threads() == wanted
+    finally:
+        threads.set_blas_threads(before)

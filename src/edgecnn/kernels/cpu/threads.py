@@ -34,8 +34,9 @@ GRAIN = 200_000
 GEMM_GRAIN = 1 << 20
 """Multiply-adds below which a GEMM-based kernel stays on one thread (BLAS does ~8 per loop element)."""
 
-BlasPool = tuple[Callable[[], int], Callable[[int], None]]
-"""Getter and setter of one BLAS library's process-wide thread count."""
+BlasPool = tuple[Callable[[], int], Callable[[int], None], Callable[[int], int]]
+"""Getter, setter and exchanger (set, return the count before) of one BLAS library's process-wide
+thread count."""
 
 _blas_lock = threading.Lock()
 _blas_pools: list[BlasPool] | None = None
@@ -60,8 +61,34 @@ def _openblas_pool(lib: Any) -> BlasPool | None:
             if getter is not None and setter is not None:
                 getter.restype, getter.argtypes = ctypes.c_int, []
                 setter.restype, setter.argtypes = None, [ctypes.c_int]
-                return getter, setter
+                # OpenBLAS >= 0.3.27: sets the (pthreads build: process-wide) count and returns
+                # the previous one, one call where a run's start would need two
+                exchanger = getattr(handle, "openblas_set_num_threads_local", None)
+                if exchanger is not None:
+                    exchanger.restype, exchanger.argtypes = ctypes.c_int, [ctypes.c_int]
+                else:
+                    exchanger = _exchange_with(getter, setter)
+                return getter, setter, exchanger
     return None
+
+
+def _exchange_with(get: Callable[[], int], set_threads: Callable[[int], None]) -> Callable[[int], int]:
+    def exchange(n: int) -> int:
+        previous = get() or 1
+        if previous != n:
+            set_threads(n)
+        return previous
+
+    return exchange
+
+
+def _controller_pool(lib: Any) -> BlasPool:
+    """Any other BLAS, through threadpoolctl's controller."""
+
+    def get() -> int:
+        return int(lib.get_num_threads() or 1)
+
+    return get, lib.set_num_threads, _exchange_with(get, lib.set_num_threads)
 
 
 def _pools() -> list[BlasPool]:
@@ -74,10 +101,7 @@ def _pools() -> list[BlasPool]:
 
                 controller = ThreadpoolController()
                 libraries = [lib for lib in controller.lib_controllers if lib.user_api == "blas"]
-                _blas_pools = [
-                    _openblas_pool(lib) or (lambda lib=lib: lib.get_num_threads() or 1, lib.set_num_threads)
-                    for lib in libraries
-                ]
+                _blas_pools = [_openblas_pool(lib) or _controller_pool(lib) for lib in libraries]
     return _blas_pools
 
 
@@ -88,12 +112,12 @@ def max_threads() -> int:
 
 def blas_threads() -> int:
     """Threads the BLAS pool uses now (the largest, if several BLAS libraries are loaded)."""
-    return max((get() or 1 for get, _ in _pools()), default=1)
+    return max((pool[0]() or 1 for pool in _pools()), default=1)
 
 
 def set_blas_threads(n: int) -> None:
     global _held_blas
-    for get, set_threads in _pools():
+    for get, set_threads, _ in _pools():
         if get() != n:
             set_threads(n)
     if _holders:
@@ -110,15 +134,11 @@ def _hold_blas_enter(n: int) -> None:
     """BLAS at ``n`` threads while any holder runs; the counts before the first holder come back
     when the last one leaves (``_hold_blas_exit``). BLAS's setting is process-wide: with concurrent
     runs, restoring it when one run ends would change it under the others (and with it their
-    GEMMs' rounding). One get and at most one set per library: every run passes here."""
+    GEMMs' rounding). One exchange and at most one set per library: every run passes here."""
     global _holders, _saved_blas, _held_blas
     with _hold_lock:
         if _holders == 0:
-            pools = _pools()
-            _saved_blas = [get() or 1 for get, _ in pools]
-            for (_, set_threads), saved in zip(pools, _saved_blas):
-                if saved != n:
-                    set_threads(n)
+            _saved_blas = [exchange(n) or 1 for _, _, exchange in _pools()]
             _held_blas = n
         elif _held_blas != n:
             set_blas_threads(n)
@@ -131,7 +151,7 @@ def _hold_blas_exit() -> None:
     with _hold_lock:
         _holders -= 1
         if _holders == 0:
-            for (_, set_threads), saved in zip(_pools(), _saved_blas):
+            for (_, set_threads, _), saved in zip(_pools(), _saved_blas):
                 if saved != _held_blas:
                     set_threads(saved)
             _held_blas = 0
