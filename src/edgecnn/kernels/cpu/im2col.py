@@ -25,6 +25,58 @@ def valid_range(offset: int, stride: int, size: int, count: int) -> tuple[int, i
 
 
 @numba.njit(cache=True)
+def shifted_rows(
+    image: np.ndarray,  # (Cg, H, W)
+    kernel_h: int,
+    kernel_w: int,
+    pad_top: int,
+    pad_left: int,
+    dilation_h: int,
+    dilation_w: int,
+    p0: int,
+    p1: int,
+    dest: np.ndarray,  # (Cg*KH*KW, >= p1 - p0)
+) -> None:
+    """im2col_range for unit strides and an output as wide as the input (SAME-like padding): each
+    row of the matrix is then the channel's plane shifted by one constant offset, so it is one long
+    copy, with zeros written afterwards where a tap falls in the padding (the rows above or below the
+    image, and |shift| columns at one edge of every output row). Replaces out_h short copies per
+    row; tiny-YOLO's and SqueezeNet's 3x3 layers with few channels spend most of their time here."""
+    channels, height, width = image.shape
+    taps = kernel_h * kernel_w
+    plane = height * width
+    zero = np.float32(0.0)
+    flat = image.reshape(channels * plane)
+    for row in range(channels * taps):
+        c = row // taps
+        dy = (row % taps) // kernel_w * dilation_h - pad_top
+        dx = row % kernel_w * dilation_w - pad_left
+        out = dest[row]
+        # outputs whose tap row lies in the image, clipped to p0..p1, then to the plane's floats
+        lo = min(max(max(-dy, 0) * width, p0), p1)
+        hi = max(min((height - dy) * width, p1), lo)
+        shift = dy * width + dx
+        lo_copy = min(max(lo, -shift), hi)
+        hi_copy = max(min(hi, plane - shift), lo_copy)
+        for i in range(p0, lo_copy):
+            out[np.uint64(i - p0)] = zero
+        source = c * plane + shift
+        for i in range(lo_copy, hi_copy):
+            out[np.uint64(i - p0)] = flat[np.uint64(source + i)]
+        for i in range(hi_copy, p1):
+            out[np.uint64(i - p0)] = zero
+        if dx == 0:
+            continue
+        # the edge columns whose tap column is outside the image: x + dx < 0 or >= width
+        x0, x1 = (0, min(-dx, width)) if dx < 0 else (max(width - dx, 0), width)
+        for oy in range(p0 // width, (p1 - 1) // width + 1):
+            start = max(oy * width + x0, p0)
+            stop = min(oy * width + x1, p1)
+            for i in range(start, stop):
+                out[np.uint64(i - p0)] = zero
+
+
+@numba.njit(cache=True)
 def im2col_range(
     image: np.ndarray,  # (Cg, H, W): one group's channels of one image
     kernel_h: int,
@@ -45,6 +97,9 @@ def im2col_range(
     vectorise, with no slice made per segment. Narrow rows (LeNet's, SimpleCNN's) ran 2-3x slower
     with a view per segment."""
     channels, height, width = image.shape
+    if stride_h == 1 and stride_w == 1 and out_w == width:
+        shifted_rows(image, kernel_h, kernel_w, pad_top, pad_left, dilation_h, dilation_w, p0, p1, dest)
+        return
     taps = kernel_h * kernel_w
     first_row, last_row = p0 // out_w, (p1 - 1) // out_w
     zero = np.float32(0.0)
