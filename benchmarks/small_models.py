@@ -12,17 +12,24 @@ with the same pause and the same onnxruntime settings as the bench adapter:
   plan lookup, ``cpu_threads`` and ``execute`` — on the same model and plan;
 - ``onnxruntime``: intra-op spinning off (as in `edgecnn bench`).
 
-It then splits edgecnn's cold run into its steps (each kernel call timed) and the rest. Writes
-docs/small-models.md (or --output) and prints it.
+It then splits edgecnn's cold run into its steps (each kernel call timed) and the rest. With
+``--before COMMIT`` it also compares this working tree with the package as of COMMIT (``git archive``
+into a temporary directory): the two cannot share a process, so child processes of each alternate,
+every one timing edgecnn interleaved with onnxruntime, and the table gives both engines' medians
+and the ratio (which cancels most of the drift between processes). Writes docs/small-models.md (or
+--output) and prints it.
 
-    .venv/bin/python benchmarks/small_models.py --threads 2 --rounds 40
+    .venv/bin/python benchmarks/small_models.py --threads 2 --rounds 40 --before 9672852
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -119,6 +126,62 @@ def step_split(
     return [*rows, ("sum of steps", steps), ("whole call", total), ("outside the steps", total - steps)]
 
 
+def measure_case(case: str, threads: int, rounds: int, gap: float) -> dict[str, float]:
+    """Median ms of edgecnn's ``model(x)`` and of onnxruntime, interleaved, for ``model:batch``.
+    Only uses what every version of the package has (a child process of ``--before`` runs it)."""
+    name, batch = case.split(":")
+    entry = zoo_entry(name)
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = Path(tmp)
+        path = model_path(name, cache, 1.0, None, 0)
+        shape = (int(batch), entry.channels, entry.resolution, entry.resolution)
+        x = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
+        net = edgecnn.load(path, threads=threads)
+        ort = OnnxRuntimeEngine().prepare(path, threads, shape, cache)
+        times = interleaved({"edgecnn": net, "onnxruntime": ort}, x, rounds, gap)
+    return {engine: statistics.median(values) for engine, values in times.items()}
+
+
+def before_and_after(args: argparse.Namespace, processes: int) -> list[str]:
+    """Rows comparing the package at ``args.before`` with this tree, processes alternating."""
+    here = Path(__file__).resolve()
+    repo = here.parent.parent
+    lines = [
+        "",
+        f"## Before (commit {args.before}) and after (this tree)",
+        "",
+        f"{processes} child processes per version, alternating; each times {args.rounds} interleaved "
+        "rounds of edgecnn and onnxruntime. Medians over the processes' medians.",
+        "",
+        "| model | batch | before ms | onnxruntime ms | before / ort | after ms | onnxruntime ms | after / ort |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(
+            ["git", "-C", str(repo), "archive", args.before, "src"], check=True, capture_output=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        sources = {"before": str(Path(tmp) / "src"), "after": str(repo / "src")}
+        for case in args.cases.split(","):
+            results: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
+            for _ in range(processes):
+                for version, source in sources.items():
+                    env = {**os.environ, "PYTHONPATH": source}
+                    command = [sys.executable, str(here), "--measure", case, "--threads", str(args.threads)]
+                    command += ["--rounds", str(args.rounds), "--gap", str(args.gap)]
+                    out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
+                    results[version].append(json.loads(out.strip().splitlines()[-1]))
+            name, batch = case.split(":")
+            cells = []
+            for version in ("before", "after"):
+                ours = statistics.median(r["edgecnn"] for r in results[version])
+                theirs = statistics.median(r["onnxruntime"] for r in results[version])
+                ratio = statistics.median(r["edgecnn"] / r["onnxruntime"] for r in results[version])
+                cells += [f"{ours:.3f}", f"{theirs:.3f}", f"{ratio:.2f}x"]
+            lines.append(f"| {name} | {batch} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="lenet5:1,simplecnn:1,lenet5:8", help="model:batch,...")
@@ -130,7 +193,13 @@ def main() -> None:
     parser.add_argument(
         "--output", type=Path, default=Path(__file__).parent.parent / "docs" / "small-models.md"
     )
+    parser.add_argument("--before", help="also compare with the package at this git commit")
+    parser.add_argument("--processes", type=int, default=3, help="child processes per version (--before)")
+    parser.add_argument("--measure", help=argparse.SUPPRESS)  # child of --before: one case, JSON out
     args = parser.parse_args()
+    if args.measure:
+        print(json.dumps(measure_case(args.measure, args.threads, args.rounds, args.gap)))
+        return
     load = os.getloadavg()[0]
     lines = [
         "# Small models: per-run overhead under benchmark conditions",
@@ -139,7 +208,7 @@ def main() -> None:
         f"(medians), a {args.gap * 1e3:.0f} ms pause before every run as in `edgecnn bench`.",
         "",
         f"Command: `.venv/bin/python benchmarks/small_models.py --cases {args.cases} --threads {args.threads} "
-        f"--rounds {args.rounds} --gap {args.gap}`",
+        f"--rounds {args.rounds} --gap {args.gap}" + (f" --before {args.before}`" if args.before else "`"),
         "",
         "`edgecnn` is `model(x)` (the cached fast run); `edgecnn checked` is the general path every",
         "call took before it (check_feeds, plan lookup, cpu_threads, execute), same model and plan.",
@@ -168,10 +237,12 @@ def main() -> None:
             if not net._fast_runs:
                 continue  # a batch split over threads: no single run to take apart
             splits.append((f"{name} batch {batch}", step_split(net, x, ort, args.rounds, args.gap)))
-    lines.append(f"\nLoad average at the end: {os.getloadavg()[0]:.2f}.")
     for title, rows in splits:
         lines += ["", f"## {title}: edgecnn's cold run, step by step", "", "| step | ms |", "|---|---:|"]
         lines += [f"| {label} | {ms:.3f} |" for label, ms in rows]
+    if args.before:
+        lines += before_and_after(args, args.processes)
+    lines.append(f"\nLoad average at the end: {os.getloadavg()[0]:.2f}.")
     text = "\n".join(lines) + "\n"
     print(text)
     args.output.write_text(text)
