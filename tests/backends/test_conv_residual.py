@@ -15,8 +15,6 @@ from edgecnn.bench.zoo import build_model
 from edgecnn.importers import load_graph
 from edgecnn.model import Model
 from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
-from edgecnn.passes import PIPELINE, optimize
-from edgecnn.passes.fuse_residual import fuse_residual
 from edgecnn.runtime.options import RuntimeOptions
 
 CASES = [
@@ -46,21 +44,12 @@ def test_fused_conv_add_matches_reference(
     device.check_node("FusedConvAdd", attrs, [x, w, None, z], (1, 3), kernel="conv_residual", magnitude=taps)
 
 
-def with_fuse_residual() -> list[tuple[str, object]]:
-    names = [name for name, _ in PIPELINE]
-    if "fuse_residual" in names:
-        return list(PIPELINE)
-    at = names.index("fuse_activation") + 1
-    return [*PIPELINE[:at], ("fuse_residual", fuse_residual), *PIPELINE[at:]]
-
-
 def test_resnet18_with_fused_residuals_runs_on_the_device(device: Backend, tmp_path: Path) -> None:
     path = tmp_path / "resnet18.onnx"
     onnx.save(build_model("resnet18", width=0.25, resolution=32), str(path))
     graph = load_graph(path)
-    optimized, _ = optimize(graph.topologically_sorted(), with_fuse_residual())  # type: ignore[arg-type]
-    assert [n.op for n in optimized.nodes].count("FusedConvAdd") == 8
-    model = device.model(optimized, optimize=False)
+    model = device.model(graph)
+    assert [n.op for n in model.optimized_graph.nodes].count("FusedConvAdd") == 8
     x = np.random.default_rng(0).standard_normal((1, 3, 32, 32), dtype=np.float32)
     steps = model.plan_for(x).steps
     fallbacks = [s.node.op for s in steps if not s.kernel.name.startswith(f"{device.kind}_")]

@@ -22,6 +22,7 @@ from edgecnn.ops.fused import FusedConvAttrs
 from edgecnn.ops.registry import NoAttrs
 from edgecnn.passes import PIPELINE, optimize
 from edgecnn.passes.fuse_residual import fuse_residual
+from edgecnn.passes.pipeline import pipeline_without
 from edgecnn.runtime.options import RuntimeOptions
 
 PAD = ConvAttrs(pads=(1, 1, 1, 1))
@@ -229,14 +230,15 @@ def test_add_of_two_non_conv_tensors() -> None:
     assert_unchanged(block([relu("x", "r"), add("r", "x", "y")]))
 
 
-# ------------------------------------------------------------------ real models
-def with_fuse_residual() -> list[tuple[str, object]]:
-    """The pipeline with fuse_residual right after fuse_activation (where pipeline.py lists it)."""
+# ------------------------------------------------------------------ pipeline and real models
+def test_pipeline_runs_it_after_fuse_activation() -> None:
     names = [name for name, _ in PIPELINE]
-    if "fuse_residual" in names:
-        return list(PIPELINE)
-    at = names.index("fuse_activation") + 1
-    return [*PIPELINE[:at], ("fuse_residual", fuse_residual), *PIPELINE[at:]]
+    assert names.index("fuse_activation") < names.index("fuse_residual") < names.index("eliminate_dead")
+    assert [name for name, _ in pipeline_without("fuse_residual")] == [
+        n for n in names if n != "fuse_residual"
+    ]
+    with pytest.raises(ValueError, match="fuse_nothing"):
+        pipeline_without("fuse_nothing")
 
 
 @pytest.mark.parametrize("name, blocks", [("resnet18", 8), ("resnet50", 16)])
@@ -244,13 +246,14 @@ def test_resnet_residual_tails_are_fused(name: str, blocks: int, tmp_path: Path)
     path = tmp_path / f"{name}.onnx"
     onnx.save(build_model(name, width=0.25, resolution=32), str(path))
     graph = load_graph(path)
-    optimized, reports = optimize(graph.topologically_sorted(), with_fuse_residual())  # type: ignore[arg-type]
+    optimized, reports = optimize(graph.topologically_sorted())
     ops = [n.op for n in optimized.nodes]
     assert ops.count("FusedConvAdd") == blocks and "Add" not in ops and "Relu" not in ops
     changes = {r.name: r.changes for r in reports}["fuse_residual"]
     assert len(changes) == blocks and all(c.endswith("-> FusedConvAdd (relu)") for c in changes)
     x = random((2, 3, 32, 32), 9)
-    fast = Model(optimized, RuntimeOptions.resolve(threads=2, optimize=False))
+    fast = Model(graph, RuntimeOptions.resolve(threads=2))
+    assert [n.op for n in fast.optimized_graph.nodes] == ops
     assert sum(s.kernel.name == "conv_residual" for s in fast.plan_for(x).steps) == blocks
     plain = Model(graph, RuntimeOptions.resolve(threads=1, optimize=False))
     expected = plain(x)

@@ -14,6 +14,7 @@ from edgecnn.passes.fold_channel_affine import fold_channel_affine
 from edgecnn.passes.fold_constants import fold_constants
 from edgecnn.passes.fold_qdq import fold_qdq
 from edgecnn.passes.fuse_activation import fuse_activation
+from edgecnn.passes.fuse_residual import fuse_residual
 
 GraphPass = Callable[[Graph], PassResult]
 
@@ -32,8 +33,18 @@ PIPELINE: tuple[tuple[str, GraphPass], ...] = (
     ("fold_batch_norm", fold_batch_norm),
     ("fold_channel_affine", fold_channel_affine),
     ("fuse_activation", fuse_activation),
+    ("fuse_residual", fuse_residual),  # conv + Add (+ activation): after fuse_activation took plain ones
     ("eliminate_dead", eliminate_dead),
 )
+
+
+def pipeline_without(*names: str) -> tuple[tuple[str, GraphPass], ...]:
+    """PIPELINE minus the named passes: to measure what a pass is worth, or for a rewrite that runs
+    after the passes and does not know an op they create yet."""
+    unknown = set(names) - {name for name, _ in PIPELINE}
+    if unknown:
+        raise ValueError(f"no pass named {', '.join(sorted(unknown))} in the pipeline")
+    return tuple((name, graph_pass) for name, graph_pass in PIPELINE if name not in names)
 
 
 def optimize(
