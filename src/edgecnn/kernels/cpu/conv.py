@@ -85,6 +85,7 @@ class TiledConvGemm(ConvKernel):
                 self.group_rows,
                 threads,
                 limit_columns=not self.pointwise,
+                weight_bytes=self.weights[0].nbytes,
             )
             self._tilings[threads] = tiling
         return tiling

@@ -16,6 +16,13 @@ COLUMNS_BYTES = 1 << 20
 wider (more efficient) GEMMs, and ResNet-18's stride-2 3x3 convs ran 5-10% faster than with 256 KiB
 (one thread, 2-core EPYC VM)."""
 
+REPACK_RATIO = 8
+"""A tile's im2col columns may grow to this many times the layer's weights (beyond COLUMNS_BYTES):
+every tile's GEMM packs the whole weight matrix again, which costs more than columns that spill
+from L2 once the weights are large (ResNet's 128->128 3x3 stride-2 layer, 576 KiB of weights: one
+tile 3.9-4.0 ms, four 1 MiB tiles 4.35 ms on one thread; two tiles 5.1-5.2 ms of CPU time, four
+5.7 ms on two threads; shared 2-core VM, docs/conv-gap.md)."""
+
 MIN_COLUMNS = 64
 """Narrowest tile worth a GEMM call (a few of the BLAS micro-kernel's column blocks)."""
 
@@ -35,15 +42,24 @@ def _round_up(value: int, multiple: int) -> int:
 
 
 def plan_tiles(
-    outer: int, rows: int, columns: int, depth: int, threads: int, *, limit_columns: bool
+    outer: int,
+    rows: int,
+    columns: int,
+    depth: int,
+    threads: int,
+    *,
+    limit_columns: bool,
+    weight_bytes: int = 0,
 ) -> Tiling:
     """Tiles for ``outer`` independent (rows x depth) @ (depth x columns) products (images x groups).
 
-    ``limit_columns`` bounds a tile's width so its (depth x width) im2col buffer stays in cache.
+    ``limit_columns`` bounds a tile's width so its (depth x width) im2col buffer stays in cache, or
+    within REPACK_RATIO times ``weight_bytes`` (the weights every tile's GEMM packs) if that is more.
     """
     column_step = columns
     if limit_columns:
-        column_step = min(columns, max(MIN_COLUMNS, COLUMNS_BYTES // (4 * max(depth, 1))))
+        budget = max(COLUMNS_BYTES, REPACK_RATIO * weight_bytes)
+        column_step = min(columns, max(MIN_COLUMNS, budget // (4 * max(depth, 1))))
     column_tiles = math.ceil(columns / column_step)
     row_tiles = 1
     per_product = math.ceil(threads / outer)  # tiles each product needs for every thread to get one
