@@ -127,3 +127,23 @@ def test_serial_twin_is_the_same_code_without_a_parallel_region() -> None:
         outs.append(out)
     np.testing.assert_array_equal(outs[0], outs[1])
     assert (outs[0] >= 0).all()  # kind 1: ReLU applied
+
+
+@pytest.mark.parametrize(
+    ("shape", "attrs"),
+    [
+        ((1, 700, 7, 7), MaxPoolAttrs(kernel_shape=(3, 3), pads=(1, 1, 1, 1))),  # 334 planes per chunk
+        ((2, 300, 9, 9), AveragePoolAttrs(kernel_shape=(3, 3), strides=(2, 2), ceil_mode=True)),
+        (
+            (1, 3, 130, 131),
+            MaxPoolAttrs(kernel_shape=(3, 3), strides=(1, 1), pads=(1, 1, 1, 1)),
+        ),  # 1 per chunk
+    ],
+)
+def test_chunks_of_planes(shape: tuple[int, ...], attrs: Any) -> None:
+    """Small planes are processed pool2d.SCRATCH_FLOATS floats of row reductions at a time: runs of
+    planes that do not divide into the chunks, and planes too big for one."""
+    x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+    x[0, -1, -1, -1] = np.nan
+    for threads in (1, 2):
+        check(attrs, x, threads)

@@ -29,6 +29,10 @@ import numpy as np
 from edgecnn.kernels.cpu.epilogue import activate
 from edgecnn.kernels.cpu.im2col import valid_range
 
+SCRATCH_FLOATS = 16384
+"""Scratch per worker (64 KiB): small planes are processed this many floats of row reductions at
+a time, so that each loop below runs once per chunk of planes instead of once per plane."""
+
 
 @numba.njit(cache=True)
 def _tap_ranges(
@@ -67,52 +71,67 @@ def _max(a: np.float32, b: np.float32) -> np.float32:
 
 @numba.njit(cache=True)
 def _reduce_rows(
-    src: np.ndarray, first: int, step: int, taps: int, is_max: bool, line: np.ndarray, start: int, count: int
+    src: np.ndarray,
+    first: int,
+    step: int,
+    taps: int,
+    is_max: bool,
+    line: np.ndarray,
+    start: int,
+    count: int,
+    rows: int,
+    src_pitch: int,
+    line_pitch: int,
 ) -> None:
-    """line[start + i] = max (or sum) over t < taps of src[first + t * step + i], i < count; no
-    taps: the neutral value. Offsets are unsigned and no views are made: both keep it vectorised
-    and cheap to call (a view costs as much as a short row)."""
-    u1, n = np.uint64(first), np.uint64(count)
-    o, s = np.uint64(start), np.uint64(step)
-    if taps == 0:
-        neutral = np.float32(-np.inf) if is_max else np.float32(0.0)
-        for i in range(n):
-            line[o + i] = neutral
-        return
-    if taps == 1:
-        for i in range(n):
-            line[o + i] = src[u1 + i]
-        return
-    u2 = u1 + s
-    if taps == 2:
-        if is_max:
+    """line[start + r * line_pitch + i] = max (or sum) over t < taps of src[first + r * src_pitch +
+    t * step + i], for i < count and r < rows; no taps: the neutral value. Offsets are unsigned and
+    no views are made, and the row loop sits inside each case: all three keep short rows cheap (a
+    view, or a call per row, costs as much as a 28-wide row)."""
+    n, s = np.uint64(count), np.uint64(step)
+    sp, lp = np.uint64(src_pitch), np.uint64(line_pitch)
+    for r in range(np.uint64(rows)):
+        o = np.uint64(start) + r * lp
+        u1 = np.uint64(first) + r * sp
+        if taps == 0:
+            neutral = np.float32(-np.inf) if is_max else np.float32(0.0)
             for i in range(n):
-                line[o + i] = _max(src[u1 + i], src[u2 + i])
+                line[o + i] = neutral
+        elif taps == 1:
+            for i in range(n):
+                line[o + i] = src[u1 + i]
+        elif taps == 2:
+            u2 = u1 + s
+            if is_max:
+                for i in range(n):
+                    line[o + i] = _max(src[u1 + i], src[u2 + i])
+            else:
+                for i in range(n):
+                    line[o + i] = src[u1 + i] + src[u2 + i]
         else:
-            for i in range(n):
-                line[o + i] = src[u1 + i] + src[u2 + i]
-        return
-    u3 = u2 + s
-    if is_max:
-        for i in range(n):
-            line[o + i] = _max(_max(src[u1 + i], src[u2 + i]), src[u3 + i])
-    else:
-        for i in range(n):
-            line[o + i] = (src[u1 + i] + src[u2 + i]) + src[u3 + i]
-    for t in range(3, taps):
-        ut = u1 + np.uint64(t) * s
-        if is_max:
-            for i in range(n):
-                line[o + i] = _max(line[o + i], src[ut + i])
-        else:
-            for i in range(n):
-                line[o + i] += src[ut + i]
+            u2 = u1 + s
+            u3 = u2 + s
+            if is_max:
+                for i in range(n):
+                    line[o + i] = _max(_max(src[u1 + i], src[u2 + i]), src[u3 + i])
+            else:
+                for i in range(n):
+                    line[o + i] = (src[u1 + i] + src[u2 + i]) + src[u3 + i]
+            for t in range(3, taps):
+                ut = u1 + np.uint64(t) * s
+                if is_max:
+                    for i in range(n):
+                        line[o + i] = _max(line[o + i], src[ut + i])
+                else:
+                    for i in range(n):
+                        line[o + i] += src[ut + i]
 
 
 @numba.njit(cache=True)
 def _vertical(
     src: np.ndarray,  # flat input
-    plane: int,  # offset of this plane in src
+    first_plane: int,  # offset of the chunk's first plane in src
+    planes: int,  # planes in the chunk (consecutive)
+    plane_in: int,  # H * W
     width: int,
     stride_h: int,
     pad_top: int,
@@ -123,23 +142,45 @@ def _vertical(
     row_first: int,
     row_last: int,
     is_max: bool,
-    scratch: np.ndarray,  # (>= OH * W,): row oy gets the reduction of output row oy's input rows
+    scratch: np.ndarray,  # (>= planes * OH * W,): row oy of plane p gets the reduction of its rows
 ) -> None:
-    """Every output row's window rows reduced column by column; at stride 1 the rows whose window
-    lies inside the plane follow each other in both arrays, so they are one flat loop."""
+    """Every output row's window rows reduced column by column: the rows whose window lies inside
+    the plane in one call per plane (at stride 1 they follow each other in both arrays: one flat
+    loop per plane, one call for the chunk), each border row in one call for the whole chunk."""
     out_h = y_lo.shape[0]
     step = dilation_h * width
-    flat = stride_h == 1 and row_last > row_first
+    plane_scratch = out_h * width
+    if row_last > row_first:
+        first = first_plane + (row_first * stride_h - pad_top) * width
+        if stride_h == 1:
+            count = (row_last - row_first) * width
+            _reduce_rows(
+                src,
+                first,
+                step,
+                kernel_h,
+                is_max,
+                scratch,
+                row_first * width,
+                count,
+                planes,
+                plane_in,
+                plane_scratch,
+            )
+        else:
+            for p in range(planes):
+                _reduce_rows(
+                    src, first + p * plane_in, step, kernel_h, is_max, scratch, p * plane_scratch + row_first * width,
+                    width, row_last - row_first, stride_h * width, width,
+                )  # fmt: skip
     for oy in range(out_h):
-        if flat and row_first <= oy < row_last:
-            if oy == row_first:
-                first = plane + (row_first - pad_top) * width
-                count = (row_last - row_first) * width
-                _reduce_rows(src, first, step, kernel_h, is_max, scratch, row_first * width, count)
+        if row_first <= oy < row_last:
             continue
         taps = y_hi[oy] - y_lo[oy]
-        first = plane + (oy * stride_h - pad_top + y_lo[oy] * dilation_h) * width if taps > 0 else 0
-        _reduce_rows(src, first, step, taps, is_max, scratch, oy * width, width)
+        first = first_plane + (oy * stride_h - pad_top + y_lo[oy] * dilation_h) * width if taps > 0 else 0
+        _reduce_rows(
+            src, first, step, taps, is_max, scratch, oy * width, width, planes, plane_in, plane_scratch
+        )
 
 
 @numba.njit(cache=True)
@@ -153,55 +194,62 @@ def _reduce_columns(
     out: np.ndarray,
     start: int,
     count: int,
+    rows: int,
+    s_pitch: int,
+    out_pitch: int,
 ) -> None:
-    """out[start + i] = max (or sum) of s[first + i * stride + j * dilation] over j < kernel, i <
-    count. 3- and 2-wide windows at stride 1 or 2 (GoogLeNet, ResNet, YOLO) are one pass each."""
-    o, n, b = np.uint64(start), np.uint64(count), np.uint64(first)
-    d = np.uint64(dilation)
-    if kernel == 3 and stride == 1:
-        b2, b3 = b + d, b + d + d
-        if is_max:
-            for i in range(n):
-                out[o + i] = _max(_max(s[b + i], s[b2 + i]), s[b3 + i])
-        else:
-            for i in range(n):
-                out[o + i] = (s[b + i] + s[b2 + i]) + s[b3 + i]
-    elif kernel == 3 and stride == 2 and dilation == 1:
-        b2, b3 = b + np.uint64(1), b + np.uint64(2)
-        if is_max:
-            for i in range(n):
-                out[o + i] = _max(_max(s[b + i + i], s[b2 + i + i]), s[b3 + i + i])
-        else:
-            for i in range(n):
-                out[o + i] = (s[b + i + i] + s[b2 + i + i]) + s[b3 + i + i]
-    elif kernel == 2 and stride == 1:
-        b2 = b + d
-        if is_max:
-            for i in range(n):
-                out[o + i] = _max(s[b + i], s[b2 + i])
-        else:
-            for i in range(n):
-                out[o + i] = s[b + i] + s[b2 + i]
-    elif kernel == 2 and stride == 2:
-        b2 = b + d
-        if is_max:
-            for i in range(n):
-                out[o + i] = _max(s[b + i + i], s[b2 + i + i])
-        else:
-            for i in range(n):
-                out[o + i] = s[b + i + i] + s[b2 + i + i]
-    else:
-        st = np.uint64(stride)
-        for i in range(n):
-            out[o + i] = s[b + i * st]
-        for j in range(1, kernel):
-            bj = b + np.uint64(j) * d
+    """out[start + r * out_pitch + i] = max (or sum) of s[first + r * s_pitch + i * stride + j *
+    dilation] over j < kernel, for i < count and r < rows. 3- and 2-wide windows at stride 1 or 2
+    (GoogLeNet, ResNet, YOLO) are one pass each."""
+    n, d = np.uint64(count), np.uint64(dilation)
+    sp, op = np.uint64(s_pitch), np.uint64(out_pitch)
+    for r in range(np.uint64(rows)):
+        o = np.uint64(start) + r * op
+        b = np.uint64(first) + r * sp
+        if kernel == 3 and stride == 1:
+            b2, b3 = b + d, b + d + d
             if is_max:
                 for i in range(n):
-                    out[o + i] = _max(out[o + i], s[bj + i * st])
+                    out[o + i] = _max(_max(s[b + i], s[b2 + i]), s[b3 + i])
             else:
                 for i in range(n):
-                    out[o + i] += s[bj + i * st]
+                    out[o + i] = (s[b + i] + s[b2 + i]) + s[b3 + i]
+        elif kernel == 3 and stride == 2 and dilation == 1:
+            b2, b3 = b + np.uint64(1), b + np.uint64(2)
+            if is_max:
+                for i in range(n):
+                    out[o + i] = _max(_max(s[b + i + i], s[b2 + i + i]), s[b3 + i + i])
+            else:
+                for i in range(n):
+                    out[o + i] = (s[b + i + i] + s[b2 + i + i]) + s[b3 + i + i]
+        elif kernel == 2 and stride == 1:
+            b2 = b + d
+            if is_max:
+                for i in range(n):
+                    out[o + i] = _max(s[b + i], s[b2 + i])
+            else:
+                for i in range(n):
+                    out[o + i] = s[b + i] + s[b2 + i]
+        elif kernel == 2 and stride == 2:
+            b2 = b + d
+            if is_max:
+                for i in range(n):
+                    out[o + i] = _max(s[b + i + i], s[b2 + i + i])
+            else:
+                for i in range(n):
+                    out[o + i] = s[b + i + i] + s[b2 + i + i]
+        else:
+            st = np.uint64(stride)
+            for i in range(n):
+                out[o + i] = s[b + i * st]
+            for j in range(1, kernel):
+                bj = b + np.uint64(j) * d
+                if is_max:
+                    for i in range(n):
+                        out[o + i] = _max(out[o + i], s[bj + i * st])
+                else:
+                    for i in range(n):
+                        out[o + i] += s[bj + i * st]
 
 
 @numba.njit(cache=True)
@@ -217,45 +265,29 @@ def _horizontal(
     col_last: int,
     is_max: bool,
     dest: np.ndarray,  # flat output
-    plane: int,  # offset of this plane in dest
-    out_h: int,
+    plane: int,  # offset of the chunk's first plane in dest
+    rows: int,  # output rows of the chunk: planes * OH (its planes' rows follow each other)
 ) -> None:
     """The windows inside the row. Where rows of scratch and of dest line up (width == stride *
-    OW), one flat loop over the plane: its border columns then read the neighbouring row, and
+    OW), one flat loop over the chunk: its border columns then read the neighbouring row, and
     _border_columns overwrites them; else one loop per row over the interior columns."""
     if col_last <= col_first:
         return
     if width == stride_w * out_w:
         # flat position j reads scratch[j * stride - pad_left + t * dilation]: keep them inside it
-        limit = out_h * width - 1 - (kernel_w - 1) * dilation_w + pad_left  # j * stride <= limit
+        limit = rows * width - 1 - (kernel_w - 1) * dilation_w + pad_left  # j * stride <= limit
         j0 = (pad_left + stride_w - 1) // stride_w
-        j1 = min(out_h * out_w, limit // stride_w + 1)
+        j1 = min(rows * out_w, limit // stride_w + 1)
         if j1 > j0:
             _reduce_columns(
-                scratch,
-                j0 * stride_w - pad_left,
-                kernel_w,
-                stride_w,
-                dilation_w,
-                is_max,
-                dest,
-                plane + j0,
-                j1 - j0,
-            )
+                scratch, j0 * stride_w - pad_left, kernel_w, stride_w, dilation_w, is_max, dest, plane + j0,
+                j1 - j0, 1, 0, 0,
+            )  # fmt: skip
         return
-    offset = col_first * stride_w - pad_left
-    for oy in range(out_h):
-        _reduce_columns(
-            scratch,
-            oy * width + offset,
-            kernel_w,
-            stride_w,
-            dilation_w,
-            is_max,
-            dest,
-            plane + oy * out_w + col_first,
-            col_last - col_first,
-        )
+    _reduce_columns(
+        scratch, col_first * stride_w - pad_left, kernel_w, stride_w, dilation_w, is_max, dest,
+        plane + col_first, col_last - col_first, rows, width, out_w,
+    )  # fmt: skip
 
 
 @numba.njit(cache=True)
@@ -272,11 +304,11 @@ def _border_columns(
     col_last: int,
     is_max: bool,
     dest: np.ndarray,  # flat output
-    plane: int,  # offset of this plane in dest
-    out_h: int,
+    plane: int,  # offset of the chunk's first plane in dest
+    rows: int,  # output rows of the chunk: planes * OH
 ) -> None:
     """Columns whose windows leave the row: the reduction of their valid taps only (none: the
-    neutral value), one loop over the rows per column."""
+    neutral value), one loop over the chunk's rows per column."""
     interior = col_last > col_first
     w, ow, d = np.uint64(width), np.uint64(out_w), np.uint64(dilation_w)
     for ox in range(out_w):
@@ -286,28 +318,28 @@ def _border_columns(
         o = np.uint64(plane + ox)
         if taps <= 0:
             neutral = np.float32(-np.inf) if is_max else np.float32(0.0)
-            for oy in range(np.uint64(out_h)):
+            for oy in range(np.uint64(rows)):
                 dest[o + oy * ow] = neutral
             continue
         b = np.uint64(ox * stride_w - pad_left + x_lo[ox] * dilation_w)
         if taps == 1:
-            for oy in range(np.uint64(out_h)):
+            for oy in range(np.uint64(rows)):
                 dest[o + oy * ow] = scratch[b + oy * w]
             continue
         b2 = b + d
         if is_max:
-            for oy in range(np.uint64(out_h)):
+            for oy in range(np.uint64(rows)):
                 dest[o + oy * ow] = _max(scratch[b + oy * w], scratch[b2 + oy * w])
         else:
-            for oy in range(np.uint64(out_h)):
+            for oy in range(np.uint64(rows)):
                 dest[o + oy * ow] = scratch[b + oy * w] + scratch[b2 + oy * w]
         for t in range(2, taps):
             bt = b + np.uint64(t) * d
             if is_max:
-                for oy in range(np.uint64(out_h)):
+                for oy in range(np.uint64(rows)):
                     dest[o + oy * ow] = _max(dest[o + oy * ow], scratch[bt + oy * w])
             else:
-                for oy in range(np.uint64(out_h)):
+                for oy in range(np.uint64(rows)):
                     dest[o + oy * ow] += scratch[bt + oy * w]
 
 
@@ -344,6 +376,7 @@ def _pool_2x2_direct(
 def _finish(
     dest: np.ndarray,
     plane: int,
+    planes: int,
     divisor: np.ndarray,
     is_max: bool,
     kind: int,
@@ -352,13 +385,16 @@ def _finish(
     high: float,
 ) -> None:
     """Sums to averages (each divided by its output's tap count), then the activation, if any,
-    over one plane of the flat output (starting at ``plane``; divisor has its size)."""
-    o, n = np.uint64(plane), np.uint64(divisor.shape[0])
+    over ``planes`` planes of the flat output from offset ``plane`` (divisor: one plane's size)."""
+    size = np.uint64(divisor.shape[0])
     if not is_max:
-        for i in range(n):
-            dest[o + i] = dest[o + i] / divisor[i]
+        for p in range(np.uint64(planes)):
+            o = np.uint64(plane) + p * size
+            for i in range(size):
+                dest[o + i] = dest[o + i] / divisor[i]
     if kind != 0:
-        for i in range(n):
+        o = np.uint64(plane)
+        for i in range(np.uint64(planes) * size):
             dest[o + i] = activate(dest[o + i], kind, alpha, low, high)
 
 
@@ -417,27 +453,31 @@ def _pool_2d(
     dest = out.reshape(out.size)
     plane_in, plane_out = height * width, out_h * out_w
     workers = max(1, min(workers, planes))
+    chunk = max(1, SCRATCH_FLOATS // max(1, out_h * width))  # planes per call of the loops below
     for worker in numba.prange(workers):
-        scratch = np.empty(0 if direct else out_h * width, dtype=np.float32)
-        for p in range(worker * planes // workers, (worker + 1) * planes // workers):
+        first, last = worker * planes // workers, (worker + 1) * planes // workers
+        scratch = np.empty(0 if direct else min(chunk, last - first) * out_h * width, dtype=np.float32)
+        for p in range(first, last, chunk):
+            count = min(chunk, last - p)
             if direct:
-                _pool_2x2_direct(src, p * plane_in, width, out_h, out_w, is_max, dest, p * plane_out)
+                for q in range(p, p + count):
+                    _pool_2x2_direct(src, q * plane_in, width, out_h, out_w, is_max, dest, q * plane_out)
             else:
                 _vertical(
-                    src, p * plane_in, width, stride_h, pad_top, dilation_h, kernel_h, y_lo, y_hi, row_first,
-                    row_last, is_max, scratch,
+                    src, p * plane_in, count, plane_in, width, stride_h, pad_top, dilation_h, kernel_h, y_lo, y_hi,
+                    row_first, row_last, is_max, scratch,
                 )  # fmt: skip
                 _horizontal(
                     scratch, width, out_w, kernel_w, stride_w, pad_left, dilation_w, col_first, col_last,
-                    is_max, dest, p * plane_out, out_h,
+                    is_max, dest, p * plane_out, count * out_h,
                 )  # fmt: skip
                 if width == stride_w * out_w or col_first != 0 or col_last != out_w:
                     _border_columns(
                         scratch, width, out_w, stride_w, pad_left, dilation_w, x_lo, x_hi, col_first,
-                        col_last, is_max, dest, p * plane_out, out_h,
+                        col_last, is_max, dest, p * plane_out, count * out_h,
                     )  # fmt: skip
             if not is_max or kind != 0:
-                _finish(dest, p * plane_out, divisor, is_max, kind, alpha, low, high)
+                _finish(dest, p * plane_out, count, divisor, is_max, kind, alpha, low, high)
 
 
 def _twin(function: Callable[..., Any], name: str) -> Callable[..., Any]:
