@@ -126,10 +126,16 @@ def step_split(
     return [*rows, ("sum of steps", steps), ("whole call", total), ("outside the steps", total - steps)]
 
 
+def parse_case(case: str, threads: int) -> tuple[str, int, int]:
+    """``model:batch`` or ``model:batch:threads`` (default: --threads) -> (model, batch, threads)."""
+    parts = case.split(":")
+    return parts[0], int(parts[1]), int(parts[2]) if len(parts) > 2 else threads
+
+
 def measure_case(case: str, threads: int, rounds: int, gap: float) -> dict[str, float]:
-    """Median ms of edgecnn's ``model(x)`` and of onnxruntime, interleaved, for ``model:batch``.
+    """Median ms of edgecnn's ``model(x)`` and of onnxruntime, interleaved, for one case.
     Only uses what every version of the package has (a child process of ``--before`` runs it)."""
-    name, batch = case.split(":")
+    name, batch, threads = parse_case(case, threads)
     entry = zoo_entry(name)
     with tempfile.TemporaryDirectory() as tmp:
         cache = Path(tmp)
@@ -153,8 +159,9 @@ def before_and_after(args: argparse.Namespace, processes: int) -> list[str]:
         f"{processes} child processes per version, alternating; each times {args.rounds} interleaved "
         "rounds of edgecnn and onnxruntime. Medians over the processes' medians.",
         "",
-        "| model | batch | before ms | onnxruntime ms | before / ort | after ms | onnxruntime ms | after / ort |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| model | batch | threads | before ms | onnxruntime ms | before / ort | after ms | onnxruntime ms "
+        "| after / ort |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     with tempfile.TemporaryDirectory() as tmp:
         archive = subprocess.run(
@@ -171,21 +178,23 @@ def before_and_after(args: argparse.Namespace, processes: int) -> list[str]:
                     command += ["--rounds", str(args.rounds), "--gap", str(args.gap)]
                     out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
                     results[version].append(json.loads(out.strip().splitlines()[-1]))
-            name, batch = case.split(":")
+            name, batch, threads = parse_case(case, args.threads)
             cells = []
             for version in ("before", "after"):
                 ours = statistics.median(r["edgecnn"] for r in results[version])
                 theirs = statistics.median(r["onnxruntime"] for r in results[version])
                 ratio = statistics.median(r["edgecnn"] / r["onnxruntime"] for r in results[version])
                 cells += [f"{ours:.3f}", f"{theirs:.3f}", f"{ratio:.2f}x"]
-            lines.append(f"| {name} | {batch} | " + " | ".join(cells) + " |")
+            lines.append(f"| {name} | {batch} | {threads} | " + " | ".join(cells) + " |")
     return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default="lenet5:1,simplecnn:1,lenet5:8", help="model:batch,...")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--cases", default="lenet5:1,simplecnn:1,simplecnn:1:1,lenet5:8", help="model:batch[:threads],..."
+    )
+    parser.add_argument("--threads", type=int, default=2, help="threads of cases that do not say")
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument(
         "--gap", type=float, default=0.02, help="pause before each run, s (edgecnn bench: 0.02)"
@@ -204,7 +213,7 @@ def main() -> None:
     lines = [
         "# Small models: per-run overhead under benchmark conditions",
         "",
-        f"Machine: {machine_line(load)}; {args.threads} thread(s), {args.rounds} interleaved rounds "
+        f"Machine: {machine_line(load)}; {args.rounds} interleaved rounds "
         f"(medians), a {args.gap * 1e3:.0f} ms pause before every run as in `edgecnn bench`.",
         "",
         f"Command: `.venv/bin/python benchmarks/small_models.py --cases {args.cases} --threads {args.threads} "
@@ -213,30 +222,31 @@ def main() -> None:
         "`edgecnn` is `model(x)` (the cached fast run); `edgecnn checked` is the general path every",
         "call took before it (check_feeds, plan lookup, cpu_threads, execute), same model and plan.",
         "",
-        "| model | batch | edgecnn ms | edgecnn checked ms | onnxruntime ms | edgecnn / onnxruntime |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| model | batch | threads | edgecnn ms | edgecnn checked ms | onnxruntime ms | edgecnn / onnxruntime |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     splits = []
     with tempfile.TemporaryDirectory() as tmp:
         cache = Path(tmp)
         for case in args.cases.split(","):
-            name, batch = case.split(":")
+            name, batch, threads = parse_case(case, args.threads)
             entry = zoo_entry(name)
             path = model_path(name, cache, 1.0, None, 0)
-            shape = (int(batch), entry.channels, entry.resolution, entry.resolution)
+            shape = (batch, entry.channels, entry.resolution, entry.resolution)
             x = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
-            net = edgecnn.load(path, threads=args.threads)
-            ort = OnnxRuntimeEngine().prepare(path, args.threads, shape, cache)
+            net = edgecnn.load(path, threads=threads)
+            ort = OnnxRuntimeEngine().prepare(path, threads, shape, cache)
             times = interleaved(
                 {"edgecnn": net, "checked": checked_path(net), "onnxruntime": ort}, x, args.rounds, args.gap
             )
             ours, old, theirs = (statistics.median(times[k]) for k in ("edgecnn", "checked", "onnxruntime"))
             lines.append(
-                f"| {name} | {batch} | {ours:.3f} | {old:.3f} | {theirs:.3f} | {ours / theirs:.2f}x |"
+                f"| {name} | {batch} | {threads} | {ours:.3f} | {old:.3f} | {theirs:.3f} | {ours / theirs:.2f}x |"
             )
             if not net._fast_runs:
                 continue  # a batch split over threads: no single run to take apart
-            splits.append((f"{name} batch {batch}", step_split(net, x, ort, args.rounds, args.gap)))
+            title = f"{name} batch {batch}, {threads} thread(s)"
+            splits.append((title, step_split(net, x, ort, args.rounds, args.gap)))
     for title, rows in splits:
         lines += ["", f"## {title}: edgecnn's cold run, step by step", "", "| step | ms |", "|---|---:|"]
         lines += [f"| {label} | {ms:.3f} |" for label, ms in rows]
