@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import edgecnn.kernels.cpu.rowstable  # noqa: F401  (registers shared_filters)
-from edgecnn.kernels.cpu.rowstable import SAMPLED_COLUMNS, repeated_rows
+from edgecnn.kernels.cpu.rowstable import SAMPLED_COLUMNS, _sampled_columns, repeated_rows
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.dense import GemmAttrs
 from edgecnn.ops.fused import FusedConvAttrs, FusedGemmAttrs
@@ -47,13 +47,23 @@ def test_repeated_rows_reconstructs_the_matrix(rows: int, width: int, pool: int,
 
 def test_rows_equal_in_the_sampled_columns_only_stay_apart() -> None:
     width = 10 * SAMPLED_COLUMNS
+    unsampled = sorted(set(range(width)) - set(_sampled_columns(width).tolist()))
+    assert unsampled
     matrix = np.ones((4, width), np.float32)
-    matrix[1, 1] = 2.0  # column 1 is not sampled (samples are ~10 columns apart)
-    matrix[3, 1] = 2.0
+    matrix[1, unsampled[0]] = 2.0  # rows 0-3 have the same key; only the full comparison tells them apart
+    matrix[3, unsampled[0]] = 2.0
     sharing = repeated_rows(matrix)
     assert sharing is not None
     assert sharing.first.tolist() == [0, 1]
     assert sharing.inverse.tolist() == [0, 1, 0, 1]
+
+
+@pytest.mark.parametrize("width", [1, 15, 16, 17, 40, 4609])
+def test_sampled_columns_are_in_range_and_cover_both_ends(width: int) -> None:
+    columns = _sampled_columns(width)
+    assert columns.tolist() == sorted(set(columns.tolist()))
+    assert columns[0] == 0 and columns[-1] == width - 1
+    assert len(columns) == min(width, SAMPLED_COLUMNS)
 
 
 def test_signed_zeros_and_nans_compare_bitwise() -> None:

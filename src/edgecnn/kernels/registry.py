@@ -19,7 +19,9 @@ OpenCL steps expose ``fn.run_device`` instead (device-resident tensors).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Sequence
+import importlib
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +63,62 @@ class KernelChoice:
 
 
 _KERNELS: dict[tuple[str, str], list[KernelEntry]] = {}
+_PENDING: dict[tuple[str, str], list[str]] = {}  # (op, backend): declared kernel modules not imported yet
+_pending_lock = threading.RLock()
+
+
+def register_module(module: str, ops: Iterable[str], *, backend: str = "cpu") -> None:
+    """Declare that importing ``module`` registers ``backend`` kernels for ``ops``; it is imported
+    the first time a node of one of those ops is planned (or its candidates listed), not before.
+
+    Why: importing every kernel module up front costs start-up time for operators a model does
+    not have (int8, LRN...). The ops listed must cover every op the module registers kernels for,
+    or those kernels stay unknown until another listed op brings the module in."""
+    with _pending_lock:
+        for op in ops:
+            modules = _PENDING.setdefault((op, backend), [])
+            if module not in modules:
+                modules.append(module)
+
+
+def _import_backend(backend: str) -> None:
+    """Import the backend's kernel package, which registers (or declares) its kernels."""
+    if backend == "cpu":
+        import edgecnn.kernels.cpu  # declares the compiled kernels' modules, imported per op on first use
+    elif backend == "opencl":
+        import edgecnn.kernels.opencl
+    elif backend == "cuda":
+        import edgecnn.kernels.cuda  # noqa: F401
+
+
+def _entries(op: str, backend: str) -> Sequence[KernelEntry]:
+    """The kernels registered for ``op`` on ``backend``, importing the modules declared for it first.
+
+    The lock is held while they import, so that a second thread planning the same op waits for
+    the kernels instead of falling back to the reference; a module is forgotten only once its
+    import succeeded (a failed import is retried, and raises again, next time)."""
+    _import_backend(backend)
+    key = (op, backend)
+    if key in _PENDING:
+        with _pending_lock:
+            modules = _PENDING.get(key, [])
+            for module in list(modules):  # a copy: an import that plans this op itself removes entries too
+                importlib.import_module(module)
+                if module in modules:
+                    modules.remove(module)
+            _PENDING.pop(key, None)
+    return _KERNELS.get(key, ())
+
+
+def import_pending(backend: str | None = None) -> None:
+    """Import ``backend``'s kernel package and every kernel module it declared, now (default: the
+    CPU package, then every backend's declared modules): for code that reads or edits the whole
+    registry rather than asking for one op's kernels."""
+    _import_backend(backend or "cpu")
+    with _pending_lock:
+        for op, kind in list(_PENDING):
+            if backend is None or kind == backend:
+                _entries(op, kind)
 
 
 def register_kernel(
@@ -101,13 +159,23 @@ def _qualified(factory: KernelFactory) -> tuple[str, str]:
 @contextmanager
 def scoped_registrations() -> Iterator[None]:
     """Kernels registered inside the block are unregistered when it ends: tests of a kernel module
-    that is not (yet) imported by its backend package must not change other tests' kernel choices."""
+    that is not (yet) imported by its backend package must not change other tests' kernel choices.
+
+    Declared modules (``register_module``) are imported first: one imported inside the block
+    would have its kernels unregistered at the end but stay imported, so they would be lost.
+    Declarations made inside the block are forgotten at its end too."""
+    import_pending()
     saved = {key: list(entries) for key, entries in _KERNELS.items()}
+    with _pending_lock:
+        saved_pending = {key: list(modules) for key, modules in _PENDING.items()}
     try:
         yield
     finally:
         _KERNELS.clear()
         _KERNELS.update(saved)
+        with _pending_lock:
+            _PENDING.clear()
+            _PENDING.update(saved_pending)
 
 
 def select_kernel(
@@ -127,14 +195,8 @@ def select_kernel(
     from edgecnn.devices import parse_device, using_device
 
     spec = parse_device(backend)
-    if spec.kind == "cpu":
-        import edgecnn.kernels.cpu  # registers the compiled kernels on first use
-    elif spec.kind == "opencl":
-        import edgecnn.kernels.opencl
-    elif spec.kind == "cuda":
-        import edgecnn.kernels.cuda  # noqa: F401
     if spec.kind != "reference":
-        entries = _KERNELS.get((node.op, spec.kind), ())
+        entries = _entries(node.op, spec.kind)
         with using_device(spec):
             tuned = _tuned_entry(entries, node, input_types, input_values, spec.kind, threads)
             if tuned is not None:
@@ -153,7 +215,7 @@ def candidate_kernels(
     device_kind: str = "cpu",
 ) -> list[KernelEntry]:
     """Every registered kernel that can run the node, by priority (what `edgecnn tune` measures)."""
-    return [e for e in _KERNELS.get((node.op, device_kind), ()) if e.can_run(node, input_types, input_values)]
+    return [e for e in _entries(node.op, device_kind) if e.can_run(node, input_types, input_values)]
 
 
 def _tuned_entry(

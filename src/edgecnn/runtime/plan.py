@@ -4,6 +4,7 @@ tensors numbered into slots, and the step after which each slot can be released.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +48,20 @@ class Plan:
         return list(self.frame_template)
 
 
+def _preparing_weights(device: str) -> AbstractContextManager[None]:
+    """BLAS on one thread while CPU kernels prepare their weights (Winograd filter transforms,
+    packing): those GEMMs are skinny and short, and waking OpenBLAS's other threads for each costs
+    more than it saves, several times more when another process holds the other cores
+    (docs/startup.md). Runs hold BLAS at one thread as well (threads.cpu_threads)."""
+    from edgecnn.devices import parse_device
+
+    if parse_device(device).kind != "cpu":
+        return nullcontext()
+    from edgecnn.kernels.cpu.threads import blas_single_threaded
+
+    return blas_single_threaded()
+
+
 def build_plan(graph: Graph, input_types: Mapping[str, TensorType], options: RuntimeOptions) -> Plan:
     """Specialise a topologically sorted graph to concrete input types."""
     inferred = infer_graph(graph, input_types, fold=True)
@@ -61,13 +76,14 @@ def build_plan(graph: Graph, input_types: Mapping[str, TensorType], options: Run
         slot(name)
     live_nodes = [n for n in graph.nodes if id(n) not in inferred.folded_nodes]
     raw_steps = []
-    for node in live_nodes:
-        in_types = [inferred.types.get(x) if x else None for x in node.inputs]
-        in_values = [inferred.values.get(x) if x else None for x in node.inputs]
-        kernel = select_kernel(node, in_types, in_values, backend=options.device, threads=options.threads)
-        raw_steps.append(
-            (node, kernel, tuple(slot(x) for x in node.inputs), tuple(slot(x) for x in node.outputs))
-        )
+    with _preparing_weights(options.device):
+        for node in live_nodes:
+            in_types = [inferred.types.get(x) if x else None for x in node.inputs]
+            in_values = [inferred.values.get(x) if x else None for x in node.inputs]
+            kernel = select_kernel(node, in_types, in_values, backend=options.device, threads=options.threads)
+            raw_steps.append(
+                (node, kernel, tuple(slot(x) for x in node.inputs), tuple(slot(x) for x in node.outputs))
+            )
     for name in graph.outputs:
         slot(name)
 

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import onnx
-import onnx.version_converter
-from google.protobuf.message import DecodeError
-from onnx import helper, numpy_helper
 
 from edgecnn.errors import ModelFormatError, ModelNotFoundError, UnsupportedOperatorError
 from edgecnn.importers.onnx.dtypes import numpy_dtype_of
 from edgecnn.importers.onnx.registry import OnnxNode, get_converter
+from edgecnn.importers.onnx.wire import NotFastPath, WireModel, read_model
 from edgecnn.ir.graph import Dim, Graph, Node, TensorSpec, TensorType
 from edgecnn.runtime.shapes import evaluate, infer_node
+
+if TYPE_CHECKING:  # the onnx package is imported only where a file needs it (see wire.py)
+    import onnx
 
 MIN_OPSET = 7
 MAX_TESTED_OPSET = 21
@@ -24,8 +25,20 @@ DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 def load_onnx(path: str | os.PathLike[str]) -> Graph:
-    """Parse ``path`` (weights in external files are read from beside it) into a Graph."""
-    return graph_from_model_proto(read_model_proto(Path(path)), str(path))
+    """Parse ``path`` (weights in external files are read from beside it) into a Graph.
+
+    Most files are decoded directly (wire.py: one copy of the weights, no onnx import); the rest,
+    and damaged files, go through the onnx package."""
+    model_path = Path(path)
+    if not model_path.exists():
+        raise ModelNotFoundError(f"model file not found: {model_path}")
+    try:
+        wire_model = read_model(model_path)
+        if default_opset(wire_model.opset_import) >= MIN_OPSET:  # older ones are upgraded by onnx
+            return graph_from_wire_model(wire_model, str(path))
+    except NotFastPath:
+        pass
+    return graph_from_model_proto(read_model_proto(model_path), str(path))
 
 
 def graph_from_model_proto(model: onnx.ModelProto, source: str = "<ModelProto>") -> Graph:
@@ -35,7 +48,97 @@ def graph_from_model_proto(model: onnx.ModelProto, source: str = "<ModelProto>")
     return OnnxGraphBuilder(model, source).build()
 
 
+def default_opset(versions: Mapping[str, int]) -> int:
+    """The model's opset for the default domain (opset_import: domain -> version)."""
+    opset = next((versions[d] for d in DEFAULT_DOMAINS if d in versions), None)
+    return MAX_TESTED_OPSET if opset is None else int(opset)
+
+
+def check_operators(nodes: Iterable[tuple[str, str, str]], source: str) -> None:
+    """Fail first, listing every operator that has no converter (with node names); ``nodes`` are
+    (domain, op_type, name or "")."""
+    unsupported = []
+    for index, (domain, op_type, name) in enumerate(nodes):
+        if domain not in DEFAULT_DOMAINS:
+            unsupported.append((f"{domain}.{op_type}", name or f"{op_type}_{index}"))
+        elif get_converter(op_type) is None:
+            unsupported.append((op_type, name or f"{op_type}_{index}"))
+    if unsupported:
+        raise UnsupportedOperatorError(unsupported, source=source)
+
+
+def graph_from_wire_model(model: WireModel, source: str) -> Graph:
+    """A Graph from a directly decoded file (wire.py): the same steps as OnnxGraphBuilder.build."""
+    check_operators(((n.domain, n.op_type, n.name) for n in model.nodes), source)
+    opset = default_opset(model.opset_import)
+    initializers = dict(model.initializers)
+    inputs = []
+    for name, t in model.inputs:
+        if name in initializers:
+            continue
+        if t is None:
+            raise ModelFormatError(f"{source}: input '{name}' is not a tensor")
+        inputs.append(TensorSpec(name, t.dtype, t.shape))
+    output_types = {name: t for name, t in model.outputs if t is not None}
+    nodes: list[Node] = []
+    for index, proto in enumerate(model.nodes):
+        name = proto.name or f"{proto.op_type}_{index}"
+        onnx_node = OnnxNode(
+            op_type=proto.op_type,
+            name=name,
+            inputs=list(proto.inputs),
+            outputs=list(proto.outputs),
+            attributes=dict(proto.attributes),
+            opset=opset,
+            initializers=initializers,
+        )
+        convert_node(onnx_node, initializers, nodes, f"{source}: node '{name}' ({proto.op_type})")
+    return Graph(
+        inputs=inputs,
+        outputs=[name for name, _ in model.outputs],
+        nodes=nodes,
+        initializers=initializers,
+        name=model.graph_name or Path(source).stem,
+        output_types=output_types,
+        metadata=dict(model.metadata)
+        | {"source_format": "onnx", "opset": str(opset), "producer": model.producer_name},
+    )
+
+
+def convert_node(
+    onnx_node: OnnxNode, initializers: dict[str, np.ndarray], nodes: list[Node], where: str
+) -> None:
+    """Run the node's converter; append its nodes, or fold Constant results into ``initializers``."""
+    converter = get_converter(onnx_node.op_type)
+    assert converter is not None  # check_operators ran
+    try:
+        converted = converter(onnx_node)
+    except (ValueError, TypeError, KeyError, IndexError) as exc:
+        raise ModelFormatError(f"{where}: {exc}") from None
+    initializers.update(onnx_node.new_constants)
+    for node in converted:
+        if node.op == "Constant" and not any(node.inputs):
+            _fold_constant(node, initializers, where)
+        else:
+            nodes.append(node)
+
+
+def _fold_constant(node: Node, initializers: dict[str, np.ndarray], where: str) -> None:
+    """Constant nodes become initializers so later converters can read their values."""
+    try:
+        infer_node(node, [], [])  # validates the attributes
+        (value,) = evaluate(node, [])
+    except Exception as exc:
+        raise ModelFormatError(f"{where}: {exc}") from None
+    initializers[node.outputs[0]] = value
+
+
 def read_model_proto(path: Path) -> onnx.ModelProto:
+    import onnx
+    import onnx.checker
+    import onnx.external_data_helper
+    from google.protobuf.message import DecodeError
+
     if not path.exists():
         raise ModelNotFoundError(f"model file not found: {path}")
     try:
@@ -72,6 +175,9 @@ def value_info_type(info: onnx.ValueInfoProto, where: str) -> TensorType | None:
 
 
 def decode_attribute(attr: onnx.AttributeProto, where: str) -> Any:
+    import onnx
+    from onnx import helper
+
     if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
         raise ModelFormatError(f"{where}: subgraph attribute '{attr.name}' (control flow) is not supported")
     try:
@@ -92,6 +198,8 @@ def decode_attribute(attr: onnx.AttributeProto, where: str) -> Any:
 
 
 def tensor_to_array(tensor: onnx.TensorProto, where: str) -> np.ndarray:
+    from onnx import numpy_helper
+
     numpy_dtype_of(tensor.data_type, where)
     try:
         return numpy_helper.to_array(tensor)
@@ -108,9 +216,7 @@ class OnnxGraphBuilder:
         self.opset = self._default_opset()
 
     def _default_opset(self) -> int:
-        versions = {o.domain: o.version for o in self.model.opset_import}
-        opset = next((versions[d] for d in DEFAULT_DOMAINS if d in versions), None)
-        return MAX_TESTED_OPSET if opset is None else int(opset)
+        return default_opset({o.domain: o.version for o in self.model.opset_import})
 
     def _check_text_fields(self) -> None:
         """A damaged file can carry invalid UTF-8 in names, which protobuf hands back as bytes."""
@@ -124,16 +230,7 @@ class OnnxGraphBuilder:
 
     def _check_operators(self) -> None:
         """Fail first, listing every operator that has no converter (with node names)."""
-        unsupported = []
-        for index, proto in enumerate(self.model.graph.node):
-            if proto.domain not in DEFAULT_DOMAINS:
-                unsupported.append(
-                    (f"{proto.domain}.{proto.op_type}", proto.name or f"{proto.op_type}_{index}")
-                )
-            elif get_converter(proto.op_type) is None:
-                unsupported.append((proto.op_type, proto.name or f"{proto.op_type}_{index}"))
-        if unsupported:
-            raise UnsupportedOperatorError(unsupported, source=self.source)
+        check_operators(((p.domain, p.op_type, p.name) for p in self.model.graph.node), self.source)
 
     def build(self) -> Graph:
         self._check_text_fields()
@@ -165,8 +262,6 @@ class OnnxGraphBuilder:
         for index, proto in enumerate(g.node):
             name = proto.name or f"{proto.op_type}_{index}"
             where = f"{self.source}: node '{name}' ({proto.op_type})"
-            converter = get_converter(proto.op_type)
-            assert converter is not None  # _check_operators ran
             onnx_node = OnnxNode(
                 op_type=proto.op_type,
                 name=name,
@@ -176,16 +271,7 @@ class OnnxGraphBuilder:
                 opset=self.opset,
                 initializers=initializers,
             )
-            try:
-                converted = converter(onnx_node)
-            except (ValueError, TypeError, KeyError, IndexError) as exc:
-                raise ModelFormatError(f"{where}: {exc}") from None
-            initializers.update(onnx_node.new_constants)
-            for node in converted:
-                if node.op == "Constant" and not any(node.inputs):
-                    self._fold_constant(node, initializers, where)
-                else:
-                    nodes.append(node)
+            convert_node(onnx_node, initializers, nodes, where)
         return Graph(
             inputs=inputs,
             outputs=[o.name for o in g.output],
@@ -197,19 +283,11 @@ class OnnxGraphBuilder:
             | {"source_format": "onnx", "opset": str(self.opset), "producer": self.model.producer_name},
         )
 
-    @staticmethod
-    def _fold_constant(node: Node, initializers: dict[str, np.ndarray], where: str) -> None:
-        """Constant nodes become initializers so later converters can read their values."""
-        try:
-            infer_node(node, [], [])  # validates the attributes
-            (value,) = evaluate(node, [])
-        except Exception as exc:
-            raise ModelFormatError(f"{where}: {exc}") from None
-        initializers[node.outputs[0]] = value
-
 
 def upgrade_opset(model: onnx.ModelProto, source: str) -> onnx.ModelProto:
     """Models older than opset 7 are upgraded by onnx's own version converter."""
+    import onnx.version_converter
+
     try:
         return onnx.version_converter.convert_version(model, MIN_OPSET)
     except Exception as exc:  # the converter raises assorted C++-backed errors

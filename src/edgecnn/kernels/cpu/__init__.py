@@ -1,5 +1,13 @@
-"""Compiled CPU kernels (numba), registered for the "cpu" backend when this package is imported.
-Each is tested against the op's numpy reference kernel (tests/kernels/).
+"""Compiled CPU kernels (numba) for the "cpu" backend. Each is tested against the op's numpy
+reference kernel (tests/kernels/).
+
+Kernel modules are imported lazily: importing this package only declares, in ``KERNEL_MODULES``,
+which module registers kernels for which ops; the registry imports a module the first time a node
+of one of its ops is planned. A model without LRN or int8 layers never imports (or loads from
+numba's cache) those kernels, which keeps the first inference of a fresh process short (issue 4).
+To add a kernel module: write it with ``@register_kernel(op, ...)`` as usual and add one line
+``"module_name": ("Op", "OtherOp"),`` below, listing every op it registers kernels for
+(tests/kernels/test_lazy_registration.py checks that the list and the registrations agree).
 
 Entry points called from Python are compiled with ``nogil=True``: the batch-split runner
 (runtime/batch.py) calls them from several Python threads at once, which the GIL would serialise.
@@ -12,17 +20,36 @@ defining a compiled function changes, not when a helper it calls (``activate``, 
 changes in another file; delete those cache files after editing a helper.
 """
 
-from edgecnn.kernels.cpu import (  # noqa: F401  (importing registers them)
-    conv,
-    dense,
-    eltwise,
-    int8,
-    lrn,
-    pool,
-    rowstable,
-    sparse,
-    winograd,
-)
 from edgecnn.kernels.cpu.threads import cpu_threads
+from edgecnn.kernels.registry import register_module
 
-__all__ = ["cpu_threads"]
+_CONV = ("Conv", "FusedConv")
+_GEMM = ("Gemm", "FusedGemm")
+
+KERNEL_MODULES: dict[str, tuple[str, ...]] = {
+    "conv": _CONV,
+    "conv_residual": ("FusedConvAdd",),
+    "dense": _GEMM,
+    "eltwise": ("Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSwish"),
+    "int8": ("QLinearConv", "Int8Conv", "QLinearMatMul", "Int8Gemm", "QuantizeLinear"),
+    "lrn": ("LRN",),
+    "pool": (
+        "MaxPool",
+        "AveragePool",
+        "FusedMaxPool",
+        "FusedAveragePool",
+        "GlobalAveragePool",
+        "GlobalMaxPool",
+    ),
+    "rowstable": _CONV + _GEMM,
+    "sparse": _CONV + _GEMM,
+    "winograd": _CONV,
+}
+"""Kernel module (in this package) -> the ops it registers kernels for. Within an op, modules are
+imported in this order (the order the package imported them eagerly before); the registry orders
+kernels by priority, and by registration order among equal priorities."""
+
+for _module, _ops in KERNEL_MODULES.items():
+    register_module(f"{__name__}.{_module}", _ops)
+
+__all__ = ["KERNEL_MODULES", "cpu_threads"]

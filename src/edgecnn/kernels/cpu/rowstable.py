@@ -37,8 +37,12 @@ from edgecnn.kernels.registry import StepFn, register_kernel, select_kernel
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.dense import GemmAttrs
 
-SAMPLED_COLUMNS = 16
-"""Columns whose bits key a row: rows whose keys differ (almost all distinct rows) are never compared whole."""
+SAMPLED_BLOCKS = 4
+BLOCK_COLUMNS = 4
+SAMPLED_COLUMNS = SAMPLED_BLOCKS * BLOCK_COLUMNS
+"""Columns whose bits key a row: rows whose keys differ (almost all distinct rows) are never compared
+whole. They come in blocks of adjacent columns spread over the row, so that a row's key reads a few
+cache lines rather than one per column: when a plan is built, the weights are rarely in cache."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,15 @@ def _exact_groups(matrix: np.ndarray, rows: np.ndarray) -> list[np.ndarray]:
     return [rows[labels == label] for label in np.unique(labels)]
 
 
+def _sampled_columns(width: int) -> np.ndarray:
+    """The columns that key each row: all of them for narrow rows, else SAMPLED_BLOCKS blocks of
+    BLOCK_COLUMNS adjacent columns from the first to the last."""
+    if width <= SAMPLED_COLUMNS:
+        return np.arange(width, dtype=np.int64)
+    starts = np.linspace(0, width - BLOCK_COLUMNS, SAMPLED_BLOCKS).astype(np.int64)
+    return np.unique((starts[:, None] + np.arange(BLOCK_COLUMNS)).ravel())
+
+
 def repeated_rows(matrix: np.ndarray) -> RowSharing | None:
     """Which rows of a 2-D float32 matrix are bitwise repeats of an earlier row; None if none are.
 
@@ -81,7 +94,7 @@ def repeated_rows(matrix: np.ndarray) -> RowSharing | None:
     rows, width = matrix.shape
     if rows < 2 or width == 0:
         return None
-    sampled = np.unique(np.linspace(0, width - 1, min(width, SAMPLED_COLUMNS)).astype(np.int64))
+    sampled = _sampled_columns(width)
     with np.errstate(over="ignore"):
         keys = (_bits(matrix[:, sampled]).astype(np.uint64) * _MULTIPLIERS[: len(sampled)]).sum(
             axis=1, dtype=np.uint64
