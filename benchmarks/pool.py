@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import importlib.util
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -61,6 +63,7 @@ def base_module(revision: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(f"pool2d_{revision}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # numba resolves the module's globals through it
     spec.loader.exec_module(module)
     return module
 
@@ -114,14 +117,18 @@ def one_node_model(node: Any, x_shape: tuple[int, ...]) -> onnx.ModelProto:
 
 
 def medians(runs: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
-    """Median ms of each callable, called in turn ``repeats`` times (after one warm-up round)."""
+    """Median ms of each callable, called in turn ``repeats`` times after one warm-up round; each
+    round starts one callable later, so none always follows the same one (onnxruntime's threads,
+    a cache another run filled)."""
     for run in runs.values():
         run()
+    names = list(runs)
     times: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(repeats):
-        for name, run in runs.items():
+    for round_ in range(repeats):
+        for k in range(len(names)):
+            name = names[(round_ + k) % len(names)]
             start = time.perf_counter()
-            run()
+            runs[name]()
             times[name].append((time.perf_counter() - start) * 1e3)
     return {name: float(np.median(t)) for name, t in times.items()}
 
@@ -158,6 +165,8 @@ def measure_model(
     for key, (step, x_shape, count) in layers.items():
         data = np.random.default_rng(1).standard_normal(x_shape).astype(np.float32)
         kernel = step.kernel.run
+        serial = copy.copy(kernel)
+        serial.small = True  # the serial twin on the calling thread, whatever the grain says
         out = np.empty(kernel.out_shape, np.float32)
         session = ort_session(one_node_model(step.node, x_shape), threads)
 
@@ -169,6 +178,7 @@ def measure_model(
             times = medians(
                 {
                     "new": lambda kernel=kernel, out=out, data=data: kernel.run_into(out, data),
+                    "serial": lambda serial=serial, out=out, data=data: serial.run_into(out, data),
                     "base": run_base,
                     "onnxruntime": lambda session=session, data=data: session.run(None, {"x": data}),
                 },
@@ -177,8 +187,9 @@ def measure_model(
         for engine in totals:
             totals[engine] += count * times[engine]
         rows.append(
-            f"| {name} | {key} | {count} | {times['base'] * 1e3:.0f} | {times['new'] * 1e3:.0f} | "
-            f"{times['onnxruntime'] * 1e3:.0f} | {times['new'] / times['onnxruntime']:.2f} |"
+            f"| {name} | {key} | {count} | {'yes' if kernel.small else 'no'} | {times['base'] * 1e3:.0f} | "
+            f"{times['new'] * 1e3:.0f} | {times['serial'] * 1e3:.0f} | {times['onnxruntime'] * 1e3:.0f} | "
+            f"{times['new'] / times['onnxruntime']:.2f} |"
         )
     if not whole_model:
         return rows, []
@@ -242,11 +253,12 @@ def report(
         *model_rows,
         "",
         f"Per distinct layer (us; onnxruntime's times include its per-call cost, {overhead:.0f} us on a "
-        "2x2 input):",
+        "2x2 input; 'below grain': the step runs on one thread anyway (kernels/cpu/threads.py GRAIN); "
+        "'new, 1 thread': the serial twin, to judge that grain):",
         "",
-        "| model | layer (kernel/stride, pads top,left,bottom,right, C x H x W) | count | base us | new us | "
-        "onnxruntime us | new / onnxruntime |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| model | layer (kernel/stride, pads top,left,bottom,right, C x H x W) | count | below grain | base us | "
+        "new us | new, 1 thread us | onnxruntime us | new / onnxruntime |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|",
         *layer_rows,
     ]
 

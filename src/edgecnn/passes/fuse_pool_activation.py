@@ -5,7 +5,7 @@ fused ops know (the same ones as fuse_activation: Relu, LeakyRelu, constant-boun
 HardSwish, SiLU as Mul(x, Sigmoid(x))), because it is still applied after pooling.
 
 Most CNNs apply the activation before the pool, where fuse_activation has already put it into the
-convolution; this pass is for the others (e.g. Caffe's CIFAR-10 "quick" net: pool1 then relu1).
+convolution; this pass is for the others (e.g. Caffe's CIFAR-10 example nets: conv1, pool1, relu1).
 """
 
 from __future__ import annotations
