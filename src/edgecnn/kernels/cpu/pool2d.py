@@ -1,20 +1,24 @@
 """Compiled 2-D max and average pooling (and the global forms), parallel over (image, channel) planes.
 
 A window's reduction is separable: each output row first reduces its window's input rows column by
-column (``_reduce_rows``: whole rows, contiguous, vectorised; for stride 1 every row whose window
-lies inside the plane at once, as one flat loop), into a per-worker scratch of (OH, W); then each
-output reduces its window's columns of that scratch (``_reduce_columns``). Where the input width
-is the output width times the stride (GoogLeNet's and tiny-YOLO's "same" pools, even sizes at
-stride 2) the columns are reduced in one flat loop over the whole plane; the few border columns,
-whose windows leave the row, are then recomputed from their valid taps only (``_border_columns``).
-So there is no padded copy and no bounds test in a vectorised loop, and 7x7 or 14x14 planes cost a
-handful of loops each instead of a few per output row. 2x2 windows at stride 2 inside the plane
-(VGG, YOLO, LeNet) are one fused pass per output row.
+column (``_vertical``: contiguous, vectorised rows; at stride 1 every row whose window lies inside
+the plane at once, as one flat loop), into a per-worker scratch of (OH, W) per plane; then each
+output reduces its window's columns of that scratch (``_horizontal``). Where the input width is the
+output width times the stride (GoogLeNet's, ResNet's and tiny-YOLO's "same" pools) the columns are
+one flat loop; the few border columns, whose windows leave the row, are then recomputed from their
+valid taps only (``_border_columns``). So there is no padded copy and no bounds test in a
+vectorised loop. Small planes go through these loops in chunks (SCRATCH_FLOATS of row reductions),
+so 7x7 or 14x14 planes cost a few loops per chunk instead of several per plane or per row. 2x2
+windows at stride 2 inside the plane (VGG, YOLO, LeNet) are one fused pass per output row.
+
+Offsets are unsigned integers into flat arrays and no array views are made inside the loops: a
+view or a call per row costs as much as reducing a 28-wide row, and signed offsets would keep LLVM
+from vectorising (negative-index wraparound).
 
 Max propagates NaN (``_max``); the average divides each sum by the taps counted for its output
 (inside the input, or inside the padded input with count_include_pad; never ceil_mode's extra
 positions). An elementwise activation (a fused pool + activation step) is applied to each finished
-plane while it is in cache.
+chunk while it is in cache.
 """
 
 from __future__ import annotations
