@@ -16,8 +16,8 @@ It then splits edgecnn's cold run into its steps (each kernel call timed) and th
 ``--before COMMIT`` it also compares this working tree with the package as of COMMIT (``git archive``
 into a temporary directory): the two cannot share a process, so child processes of each alternate,
 every one timing edgecnn interleaved with onnxruntime, and the table gives both engines' medians
-and the ratio (which cancels most of the drift between processes). Writes docs/small-models.md (or
---output) and prints it.
+and the ratio (which cancels most of the drift between processes). Prints the tables and writes
+them into docs/small-models.md (or --output) between its two marker comments, keeping the prose.
 
     .venv/bin/python benchmarks/small_models.py --threads 2 --rounds 40 --before 9672852
 """
@@ -154,7 +154,7 @@ def before_and_after(args: argparse.Namespace, processes: int) -> list[str]:
     repo = here.parent.parent
     lines = [
         "",
-        f"## Before (commit {args.before}) and after (this tree)",
+        f"### Before (commit {args.before}) and after (this tree)",
         "",
         f"{processes} child processes per version, alternating; each times {args.rounds} interleaved "
         "rounds of edgecnn and onnxruntime. Medians over the processes' medians.",
@@ -211,7 +211,7 @@ def main() -> None:
         return
     load = os.getloadavg()[0]
     lines = [
-        "# Small models: per-run overhead under benchmark conditions",
+        "## Measurements",
         "",
         f"Machine: {machine_line(load)}; {args.rounds} interleaved rounds "
         f"(medians), a {args.gap * 1e3:.0f} ms pause before every run as in `edgecnn bench`.",
@@ -248,14 +248,29 @@ def main() -> None:
             title = f"{name} batch {batch}, {threads} thread(s)"
             splits.append((title, step_split(net, x, ort, args.rounds, args.gap)))
     for title, rows in splits:
-        lines += ["", f"## {title}: edgecnn's cold run, step by step", "", "| step | ms |", "|---|---:|"]
+        lines += ["", f"### {title}: edgecnn's cold run, step by step", "", "| step | ms |", "|---|---:|"]
         lines += [f"| {label} | {ms:.3f} |" for label, ms in rows]
     if args.before:
         lines += before_and_after(args, args.processes)
     lines.append(f"\nLoad average at the end: {os.getloadavg()[0]:.2f}.")
     text = "\n".join(lines) + "\n"
     print(text)
-    args.output.write_text(text)
+    write_between_markers(args.output, text)
+
+
+BEGIN, END = "<!-- benchmarks/small_models.py: begin -->", "<!-- benchmarks/small_models.py: end -->"
+
+
+def write_between_markers(path: Path, text: str) -> None:
+    """Replace what lies between the markers in ``path`` (the prose around them stays), or write
+    the file with the markers if it has none."""
+    old = path.read_text() if path.exists() else ""
+    if BEGIN in old and END in old:
+        head, rest = old.split(BEGIN, 1)
+        tail = rest.split(END, 1)[1]
+        path.write_text(f"{head}{BEGIN}\n{text}{END}{tail}")
+    else:
+        path.write_text(f"{old}{BEGIN}\n{text}{END}\n")
 
 
 if __name__ == "__main__":
