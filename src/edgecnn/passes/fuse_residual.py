@@ -123,11 +123,14 @@ def _fused(match: Residual) -> Node:
 
 def fuse_residual(graph: Graph) -> PassResult:
     result = graph.copy()
-    if not any(n.op == "Add" for n in result.nodes):
-        return PassResult(result, [])
-    types = tensor_types(result)
     producers = result.producers()
     consumers = result.consumers()
+    adds = [n for n in result.nodes if n.op == "Add" and len(n.inputs) == 2]
+    if not any(
+        _fusible_conv(result, producers.get(x), x, consumers.get(x, [])) for add in adds for x in add.inputs
+    ):
+        return PassResult(result, [])  # no candidate: skip the whole-graph shape inference
+    types = tensor_types(result)
     order = {id(n): i for i, n in enumerate(result.nodes)}
     replacement: dict[int, Node] = {}
     absorbed: set[int] = set()
