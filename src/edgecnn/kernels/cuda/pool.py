@@ -4,7 +4,7 @@ reductions. Geometry as the OpenCL backend's."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -37,24 +37,19 @@ def _pool_step(node: Node, types: Types, is_max: bool) -> CudaStep:
     return CudaStep(device, launch, (0,))
 
 
-@cuda_kernel("MaxPool", when=pool_supported, name="cuda_max_pool")
-def cuda_max_pool(node: Node, types: Types, values: Values) -> CudaStep:
-    return _pool_step(node, types, is_max=True)
+def _pool_factory(is_max: bool) -> Callable[[Node, Types, Values], CudaStep]:
+    def factory(node: Node, types: Types, values: Values) -> CudaStep:
+        return _pool_step(node, types, is_max)
+
+    return factory
 
 
-@cuda_kernel("AveragePool", when=pool_supported, name="cuda_average_pool")
-def cuda_average_pool(node: Node, types: Types, values: Values) -> CudaStep:
-    return _pool_step(node, types, is_max=False)
+POOL_KERNELS = {"max_pool": ("MaxPool", True), "average_pool": ("AveragePool", False)}
+"""Kernel name (without the backend's prefix) -> (op, is_max); each also serves the op's fused form."""
 
-
-@cuda_kernel("FusedMaxPool", when=pool_supported, name="cuda_fused_max_pool")
-def cuda_fused_max_pool(node: Node, types: Types, values: Values) -> CudaStep:
-    return _pool_step(node, types, is_max=True)
-
-
-@cuda_kernel("FusedAveragePool", when=pool_supported, name="cuda_fused_average_pool")
-def cuda_fused_average_pool(node: Node, types: Types, values: Values) -> CudaStep:
-    return _pool_step(node, types, is_max=False)
+for _name, (_op, _is_max) in POOL_KERNELS.items():
+    cuda_kernel(_op, when=pool_supported, name=f"cuda_{_name}")(_pool_factory(_is_max))
+    cuda_kernel(f"Fused{_op}", when=pool_supported, name=f"cuda_fused_{_name}")(_pool_factory(_is_max))
 
 
 def global_supported(node: Node, types: Types, values: Values) -> bool:

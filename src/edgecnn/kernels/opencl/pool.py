@@ -3,7 +3,7 @@ fused forms with an activation, and the global pools on OpenCL: one work item pe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -76,24 +76,19 @@ def _pool_step(node: Node, types: Types, is_max: bool) -> OpenCLStep:
     return OpenCLStep(device, launch, (0,))
 
 
-@opencl_kernel("MaxPool", when=pool_supported, name="opencl_max_pool")
-def opencl_max_pool(node: Node, types: Types, values: Values) -> OpenCLStep:
-    return _pool_step(node, types, is_max=True)
+def _pool_factory(is_max: bool) -> Callable[[Node, Types, Values], OpenCLStep]:
+    def factory(node: Node, types: Types, values: Values) -> OpenCLStep:
+        return _pool_step(node, types, is_max)
+
+    return factory
 
 
-@opencl_kernel("AveragePool", when=pool_supported, name="opencl_average_pool")
-def opencl_average_pool(node: Node, types: Types, values: Values) -> OpenCLStep:
-    return _pool_step(node, types, is_max=False)
+POOL_KERNELS = {"max_pool": ("MaxPool", True), "average_pool": ("AveragePool", False)}
+"""Kernel name (without the backend's prefix) -> (op, is_max); each also serves the op's fused form."""
 
-
-@opencl_kernel("FusedMaxPool", when=pool_supported, name="opencl_fused_max_pool")
-def opencl_fused_max_pool(node: Node, types: Types, values: Values) -> OpenCLStep:
-    return _pool_step(node, types, is_max=True)
-
-
-@opencl_kernel("FusedAveragePool", when=pool_supported, name="opencl_fused_average_pool")
-def opencl_fused_average_pool(node: Node, types: Types, values: Values) -> OpenCLStep:
-    return _pool_step(node, types, is_max=False)
+for _name, (_op, _is_max) in POOL_KERNELS.items():
+    opencl_kernel(_op, when=pool_supported, name=f"opencl_{_name}")(_pool_factory(_is_max))
+    opencl_kernel(f"Fused{_op}", when=pool_supported, name=f"opencl_fused_{_name}")(_pool_factory(_is_max))
 
 
 def global_supported(node: Node, types: Types, values: Values) -> bool:
