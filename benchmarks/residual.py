@@ -47,7 +47,8 @@ bias or empty, z; attributes FusedConvAttrs). It applies when:
   Clip with constant bounds, Sigmoid, HardSwish, SiLU as x*sigmoid(x)) that alone reads the sum is
   absorbed as well, unless the sum itself is a graph output.
 
-ResNet-18 has 8 such tails, ResNet-50 16 (all with ReLU), MobileNetV2 11 (no activation after the sum).
+At width 1, ResNet-18 has 8 such tails, ResNet-50 16 (all with ReLU), MobileNetV2 10 (no activation
+after the sum).
 
 Kernels. CPU (src/edgecnn/kernels/cpu/conv_residual.py): the convolution kernel the registry picks for
 the same layer as a FusedConv without activation (Winograd, 1x1 GEMM, im2col + GEMM, sparse...) writes
@@ -167,7 +168,8 @@ def report(names: list[str], threads: int, runs: int) -> str:
                     f"| {name} | all {op} steps | {a[0]:.2f} | {b[0]:.2f} | {a[1]:.2f} | {b[1]:.2f} |"
                 )
     end_load = os.getloadavg()
-    machine = f"{cpu_model()}, {os.cpu_count()} cores"
+    machine = f"{cpu_model()}, {os.cpu_count()} cores (a VM, no GPU)"
+    shared = max(start_load[0], end_load[0]) > 0.5
     return "\n".join(
         [
             *ABOUT.splitlines(),
@@ -176,8 +178,17 @@ def report(names: list[str], threads: int, runs: int) -> str:
             "",
             f"Machine: {machine}; load average {start_load[0]:.2f} / {start_load[1]:.2f} / {start_load[2]:.2f} at "
             f"start, {end_load[0]:.2f} at the end"
-            + (" (shared: other jobs were running)" if max(start_load[0], end_load[0]) > 0.5 else "")
+            + (" (shared: other jobs were running)" if shared else "")
             + ".",
+            *(
+                [
+                    "With other jobs on the two cores, run-to-run noise (milliseconds) is larger than the effect",
+                    "measured here (tens of microseconds per fused block): rerun on a quiet machine before reading",
+                    "the speed-up column. The minima are the least disturbed runs.",
+                ]
+                if shared
+                else []
+            ),
             f"Batch 1, 224x224, {threads} threads, {runs} interleaved runs per plan (warm-up excluded).",
             "",
             f"Command: `{COMMAND} --models {','.join(names)} --threads {threads} --runs {runs}`",

@@ -259,3 +259,28 @@ def test_resnet_residual_tails_are_fused(name: str, blocks: int, tmp_path: Path)
     expected = plain(x)
     scale = float(np.abs(expected).max())
     np.testing.assert_allclose(fast(x), expected, rtol=1e-4, atol=1e-4 * scale)
+
+
+def test_fused_graph_round_trips_through_ecnn_and_keeps_its_macs(tmp_path: Path) -> None:
+    """The .ecnn format stores FusedConvAdd (empty bias slot included); `edgecnn info` counts its MACs
+    like the conv it replaced; a split batch runs it per slice."""
+    from edgecnn.analysis import analyze
+    from edgecnn.format import load_ecnn, save_ecnn
+    from edgecnn.runtime.batch import batch_separable
+
+    graph = block([Node("Conv", "conv", ["x", "w"], ["c"], PAD), add("x", "c"), relu()])
+    fused, _ = fused_ops(graph)
+    save_ecnn(fused, tmp_path / "fused.ecnn")
+    loaded = load_ecnn(tmp_path / "fused.ecnn")
+    (node,) = loaded.nodes
+    assert (
+        node.op == "FusedConvAdd"
+        and node.inputs == ["x", "w", "", "x"]
+        and node.attrs == fused.nodes[0].attrs
+    )
+    assert_same_outputs(graph, loaded)
+    x = random((2, 4, 6, 7), 8)
+    options = RuntimeOptions.resolve(threads=1, optimize=False)
+    before, after = Model(graph, options).plan_for(x), Model(loaded, options).plan_for(x)
+    assert analyze(after, ["y"]).macs == analyze(before, ["y"]).macs == 2 * 4 * 6 * 7 * 4 * 9
+    assert batch_separable(after, 2)
