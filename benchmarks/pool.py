@@ -33,16 +33,16 @@ from onnx import TensorProto, helper
 
 import edgecnn
 from edgecnn.bench.machine import cpu_model
-from edgecnn.bench.zoo import build_model, default_cache_dir
+from edgecnn.bench.zoo import MODELS, build_model, default_cache_dir, model_path
 from edgecnn.kernels.cpu import pool as pool_step
 from edgecnn.kernels.cpu.threads import cpu_threads
 from edgecnn.ops.pool import MaxPoolAttrs, pool_geometry
+from edgecnn.passes.fuse_pool_activation import fuse_pool_activation
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "tuning.md"
 BASE = "3997d3d"  # the last commit before the separable pool_2d
 POOL_OPS = ("MaxPool", "AveragePool", "FusedMaxPool", "FusedAveragePool")
-START, END = "<!-- pool:start -->", "<!-- pool:end -->"
 
 
 def base_module(revision: str) -> ModuleType:
@@ -263,14 +263,35 @@ def report(
     ]
 
 
-def write_section(lines: list[str], doc: Path = DOC) -> None:
-    """Replace the text between the pool markers of docs/tuning.md (the rest is other sections')."""
+def census() -> list[str]:
+    """Which zoo models hold act(pool(x)), as imported and after the default passes (where
+    fuse_activation has put activations into the convolutions). Built at width 0.25: the layer
+    pattern is the same, the weights are 16x smaller."""
+    rows = []
+    for name in MODELS:
+        net = edgecnn.load(str(model_path(name, default_cache_dir(), width=0.25)))
+        pools = sum(node.op in ("MaxPool", "AveragePool") for node in net.graph.nodes)
+        imported = len(fuse_pool_activation(net.graph).changes)
+        optimized = len(fuse_pool_activation(net.optimized_graph).changes)
+        rows.append(f"| {name} | {pools} | {imported} | {optimized} |")
+    return [
+        "Command: `.venv/bin/python benchmarks/pool.py --census`",
+        "",
+        "| model | MaxPool/AveragePool layers | act(pool(x)) as imported | act(pool(x)) after the passes |",
+        "|---|---:|---:|---:|",
+        *rows,
+    ]
+
+
+def write_section(lines: list[str], block: str, doc: Path = DOC) -> None:
+    """Replace the text between docs/tuning.md's ``pool:<block>`` markers (the rest is other sections')."""
+    start, end = f"<!-- pool:{block}:start -->", f"<!-- pool:{block}:end -->"
     text = doc.read_text()
-    if START not in text or END not in text:
-        raise SystemExit(f"{doc} has no {START} ... {END} markers (section 'Pooling')")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    doc.write_text(head + START + "\n" + "\n".join(lines) + "\n" + END + tail)
+    if start not in text or end not in text:
+        raise SystemExit(f"{doc} has no {start} ... {end} markers (section 'Pooling')")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    doc.write_text(head + start + "\n" + "\n".join(lines) + "\n" + end + tail)
 
 
 def main() -> None:
@@ -285,11 +306,18 @@ def main() -> None:
     parser.add_argument(
         "--layers-only", action="store_true", help="skip the whole models (implies --print-only)"
     )
+    parser.add_argument("--census", action="store_true", help="only count act(pool(x)) in the zoo models")
     args = parser.parse_args()
+    if args.census:
+        lines = census()
+        print("\n".join(lines))
+        if not args.print_only:
+            write_section(lines, "census")
+        return
     lines = report(args.models.split(","), args.threads, args.repeats, args.base, not args.layers_only)
     print("\n".join(lines))
     if not (args.print_only or args.layers_only):
-        write_section(lines)
+        write_section(lines, "times")
 
 
 if __name__ == "__main__":
