@@ -80,26 +80,34 @@ def test_transform_matrices_compute_a_correlation(m: int) -> None:
 
 
 @pytest.mark.parametrize("m", [2, 4])
-@pytest.mark.parametrize("run", [1, 3, 13])
-def test_compiled_across_transforms_match_the_matrices(m: int, run: int) -> None:
-    """The horizontal halves of the input and output transforms, over a run of overlapping tiles
-    (tile k reads src[k*m : k*m + m+2]) into one row per transform point."""
-    rng = np.random.default_rng(10 + m + run)
+@pytest.mark.parametrize("channels", [1, 5, 37])
+def test_compiled_tile_transforms_match_the_matrices(m: int, channels: int) -> None:
+    """One tile's input transform B^T d B and output transform A^T M A over channel vectors, from
+    and to the strided layouts the layer loop uses, against the float64 matrices."""
+    rng = np.random.default_rng(10 + m + channels)
     t = m + 2
-    src = rng.standard_normal(run * m + 2).astype(np.float32)
-    v = np.zeros((t + 1, run + 5), dtype=np.float32)
-    transforms.across_input(m, src, run, v, 1, 2)
-    windows = np.stack([src[k * m : k * m + t] for k in range(run)], axis=1)  # (t, run)
+    row = (t + 3) * channels  # a channels-last image row longer than the tile
+    image = rng.standard_normal((t + 1) * row).astype(np.float32)
+    base = row + 2 * channels  # the tile starts at pixel (1, 2)
+    v = np.zeros((t * t, 3 * channels), dtype=np.float32)  # one row per transform point
+    tmp = np.zeros(t * t * channels, dtype=np.float32)
+    transforms.input_tile(m, image, base, row, channels, tmp, v.reshape(-1), channels, v.shape[1])
+    d = image.reshape(t + 1, t + 3, channels)[1:, 2 : 2 + t]  # (i, j, c)
+    bt = transforms.INPUT_TRANSFORMS[m]
+    expected = np.einsum("ai,ijc,bj->abc", bt, d.astype(np.float64), bt)
     np.testing.assert_allclose(
-        v[1:, 2 : 2 + run], transforms.INPUT_TRANSFORMS[m] @ windows, rtol=1e-6, atol=1e-5
+        v[:, channels : 2 * channels], expected.reshape(t * t, channels), rtol=1e-5, atol=1e-4
     )
-    assert not v[0].any() and not v[:, :2].any() and not v[:, 2 + run :].any()
-    products = rng.standard_normal((t + 2, run + 3)).astype(np.float32)
-    dst = np.zeros(run * m + 1, dtype=np.float32)
-    transforms.across_output(m, products, 2, 3, run, dst)
-    expected = transforms.OUTPUT_TRANSFORMS[m] @ products[2:, 3 : 3 + run]  # (m, run)
-    np.testing.assert_allclose(dst[: run * m], expected.T.reshape(-1), rtol=1e-6, atol=1e-5)
-    assert dst[-1] == 0
+    assert not v[:, :channels].any() and not v[:, 2 * channels :].any()
+    prow = 2 * channels + 1
+    products = rng.standard_normal(t * t * prow).astype(np.float32)
+    result = np.zeros(m * m * channels + 1, dtype=np.float32)
+    transforms.output_tile(m, products, channels, prow, channels, tmp, result)
+    p = products.reshape(t * t, prow)[:, channels : 2 * channels].reshape(t, t, channels)
+    at = transforms.OUTPUT_TRANSFORMS[m]
+    expected = np.einsum("ai,ijc,bj->abc", at, p.astype(np.float64), at)
+    np.testing.assert_allclose(result[:-1], expected.reshape(-1), rtol=1e-5, atol=1e-4)
+    assert result[-1] == 0
 
 
 def make_layer(case: dict[str, Any]) -> tuple[str, Any, list[np.ndarray]]:
@@ -197,6 +205,7 @@ def test_small_chunks_and_channel_blocks_across_threads(case: dict[str, Any]) ->
         mock.patch.object(wino, "CHUNK_BYTES", 1),
         mock.patch.object(wino, "MIN_TILES", 1 + case["seed"] % 3),
         mock.patch.object(wino, "MIN_CHANNELS", 1),
+        mock.patch.object(wino, "MIN_SPLIT_TILES", 1 + case["seed"] % 40),
     ):
         check(case)
 

@@ -5,9 +5,9 @@ weights, and a BLAS that compiled code can call (blas.AVAILABLE). F(4x4) does 4x
 multiplications than direct convolution and F(2x2) 2.25x fewer, at the price of the transforms and
 of rounding error that grows with the tile (docs/tuning.md has the measured error and speed).
 
-Filters are transformed once, when the plan is built; each run transforms chunks of input tiles,
-multiplies them by one GEMM per transform point and transforms the products back with the fused
-bias and activation (winograd_transforms.py). Which of the conv kernels a layer gets is decided by
+Filters are transformed once, when the plan is built; each run moves the input to channels-last,
+transforms chunks of input tiles, multiplies them by one GEMM per transform point and transforms
+the products back with the fused bias and activation (winograd_transforms.py). Which of the conv kernels a layer gets is decided by
 ``preferred_tile`` (measured with benchmarks/winograd.py) unless `edgecnn tune` measured the layer.
 """
 
@@ -27,14 +27,23 @@ from edgecnn.kernels.cpu.threads import GEMM_GRAIN, blas_single_threaded, call
 from edgecnn.kernels.cpu.winograd_transforms import transform_filters, winograd_conv_2d
 from edgecnn.kernels.registry import register_kernel
 
-CHUNK_BYTES = 1 << 21
-"""Target size of one chunk's transformed tiles and products together (they stay in L2/L3, and the
-GEMMs are wide enough for BLAS): `benchmarks/winograd.py --chunk-sweep` (docs/tuning.md)."""
+CHUNK_BYTES = 1 << 23
+"""Target size of one chunk's transformed tiles and products together. Each chunk streams every
+transformed filter through a GEMM (BLAS packs it again per call), so wide chunks pay once the
+transforms are cheap: ResNet's 128->256 @ 28x28 F(4x4) on one thread ran 8.7 ms with all 49 tiles in
+one chunk, 10.5 ms in chunks of 37 (2 MiB), 14.7 ms in chunks of 16 (benchmarks/winograd.py
+--chunk-sweep; shared VM)."""
 
 MIN_TILES, MAX_TILES = 16, 512
 """Bounds on the tiles per chunk: narrower GEMMs waste the BLAS micro-kernel, wider ones the cache."""
 
 MIN_CHANNELS = 16
+
+MIN_SPLIT_TILES = 64
+"""Fewest tiles per thread when one chunk's tiles are split among threads; below it the threads
+split the output channels instead, each transforming all the tiles (cheap) and streaming half the
+transformed filters through GEMMs twice as wide (128->256 @ 28x28, 49 tiles, two threads: 8.1 ms
+against 9.2 ms with 25 tiles each)."""
 """Fewest output channels per task when a small map's channels are split among threads."""
 
 POINT_PAD = 16
@@ -119,7 +128,8 @@ def round_up(value: int, multiple: int) -> int:
 
 def chunking(points: int, in_channels: int, out_channels: int, tiles: int, threads: int) -> tuple[int, int]:
     """(tiles per chunk, output channels per task): chunks of about CHUNK_BYTES of scratch, a
-    multiple of ``threads`` of them where there are enough tiles, output channels split otherwise."""
+    multiple of ``threads`` of them where there are enough tiles, one chunk split among the threads
+    where each gets MIN_SPLIT_TILES, output channels split otherwise."""
     step = CHUNK_BYTES // (4 * points * (in_channels + out_channels))
     step = min(max(MIN_TILES, min(MAX_TILES, step)), tiles)
     chunks = math.ceil(tiles / step)
@@ -127,7 +137,7 @@ def chunking(points: int, in_channels: int, out_channels: int, tiles: int, threa
         return step, out_channels
     if chunks >= threads:
         return math.ceil(tiles / round_up(chunks, threads)), out_channels
-    if math.ceil(tiles / threads) >= MIN_TILES:
+    if math.ceil(tiles / threads) >= MIN_SPLIT_TILES:
         return math.ceil(tiles / threads), out_channels
     blocks = math.ceil(threads / chunks)
     return step, max(MIN_CHANNELS, math.ceil(out_channels / blocks))
@@ -151,6 +161,8 @@ class WinogradConv(ConvKernel):
         self.points = (m + 2) ** 2
         self.filters = transform_filters(w, m)  # (T, M, C)
         self.tiles = s.batch * math.ceil(s.out[0] / m) * math.ceil(s.out[1] / m)
+        # the zero-padded channels-last input: every tile's (m+2)^2 pixels inside it
+        self.frame = (math.ceil(s.out[0] / m) * m + 2, math.ceil(s.out[1] / m) * m + 2)
         macs = self.tiles * self.points * s.in_channels * s.out_channels
         self.small = macs < GEMM_GRAIN
         self._chunking: dict[int, tuple[int, int, int]] = {}
@@ -177,9 +189,12 @@ class WinogradConv(ConvKernel):
         step, oc_step, workers = self.chunking(1 if self.small else numba.get_num_threads())
         v_size = workers * self.points * (s.in_channels * step + POINT_PAD)
         m_size = workers * self.points * (oc_step * step + POINT_PAD)
-        buffer = scratch(v_size + m_size)
+        frame = self.frame
+        x_size = s.batch * frame[0] * frame[1] * s.in_channels
+        buffer = scratch(v_size + m_size + x_size)
         v_buffers = padded_view(buffer[:v_size], workers, self.points, s.in_channels, step)
-        m_buffers = padded_view(buffer[v_size:], workers, self.points, oc_step, step)
+        m_buffers = padded_view(buffer[v_size : v_size + m_size], workers, self.points, oc_step, step)
+        channels_last = buffer[v_size + m_size :].reshape(s.batch * frame[0], frame[1], s.in_channels)
         with blas_single_threaded():
             call(
                 winograd_conv_2d,
@@ -194,6 +209,7 @@ class WinogradConv(ConvKernel):
                 *self.activation,
                 step,
                 oc_step,
+                channels_last,
                 v_buffers,
                 m_buffers,
                 out,
