@@ -5,7 +5,7 @@ One process builds two plans of the same zoo model (seeded weights, batch 1): th
 that both see the same machine load; medians and minima of the plain runs, then one profiled pass per
 plan for the per-op split. Writes docs/fusion.md (or --output) and prints it.
 
-    .venv/bin/python benchmarks/residual.py --models resnet18,resnet50,mobilenetv2 --threads 2 --runs 30
+    .venv/bin/python benchmarks/residual.py --models resnet18,resnet50,mobilenetv2 --threads 2 --runs 30 --epilogue
 """
 
 from __future__ import annotations
@@ -123,7 +123,69 @@ def tail_names(models: dict[str, Model]) -> tuple[set[str], set[str]]:
     return (without - kept) | fused, fused
 
 
-def report(names: list[str], threads: int, runs: int) -> str:
+EPILOGUE_SHAPES = ((64, 56, 56), (128, 28, 28), (256, 14, 14), (512, 7, 7), (256, 56, 56), (1024, 14, 14))
+"""The sums of ResNet-18 (first four) and ResNet-50's largest two, at batch 1."""
+
+
+def time_sum_pass(size: int, threads: int, runs: int) -> dict[str, float]:
+    """Median microseconds of y = relu(y + z) over ``size`` elements: the compiled pass serial and
+    parallel, and what the unfused steps run (numpy's add into the output, then the kernel the plan
+    picks for a Relu step, in place), interleaved."""
+    from edgecnn.ir.graph import Node, TensorType
+    from edgecnn.kernels.cpu.epilogue import residual_activation_, residual_activation_serial_
+    from edgecnn.kernels.registry import select_kernel
+    from edgecnn.ops.registry import NoAttrs
+
+    rng = np.random.default_rng(0)
+    y, z = rng.standard_normal(size, dtype=np.float32), rng.standard_normal(size, dtype=np.float32)
+    chunk = max(16384, -(-size // threads))
+    relu = select_kernel(
+        Node("Relu", "relu", ["s"], ["y"], NoAttrs()), [TensorType("float32", (size,))], [None]
+    )
+    relu_into = getattr(relu.run, "run_into", None)
+
+    def unfused() -> None:
+        np.add(y, z, out=y)
+        if relu_into is not None:
+            relu_into(y, y)
+        else:
+            np.maximum(y, 0, out=y)
+
+    candidates = {
+        "serial": lambda: residual_activation_serial_(y, z, 1, 0.0, 0.0, 0.0, chunk),
+        "parallel": lambda: residual_activation_(y, z, 1, 0.0, 0.0, 0.0, chunk),
+        "numpy": unfused,
+    }
+    times: dict[str, list[float]] = {label: [] for label in candidates}
+    for _ in range(5 * runs):
+        for label, run in candidates.items():
+            start = time.perf_counter()
+            run()
+            times[label].append((time.perf_counter() - start) * 1e6)
+        y[:] = z  # keep the values bounded
+    return {label: float(np.median(t[runs:])) for label, t in times.items()}  # the first runs warm up
+
+
+def epilogue_table(threads: int, runs: int) -> list[str]:
+    """The sum pass alone on ResNet's sum sizes (why RESIDUAL_GRAIN keeps them serial)."""
+    from edgecnn.kernels.cpu.threads import cpu_threads
+
+    lines = [
+        "| sum shape | elements | serial pass us | parallel pass us | unfused: numpy add + Relu kernel us |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    with cpu_threads(threads):
+        for shape in EPILOGUE_SHAPES:
+            size = int(np.prod(shape))
+            us = time_sum_pass(size, threads, runs)
+            lines.append(
+                f"| {'x'.join(map(str, shape))} | {size} | {us['serial']:.1f} | {us['parallel']:.1f} "
+                f"| {us['numpy']:.1f} |"
+            )
+    return lines
+
+
+def report(names: list[str], threads: int, runs: int, epilogue: bool) -> str:
     start_load = os.getloadavg()
     rows, splits = [], []
     for name in names:
@@ -191,7 +253,8 @@ def report(names: list[str], threads: int, runs: int) -> str:
             ),
             f"Batch 1, 224x224, {threads} threads, {runs} interleaved runs per plan (warm-up excluded).",
             "",
-            f"Command: `{COMMAND} --models {','.join(names)} --threads {threads} --runs {runs}`",
+            f"Command: `{COMMAND} --models {','.join(names)} --threads {threads} --runs {runs}"
+            + (" --epilogue`" if epilogue else "`"),
             "",
             "| model | steps (without -> with) | without ms (median) | with ms (median) | speed-up "
             "| without ms (min) | with ms (min) | max rel. difference |",
@@ -206,6 +269,18 @@ def report(names: list[str], threads: int, runs: int) -> str:
             "|---|---|---:|---:|---:|---:|",
             *splits,
             "",
+            *(
+                [
+                    f"The add + ReLU pass alone, {threads} threads (`--epilogue`): the compiled pass serial, the",
+                    "same pass parallel, and the unfused steps' work (numpy's add, then the Relu step's kernel, in",
+                    "place); median microseconds, interleaved.",
+                    "",
+                    *epilogue_table(threads, runs),
+                    "",
+                ]
+                if epilogue
+                else []
+            ),
         ]
     )
 
@@ -215,11 +290,12 @@ def main() -> None:
     parser.add_argument("--models", default="resnet18,resnet50,mobilenetv2")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--epilogue", action="store_true", help="Also time the add + ReLU pass alone.")
     parser.add_argument(
         "--output", type=Path, default=Path(__file__).resolve().parents[1] / "docs" / "fusion.md"
     )
     args = parser.parse_args()
-    text = report(args.models.split(","), args.threads, args.runs)
+    text = report(args.models.split(","), args.threads, args.runs, args.epilogue)
     args.output.write_text(text)
     print(text)
 

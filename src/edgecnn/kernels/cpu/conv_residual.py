@@ -24,10 +24,9 @@ from edgecnn.kernels.registry import candidate_kernels, register_kernel, select_
 from edgecnn.ops.fused import FusedConvAttrs, residual_conv_node
 
 RESIDUAL_GRAIN = 1 << 20
-"""Elements below which the add + activation pass runs serially. It is memory-bound and fast (one
-thread: 30 us for ResNet-18's largest sum, 64x56x56; 105 us for ResNet-50's 256x56x56), while waking
-numba's sleeping workers for a parallel region cost more than that on this 2-core VM (160 and 620 us
-under load; benchmarks/residual.py's machine). Every ResNet-50 sum at batch 1 stays serial."""
+"""Elements below which the add + activation pass runs serially: it is memory-bound and short (tens of
+microseconds for ResNet's sums at batch 1), less than waking numba's sleeping workers for a parallel
+region costs on a busy 2-core VM. Measured by ``benchmarks/residual.py --epilogue`` (docs/fusion.md)."""
 
 CHUNK = 16384
 

@@ -114,8 +114,8 @@ def _residual_span(
     low: float,
     high: float,
 ) -> None:
-    """values[lo:hi] = act(values + residual) over one span; ReLU and no activation unrolled so the
-    loop vectorises (the generic branch calls ``activate`` per element)."""
+    """values[lo:hi] = act(values + residual) over one span; no activation and ReLU get loops of their
+    own, without the per-element dispatch of ``activate`` that the other kinds go through."""
     if kind == 0:
         for i in range(lo, hi):
             values[i] = values[i] + residual[i]
