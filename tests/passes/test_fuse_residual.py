@@ -10,8 +10,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from typer.testing import CliRunner
 
 from edgecnn.bench.zoo import build_model
+from edgecnn.cli.app import app
 from edgecnn.importers import load_graph
 from edgecnn.ir.graph import Graph, Node, TensorSpec
 from edgecnn.kernels.registry import scoped_registrations
@@ -255,6 +257,11 @@ def test_resnet_residual_tails_are_fused(name: str, blocks: int, tmp_path: Path)
     fast = Model(graph, RuntimeOptions.resolve(threads=2))
     assert [n.op for n in fast.optimized_graph.nodes] == ops
     assert sum(s.kernel.name == "conv_residual" for s in fast.plan_for(x).steps) == blocks
+    if name == "resnet18":  # `edgecnn info --passes` lists the fused blocks
+        shown = CliRunner().invoke(app, ["info", str(path), "--passes"])
+        assert shown.exit_code == 0, shown.output
+        assert f"fuse_residual: {blocks} change(s)" in shown.stdout
+        assert "+ add1 (Add) + relu3 (Relu) -> FusedConvAdd (relu)" in shown.stdout
     plain = Model(graph, RuntimeOptions.resolve(threads=1, optimize=False))
     expected = plain(x)
     scale = float(np.abs(expected).max())
