@@ -54,7 +54,7 @@ the same L1 cache set (measured: the transforms ran 2-4x slower)."""
 MIN_CHANNEL_RATIO, MIN_F43_TILES = 12, 36
 WIDE_LAYER_RATIO, MIN_WIDE_F43_TILES = 192, 16
 MIN_IN_CHANNELS = 64
-MIN_F23_RATIO = 128
+MIN_F23_RATIO, MIN_F23_TILES, WIDE_F23_RATIO = 96, 36, 256
 """The heuristic's thresholds (``preferred_tile``), measured with benchmarks/winograd.py and
 benchmarks/conv_gap.py (docs/conv-gap.md)."""
 
@@ -81,13 +81,13 @@ def preferred_tile(setup: ConvSetup) -> int:
     Rule from benchmarks/winograd.py and benchmarks/conv_gap.py (docs/conv-gap.md): the input
     transform costs per input channel and the output transform per output channel while the saved
     multiplications scale with their product, so C*M / (C+M) must be large enough; with fewer than
-    MIN_IN_CHANNELS input channels the GEMMs are too shallow (K = C) for the saving to pay for the
-    transforms (SqueezeNet's 16->64 and 32->128 expand layers: im2col + GEMM 10-30% faster). 4x4
-    tiles where there are enough of them to use each transformed filter (4x the size of the filter,
-    1.8x for 2x2) many times, or, on very wide layers (512 channels), where the GEMMs dominate even on
-    a 14x14 map; else 2x2, and that only on wide layers: on a small map the transformed filters are
-    re-read (and re-packed by BLAS) for a few tiles each (GoogLeNet's 96->208 @ 14x14 ties, 160->320
-    @ 7x7 and SqueezeNet's 64->256 @ 13x13 lose).
+    MIN_IN_CHANNELS input channels the GEMMs are too shallow (K = C) for the saving to pay
+    (SqueezeNet's 16->64 @ 55x55: im2col + GEMM 6% faster, tiny-YOLO's 16->32 @ 224x224 2x). 4x4 tiles
+    where there are enough of them to use each transformed filter (4x the size of the filter, 1.8x
+    for 2x2) many times, or, on very wide layers (512 channels), where the GEMMs dominate even on a
+    14x14 map. Else 2x2 tiles on 14x14 maps from C*M/(C+M) = 96 (GoogLeNet's 144->288: 12% faster,
+    ResNet's 256->256: 22%), and on 7x7 maps only when very wide (1024->1024: 5%; GoogLeNet's
+    160->320 and 192->384 @ 7x7 lose 10-15%): the transformed filters are re-read for few tiles.
     """
     c, m = setup.in_channels, setup.out_channels
     if c < MIN_IN_CHANNELS or c * m < MIN_CHANNEL_RATIO * (c + m):
@@ -98,7 +98,10 @@ def preferred_tile(setup: ConvSetup) -> int:
     wide = c * m >= WIDE_LAYER_RATIO * (c + m)  # the GEMMs dominate so much that 4x4 tiles pay anyway
     if wide and tiles >= MIN_WIDE_F43_TILES:
         return 4
-    return 2 if c * m >= MIN_F23_RATIO * (c + m) else 0
+    f23_tiles = setup.batch * math.ceil(setup.out[0] / 2) * math.ceil(setup.out[1] / 2)
+    if c * m >= MIN_F23_RATIO * (c + m) and f23_tiles >= MIN_F23_TILES:
+        return 2
+    return 2 if c * m >= WIDE_F23_RATIO * (c + m) else 0
 
 
 def when_winograd_f43(
