@@ -31,6 +31,9 @@ from pathlib import Path
 
 RESULT = "STARTUP-RESULT "
 
+THIS_SRC: Path | None = None
+"""The src folder "this tree" runs from (``--src``); None: whichever edgecnn Python finds."""
+
 WHOLE = """
 import json, sys, time
 for name in {blocked!r}:
@@ -156,6 +159,7 @@ def measure(
     this script imports), alternating between trees, after one unmeasured warm-up process each
     unless cold."""
     trees = trees or {"": None}
+    trees = {label: src if src is not None else THIS_SRC for label, src in trees.items()}
     template = PHASES if phases else WHOLE
     source = template.format(path=str(path), blocked=tuple(without), marker=RESULT)
     if not cold:
@@ -246,8 +250,15 @@ def write_page(
     print("cold", flush=True)
     cold = measure(path, 1, phases=False, cold=True, without=[], bytecode=bytecode)[""]
     sample = phases[0]
+    snapshot = (
+        ""
+        if THIS_SRC is None
+        else f" edgecnn ran from `{THIS_SRC}`, a snapshot of the checkout (`git archive HEAD src`), so"
+        " that kernels edited in the working tree meanwhile could not make numba recompile mid-run."
+    )
     kernels = list(dict.fromkeys(str(k).rsplit(".", 1)[-1] for k in sample["kernels"]))  # type: ignore[attr-defined]
-    command_tail = "" if baseline is None else f" --baseline {baseline}"
+    command_tail = "" if THIS_SRC is None else f" --src {THIS_SRC}"
+    command_tail += "" if baseline is None else f" --baseline {baseline}"
     if baseline is not None and baseline_label:
         command_tail += f" --baseline-label '{baseline_label}'"
     totals = [float(r["total"]) for r in warm]  # type: ignore[arg-type]
@@ -272,7 +283,7 @@ on {machine}; {started}. Each row is {runs} fresh processes (1 for the cold row)
 unmeasured process that fills the caches; cells are min / median in ms (the minimum is the run
 least disturbed by other work on the machine). ResNet-50 from the benchmark zoo, batch 1, default
 threads; the child process imports only numpy and edgecnn and calls `edgecnn.load(path)`, then
-`model(x)` twice.
+`model(x)` twice.{snapshot}
 
 ## First inference
 
@@ -359,9 +370,18 @@ def main() -> None:
         help="Also run edgecnn from this src folder (e.g. of a `git worktree` at an older commit), "
         "processes alternating with this tree's.",
     )
+    parser.add_argument(
+        "--src",
+        type=Path,
+        metavar="SRC",
+        help="Run edgecnn from this src folder (a snapshot: kernels edited while the benchmark runs would "
+        "make numba recompile them mid-measurement).",
+    )
     parser.add_argument("--baseline-label", default="", help="What the baseline is, for the page.")
     parser.add_argument("--write", type=Path, metavar="PAGE", help="Run every measurement; write the page.")
     args = parser.parse_args()
+    global THIS_SRC
+    THIS_SRC = args.src.resolve() if args.src else None
     from edgecnn.bench.zoo import model_path
 
     path = model_path(args.model, Path.home() / ".cache" / "edgecnn" / "bench")
