@@ -161,7 +161,7 @@ def chunk_sweep(threads: int, repeats: int, batch: int) -> None:
 
     from edgecnn.kernels.cpu import winograd
 
-    settings = [(1 << 19, 256), (1 << 20, 256), (1 << 21, 512), (1 << 22, 1024)]
+    settings = [(1 << 20, 256), (1 << 21, 512), (1 << 22, 1024), (1 << 23, 512), (1 << 23, 1024)]
     print("| layer | tile | " + " | ".join(f"{b >> 10} KiB / {t}" for b, t in settings) + " |")
     with cpu_threads(threads):
         for label, c, m, size in LAYERS:

@@ -21,7 +21,7 @@ REPACK_RATIO = 8
 every tile's GEMM packs the whole weight matrix again, which costs more than columns that spill
 from L2 once the weights are large (ResNet's 128->128 3x3 stride-2 layer, 576 KiB of weights: one
 tile 3.9-4.0 ms, four 1 MiB tiles 4.35 ms on one thread; two tiles 5.1-5.2 ms of CPU time, four
-5.7 ms on two threads; shared 2-core VM, docs/conv-gap.md)."""
+5.7 ms on two threads; interleaved one-off timing on the shared 2-core VM, load ~4)."""
 
 MIN_COLUMNS = 64
 """Narrowest tile worth a GEMM call (a few of the BLAS micro-kernel's column blocks)."""

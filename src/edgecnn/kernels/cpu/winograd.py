@@ -31,8 +31,8 @@ CHUNK_BYTES = 1 << 23
 """Target size of one chunk's transformed tiles and products together. Each chunk streams every
 transformed filter through a GEMM (BLAS packs it again per call), so wide chunks pay once the
 transforms are cheap: ResNet's 128->256 @ 28x28 F(4x4) on one thread ran 8.7 ms with all 49 tiles in
-one chunk, 10.5 ms in chunks of 37 (2 MiB), 14.7 ms in chunks of 16 (benchmarks/winograd.py
---chunk-sweep; shared VM)."""
+one chunk, 10.5 ms in chunks of 37 (2 MiB), 14.7 ms in chunks of 16 (interleaved one-off timing,
+shared VM at load ~4; `benchmarks/winograd.py --chunk-sweep` reruns the comparison)."""
 
 MIN_TILES, MAX_TILES = 16, 512
 """Bounds on the tiles per chunk: narrower GEMMs waste the BLAS micro-kernel, wider ones the cache."""
