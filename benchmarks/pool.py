@@ -283,6 +283,50 @@ def census() -> list[str]:
     ]
 
 
+def fusion_times(threads: int, repeats: int) -> list[str]:
+    """pool then ReLU as two steps and as one fused step (fuse_pool_activation), whole two-node
+    models run through Model.run with no other passes, interleaved."""
+    from edgecnn.ir.graph import Graph, Node, TensorSpec
+    from edgecnn.model import Model
+    from edgecnn.runtime.options import RuntimeOptions
+
+    cases = [
+        (
+            (1, 32, 32, 32),
+            MaxPoolAttrs(kernel_shape=(3, 3), strides=(2, 2), ceil_mode=True),
+        ),  # CIFAR-10 pool1
+        ((1, 64, 112, 112), MaxPoolAttrs(kernel_shape=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1))),
+        ((1, 512, 14, 14), MaxPoolAttrs(kernel_shape=(3, 3), pads=(1, 1, 1, 1))),
+    ]
+    rows = []
+    options = RuntimeOptions.resolve(threads=threads, optimize=False)
+    for shape, attrs in cases:
+        graph = Graph(
+            [TensorSpec("x", "float32", shape)],
+            ["y"],
+            [Node("MaxPool", "pool", ["x"], ["p"], attrs), Node("Relu", "relu", ["p"], ["y"])],
+        )
+        two, one = Model(graph, options), Model(fuse_pool_activation(graph).graph, options)
+        x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        assert np.array_equal(two.run({"x": x})["y"], one.run({"x": x})["y"])
+        times = medians(
+            {"two": lambda two=two, x=x: two.run({"x": x}), "one": lambda one=one, x=x: one.run({"x": x})},
+            repeats,
+        )
+        key = describe(Node("MaxPool", "pool", ["x"], ["p"], attrs), shape)
+        rows.append(
+            f"| {key} + relu | {times['two'] * 1e3:.0f} | {times['one'] * 1e3:.0f} | {times['one'] / times['two']:.2f} |"
+        )
+    return [
+        f"Command: `.venv/bin/python benchmarks/pool.py --fusion --threads {threads} --repeats {repeats}`; "
+        f"load average {os.getloadavg()[0]:.2f}.",
+        "",
+        "| layers | pool, relu: us | fused: us | fused / two steps |",
+        "|---|---:|---:|---:|",
+        *rows,
+    ]
+
+
 def write_section(lines: list[str], block: str, doc: Path = DOC) -> None:
     """Replace the text between docs/tuning.md's ``pool:<block>`` markers (the rest is other sections')."""
     start, end = f"<!-- pool:{block}:start -->", f"<!-- pool:{block}:end -->"
@@ -307,7 +351,14 @@ def main() -> None:
         "--layers-only", action="store_true", help="skip the whole models (implies --print-only)"
     )
     parser.add_argument("--census", action="store_true", help="only count act(pool(x)) in the zoo models")
+    parser.add_argument("--fusion", action="store_true", help="only time pool + ReLU against the fused step")
     args = parser.parse_args()
+    if args.fusion:
+        lines = fusion_times(args.threads, args.repeats)
+        print("\n".join(lines))
+        if not args.print_only:
+            write_section(lines, "fusion")
+        return
     if args.census:
         lines = census()
         print("\n".join(lines))
