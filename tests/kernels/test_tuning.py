@@ -18,8 +18,15 @@ import pytest
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels import tuning
 from edgecnn.kernels.registry import candidate_kernels, scoped_registrations, select_kernel
-from edgecnn.kernels.tuning_measure import LayerTiming, example_inputs, time_layer, time_layers
+from edgecnn.kernels.tuning_measure import (
+    LayerTiming,
+    example_inputs,
+    time_layer,
+    time_layers,
+    tunable_layers,
+)
 from edgecnn.ops.conv import ConvAttrs
+from edgecnn.ops.fused import FusedConvAttrs, residual_conv_node
 from edgecnn.ops.pool import MaxPoolAttrs
 
 
@@ -189,6 +196,19 @@ def test_time_layer_measures_every_candidate(cache: Path) -> None:
     assert timing.times_ms[timing.winner] == min(timing.times_ms.values())
     assert timing.key == tuning.layer_key(node, types, values, "cpu", 1)
     assert timing.speedup >= 1.0
+
+
+def test_residual_conv_is_tuned_as_its_convolution(cache: Path) -> None:
+    """A FusedConvAdd runs the kernel chosen for its convolution, so that is what tune times and keys."""
+    _, types, values = small_conv()
+    node = Node("FusedConvAdd", "conv1", ["x", "w", "", "z"], ["y"], FusedConvAttrs(pads=(1, 1, 1, 1)))
+    z_type = TensorType("float32", (1, 6, 9, 9))
+    steps = [(node, [*types, None, z_type], [*values, None, None])]
+    assert tunable_layers(steps) == [0]
+    (timing,) = time_layers(steps, threads=1)
+    inner = residual_conv_node(node)
+    assert timing.key == tuning.layer_key(inner, types, values, "cpu", 1)
+    assert set(timing.times_ms) == {"winograd_f43", "winograd_f23", "im2col_gemm"}
 
 
 def test_layers_with_one_candidate_are_skipped() -> None:

@@ -16,6 +16,9 @@ import numpy as np
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.registry import KernelEntry, candidate_kernels
 from edgecnn.kernels.tuning import TunedChoice, layer_key
+from edgecnn.ops.fused import residual_conv_node
+
+Step = tuple[Node, Sequence[TensorType | None], Sequence[np.ndarray | None]]
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,16 @@ def heuristic_choice(entries: Sequence[KernelEntry], node: Node, types: Sequence
     return "reference"
 
 
+def kernel_choosing_part(node: Node, types: Sequence, values: Sequence) -> Step:
+    """The node whose kernel choice decides this step's speed: a FusedConvAdd runs the kernel chosen
+    for its convolution alone (kernels/cpu/conv_residual.py), so that convolution is what gets tuned."""
+    if node.op == "FusedConvAdd":
+        inner = residual_conv_node(node)
+        count = len(inner.inputs)
+        return inner, types[:count], values[:count]
+    return node, types, values
+
+
 def time_layer(
     node: Node,
     types: Sequence[TensorType | None],
@@ -100,6 +113,7 @@ def time_layer(
     repeats: int = 1,
 ) -> LayerTiming | None:
     """Every candidate kernel of the layer timed, or None if fewer than two can run it."""
+    node, types, values = kernel_choosing_part(node, types, values)
     entries = candidate_kernels(node, types, values, device_kind)
     if len(entries) < 2:
         return None
@@ -114,16 +128,14 @@ def time_layer(
     )
 
 
-def tunable_layers(
-    steps: Sequence[tuple[Node, Sequence[TensorType | None], Sequence[np.ndarray | None]]],
-    device_kind: str = "cpu",
-) -> list[int]:
+def tunable_layers(steps: Sequence[Step], device_kind: str = "cpu") -> list[int]:
     """Indices of the steps with more than one candidate kernel."""
-    return [i for i, (n, t, v) in enumerate(steps) if len(candidate_kernels(n, t, v, device_kind)) > 1]
+    parts = [kernel_choosing_part(*step) for step in steps]
+    return [i for i, (n, t, v) in enumerate(parts) if len(candidate_kernels(n, t, v, device_kind)) > 1]
 
 
 def time_layers(
-    steps: Sequence[tuple[Node, Sequence[TensorType | None], Sequence[np.ndarray | None]]],
+    steps: Sequence[Step],
     threads: int,
     device_kind: str = "cpu",
     repeats: int = 1,
