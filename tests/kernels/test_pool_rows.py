@@ -147,3 +147,27 @@ def test_chunks_of_planes(shape: tuple[int, ...], attrs: Any) -> None:
     x[0, -1, -1, -1] = np.nan
     for threads in (1, 2):
         check(attrs, x, threads)
+
+
+@pytest.mark.parametrize(
+    ("shape", "attrs"),
+    [
+        (
+            (1, 4, 27, 27),
+            MaxPoolAttrs(kernel_shape=(3, 3), strides=(2, 2), ceil_mode=True),
+        ),  # SqueezeNet's 27 -> 13
+        ((1, 4, 55, 55), AveragePoolAttrs(kernel_shape=(3, 3), strides=(2, 2), ceil_mode=True)),
+        ((2, 3, 14, 14), MaxPoolAttrs(kernel_shape=(2, 2))),  # 2x2/1 without padding: 14 -> 13
+        (
+            (1, 3, 13, 17),
+            AveragePoolAttrs(kernel_shape=(3, 2), strides=(3, 3), pads=(1, 0, 1, 1), count_include_pad=True),
+        ),
+    ],
+)
+def test_rows_longer_than_the_output(shape: tuple[int, ...], attrs: Any) -> None:
+    """Inputs wider than stride * OW: scratch rows padded to a multiple of the stride, pooled rows
+    longer than OW, cut to OW when written out (with the average's division)."""
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    x[0, 0, 0, -1] = np.nan  # in the last column, which only the padded rows reach
+    for threads in (1, 2):
+        check(attrs, x, threads)

@@ -2,12 +2,13 @@
 
 A window's reduction is separable: each output row first reduces its window's input rows column by
 column (``_vertical``: contiguous, vectorised rows; at stride 1 every row whose window lies inside
-the plane at once, as one flat loop), into a per-worker scratch of (OH, W) per plane; then each
-output reduces its window's columns of that scratch (``_horizontal``). Where the input width is the
-output width times the stride (GoogLeNet's, ResNet's and tiny-YOLO's "same" pools) the columns are
-one flat loop; the few border columns, whose windows leave the row, are then recomputed from their
-valid taps only (``_border_columns``). So there is no padded copy and no bounds test in a
-vectorised loop. Small planes go through these loops in chunks (SCRATCH_FLOATS of row reductions),
+the plane at once, as one flat loop), into a per-worker scratch of OH rows per plane; then each
+output reduces its window's columns of that scratch (``_horizontal``), in one flat loop: scratch
+rows are stride_w times as long as the pooled rows (padded with the neutral value where the input
+width is not a multiple of the stride, e.g. SqueezeNet's 27 -> 13; such pooled rows are longer than
+OW and cut when written out). The few border columns, whose windows leave the row, are then
+recomputed from their valid taps only (``_border_columns``). So there is no padded copy of the
+input and no bounds test in a vectorised loop. Small planes go through these loops in chunks (SCRATCH_FLOATS of row reductions),
 so 7x7 or 14x14 planes cost a few loops per chunk instead of several per plane or per row. 2x2
 windows at stride 2 inside the plane (VGG, YOLO, LeNet) are one fused pass per output row.
 
@@ -137,6 +138,7 @@ def _vertical(
     planes: int,  # planes in the chunk (consecutive)
     plane_in: int,  # H * W
     width: int,
+    pitch: int,  # scratch row length (>= W)
     stride_h: int,
     pad_top: int,
     dilation_h: int,
@@ -146,18 +148,20 @@ def _vertical(
     row_first: int,
     row_last: int,
     is_max: bool,
-    scratch: np.ndarray,  # (>= planes * OH * W,): row oy of plane p gets the reduction of its rows
+    scratch: np.ndarray,  # (>= planes * OH * pitch,): row oy of plane p gets its rows' reduction
 ) -> None:
     """Every output row's window rows reduced column by column: the rows whose window lies inside
-    the plane in one call per plane (at stride 1 they follow each other in both arrays: one flat
-    loop per plane, one call for the chunk), each border row in one call for the whole chunk."""
+    the plane in one call per plane (at stride 1 with pitch == W they follow each other in both
+    arrays: one flat loop per plane, one call for the chunk), each border row in one call for the
+    whole chunk. Scratch columns past W are not written."""
     out_h = y_lo.shape[0]
     step = dilation_h * width
-    plane_scratch = out_h * width
+    plane_scratch = out_h * pitch
     if row_last > row_first:
         first = first_plane + (row_first * stride_h - pad_top) * width
-        if stride_h == 1:
-            count = (row_last - row_first) * width
+        start = row_first * pitch
+        rows = row_last - row_first
+        if stride_h == 1 and pitch == width:
             _reduce_rows(
                 src,
                 first,
@@ -165,8 +169,8 @@ def _vertical(
                 kernel_h,
                 is_max,
                 scratch,
-                row_first * width,
-                count,
+                start,
+                rows * width,
                 planes,
                 plane_in,
                 plane_scratch,
@@ -174,8 +178,8 @@ def _vertical(
         else:
             for p in range(planes):
                 _reduce_rows(
-                    src, first + p * plane_in, step, kernel_h, is_max, scratch, p * plane_scratch + row_first * width,
-                    width, row_last - row_first, stride_h * width, width,
+                    src, first + p * plane_in, step, kernel_h, is_max, scratch, start + p * plane_scratch, width,
+                    rows, stride_h * width, pitch,
                 )  # fmt: skip
     for oy in range(out_h):
         if row_first <= oy < row_last:
@@ -183,7 +187,7 @@ def _vertical(
         taps = y_hi[oy] - y_lo[oy]
         first = first_plane + (oy * stride_h - pad_top + y_lo[oy] * dilation_h) * width if taps > 0 else 0
         _reduce_rows(
-            src, first, step, taps, is_max, scratch, oy * width, width, planes, plane_in, plane_scratch
+            src, first, step, taps, is_max, scratch, oy * pitch, width, planes, plane_in, plane_scratch
         )
 
 
@@ -258,93 +262,81 @@ def _reduce_columns(
 
 @numba.njit(cache=True)
 def _horizontal(
-    scratch: np.ndarray,  # (>= OH * W,): the rows' reductions (see _vertical)
-    width: int,
-    out_w: int,
+    scratch: np.ndarray,  # the rows' reductions (see _vertical), rows of stride_w * row_w
+    row_w: int,  # length of the rows written to dest (OW, or more: see _pool_2d)
     kernel_w: int,
     stride_w: int,
     pad_left: int,
     dilation_w: int,
-    col_first: int,
-    col_last: int,
     is_max: bool,
-    dest: np.ndarray,  # flat output
+    dest: np.ndarray,  # flat
     plane: int,  # offset of the chunk's first plane in dest
     rows: int,  # output rows of the chunk: planes * OH (its planes' rows follow each other)
 ) -> None:
-    """The windows inside the row. Where rows of scratch and of dest line up (width == stride *
-    OW), one flat loop over the chunk: its border columns then read the neighbouring row, and
-    _border_columns overwrites them; else one loop per row over the interior columns."""
-    if col_last <= col_first:
-        return
-    if width == stride_w * out_w:
-        # flat position j reads scratch[j * stride - pad_left + t * dilation]: keep them inside it
-        limit = rows * width - 1 - (kernel_w - 1) * dilation_w + pad_left  # j * stride <= limit
-        j0 = (pad_left + stride_w - 1) // stride_w
-        j1 = min(rows * out_w, limit // stride_w + 1)
-        if j1 > j0:
-            _reduce_columns(
-                scratch, j0 * stride_w - pad_left, kernel_w, stride_w, dilation_w, is_max, dest, plane + j0,
-                j1 - j0, 1, 0, 0,
-            )  # fmt: skip
-        return
-    _reduce_columns(
-        scratch, col_first * stride_w - pad_left, kernel_w, stride_w, dilation_w, is_max, dest,
-        plane + col_first, col_last - col_first, rows, width, out_w,
-    )  # fmt: skip
+    """Every window's columns reduced in one flat loop over the chunk: scratch rows are exactly
+    stride_w times as long as dest rows, so output j reads scratch[j * stride - pad_left + t *
+    dilation]. Columns whose windows leave the row read the neighbouring row here: _border_columns
+    overwrites them."""
+    pitch = stride_w * row_w
+    limit = rows * pitch - 1 - (kernel_w - 1) * dilation_w + pad_left  # reads stay in: j * stride <= limit
+    j0 = (pad_left + stride_w - 1) // stride_w
+    j1 = min(rows * row_w, limit // stride_w + 1)
+    if j1 > j0:
+        _reduce_columns(
+            scratch, j0 * stride_w - pad_left, kernel_w, stride_w, dilation_w, is_max, dest, plane + j0, j1 - j0,
+            1, 0, 0,
+        )  # fmt: skip
 
 
 @numba.njit(cache=True)
 def _border_columns(
-    scratch: np.ndarray,
-    width: int,
-    out_w: int,
+    scratch: np.ndarray,  # rows of stride_w * row_w
+    row_w: int,
     stride_w: int,
     pad_left: int,
     dilation_w: int,
-    x_lo: np.ndarray,
+    x_lo: np.ndarray,  # (OW,)
     x_hi: np.ndarray,
     col_first: int,
     col_last: int,
     is_max: bool,
-    dest: np.ndarray,  # flat output
+    dest: np.ndarray,  # flat, rows of row_w
     plane: int,  # offset of the chunk's first plane in dest
     rows: int,  # output rows of the chunk: planes * OH
 ) -> None:
-    """Columns whose windows leave the row: the reduction of their valid taps only (none: the
-    neutral value), one loop over the chunk's rows per column."""
-    interior = col_last > col_first
-    w, ow, d = np.uint64(width), np.uint64(out_w), np.uint64(dilation_w)
-    for ox in range(out_w):
-        if interior and col_first <= ox < col_last:
+    """Output columns whose windows leave the row: the reduction of their valid taps only (none:
+    the neutral value), one loop over the chunk's rows per column."""
+    w, ow, d = np.uint64(stride_w * row_w), np.uint64(row_w), np.uint64(dilation_w)
+    for ox in range(x_lo.shape[0]):
+        if col_first <= ox < col_last:
             continue
         taps = x_hi[ox] - x_lo[ox]
         o = np.uint64(plane + ox)
         if taps <= 0:
             neutral = np.float32(-np.inf) if is_max else np.float32(0.0)
-            for oy in range(np.uint64(rows)):
-                dest[o + oy * ow] = neutral
+            for r in range(np.uint64(rows)):
+                dest[o + r * ow] = neutral
             continue
         b = np.uint64(ox * stride_w - pad_left + x_lo[ox] * dilation_w)
         if taps == 1:
-            for oy in range(np.uint64(rows)):
-                dest[o + oy * ow] = scratch[b + oy * w]
+            for r in range(np.uint64(rows)):
+                dest[o + r * ow] = scratch[b + r * w]
             continue
         b2 = b + d
         if is_max:
-            for oy in range(np.uint64(rows)):
-                dest[o + oy * ow] = _max(scratch[b + oy * w], scratch[b2 + oy * w])
+            for r in range(np.uint64(rows)):
+                dest[o + r * ow] = _max(scratch[b + r * w], scratch[b2 + r * w])
         else:
-            for oy in range(np.uint64(rows)):
-                dest[o + oy * ow] = scratch[b + oy * w] + scratch[b2 + oy * w]
+            for r in range(np.uint64(rows)):
+                dest[o + r * ow] = scratch[b + r * w] + scratch[b2 + r * w]
         for t in range(2, taps):
             bt = b + np.uint64(t) * d
             if is_max:
-                for oy in range(np.uint64(rows)):
-                    dest[o + oy * ow] = _max(dest[o + oy * ow], scratch[bt + oy * w])
+                for r in range(np.uint64(rows)):
+                    dest[o + r * ow] = _max(dest[o + r * ow], scratch[bt + r * w])
             else:
-                for oy in range(np.uint64(rows)):
-                    dest[o + oy * ow] += scratch[bt + oy * w]
+                for r in range(np.uint64(rows)):
+                    dest[o + r * ow] += scratch[bt + r * w]
 
 
 @numba.njit(cache=True)
@@ -378,10 +370,12 @@ def _pool_2x2_direct(
 
 @numba.njit(cache=True)
 def _finish(
-    pooled: np.ndarray,  # (planes * OH * OW,): the chunk's maxima or sums
+    pooled: np.ndarray,  # the chunk's maxima or sums, rows of row_w >= OW
+    row_w: int,
     dest: np.ndarray,  # flat output
     plane: int,  # offset of the chunk's first plane in dest
-    planes: int,
+    rows: int,  # planes * OH
+    out_w: int,
     divisor: np.ndarray,  # (OH * OW,)
     is_max: bool,
     kind: int,
@@ -389,27 +383,30 @@ def _finish(
     low: float,
     high: float,
 ) -> None:
-    """dest = act(pooled), sums divided by their tap counts first. From a separate buffer on
+    """dest = act(pooled), sums divided by their tap counts first, from the first OW of every
+    pooled row (one flat loop per plane where rows are OW long). From a separate buffer on
     purpose: in place, LLVM turns ReLU's select into a masked store (keep the value where it is
     positive), which AMD Zen runs about 6x slower than a plain vector store."""
-    size = np.uint64(divisor.shape[0])
-    zero = np.float32(0.0)
-    for p in range(np.uint64(planes)):
-        o, q = np.uint64(plane) + p * size, p * size
+    out_h = divisor.shape[0] // out_w
+    if row_w == out_w:
+        length, segments, per_plane, pitch = out_h * out_w, rows // out_h, 1, out_h * out_w
+    else:
+        length, segments, per_plane, pitch = out_w, rows, out_h, row_w
+    n, zero = np.uint64(length), np.float32(0.0)
+    for segment in range(segments):
+        o = np.uint64(plane + segment * length)
+        q = np.uint64(segment * pitch)
+        c = np.uint64(segment % per_plane * length)  # this segment's divisors
         if kind == 0:
-            for i in range(size):
-                dest[o + i] = pooled[q + i] / divisor[i]  # kind 0 comes here for the average only
-        elif kind == 1 and is_max:
-            for i in range(size):
-                v = pooled[q + i]
-                dest[o + i] = zero if v <= zero else v  # NaN stays NaN, as in activate
+            for i in range(n):
+                dest[o + i] = pooled[q + i] if is_max else pooled[q + i] / divisor[c + i]
         elif kind == 1:
-            for i in range(size):
-                v = pooled[q + i] / divisor[i]
-                dest[o + i] = zero if v <= zero else v
+            for i in range(n):
+                v = pooled[q + i] if is_max else pooled[q + i] / divisor[c + i]
+                dest[o + i] = zero if v <= zero else v  # NaN stays NaN, as in activate
         else:
-            for i in range(size):
-                v = pooled[q + i] if is_max else pooled[q + i] / divisor[i]
+            for i in range(n):
+                v = pooled[q + i] if is_max else pooled[q + i] / divisor[c + i]
                 dest[o + i] = activate(v, kind, alpha, low, high)
 
 
@@ -467,13 +464,20 @@ def _pool_2d(
     src = x.reshape(x.size)
     dest = out.reshape(out.size)
     plane_in, plane_out = height * width, out_h * out_w
+    # rows of the pooled result: OW, or longer so that scratch rows (stride_w times as long) hold
+    # the whole input row and the column loop stays one flat loop (odd widths: SqueezeNet, AlexNet)
+    row_w = out_w if direct else max(out_w, (width + stride_w - 1) // stride_w)
+    pitch = stride_w * row_w  # scratch row length; columns past W stay neutral
+    finish = not is_max or kind != 0 or row_w != out_w  # pool into a buffer, then dest = act(pooled)
     workers = max(1, min(workers, planes))
-    chunk = max(1, SCRATCH_FLOATS // max(1, out_h * width))  # planes per call of the loops below
-    finish = not is_max or kind != 0  # pool into a buffer, then dest = act(pooled / count)
+    chunk = max(1, SCRATCH_FLOATS // max(1, out_h * pitch))  # planes per call of the loops below
+    neutral = np.float32(-np.inf) if is_max else np.float32(0.0)
     for worker in numba.prange(workers):
         first, last = worker * planes // workers, (worker + 1) * planes // workers
-        scratch = np.empty(0 if direct else min(chunk, last - first) * out_h * width, dtype=np.float32)
-        pooled = np.empty(min(chunk, last - first) * plane_out if finish else 0, dtype=np.float32)
+        most = min(chunk, last - first)
+        size = 0 if direct else most * out_h * pitch
+        scratch = np.full(size, neutral, np.float32) if pitch > width else np.empty(size, np.float32)
+        pooled = np.empty(most * out_h * row_w if finish else 0, dtype=np.float32)
         target = pooled if finish else dest
         for p in range(first, last, chunk):
             count = min(chunk, last - p)
@@ -485,20 +489,34 @@ def _pool_2d(
                     )
             else:
                 _vertical(
-                    src, p * plane_in, count, plane_in, width, stride_h, pad_top, dilation_h, kernel_h, y_lo, y_hi,
-                    row_first, row_last, is_max, scratch,
+                    src, p * plane_in, count, plane_in, width, pitch, stride_h, pad_top, dilation_h, kernel_h,
+                    y_lo, y_hi, row_first, row_last, is_max, scratch,
                 )  # fmt: skip
-                _horizontal(
-                    scratch, width, out_w, kernel_w, stride_w, pad_left, dilation_w, col_first, col_last,
-                    is_max, target, base, count * out_h,
-                )  # fmt: skip
-                if width == stride_w * out_w or col_first != 0 or col_last != out_w:
+                if col_last > col_first:
+                    _horizontal(
+                        scratch, row_w, kernel_w, stride_w, pad_left, dilation_w, is_max, target, base,
+                        count * out_h,
+                    )  # fmt: skip
+                if col_first > 0 or col_last < out_w:
                     _border_columns(
-                        scratch, width, out_w, stride_w, pad_left, dilation_w, x_lo, x_hi, col_first,
-                        col_last, is_max, target, base, count * out_h,
+                        scratch, row_w, stride_w, pad_left, dilation_w, x_lo, x_hi, col_first, col_last, is_max,
+                        target, base, count * out_h,
                     )  # fmt: skip
             if finish:
-                _finish(pooled, dest, p * plane_out, count, divisor, is_max, kind, alpha, low, high)
+                _finish(
+                    pooled,
+                    row_w,
+                    dest,
+                    p * plane_out,
+                    count * out_h,
+                    out_w,
+                    divisor,
+                    is_max,
+                    kind,
+                    alpha,
+                    low,
+                    high,
+                )
 
 
 def _twin(function: Callable[..., Any], name: str) -> Callable[..., Any]:
