@@ -189,6 +189,77 @@ def before_and_after(args: argparse.Namespace, processes: int) -> list[str]:
     return lines
 
 
+def cold_probes(rounds: int, gap: float, threads: int) -> list[str]:
+    """What single operations cost back to back and cold (after a pause and an onnxruntime run of
+    LeNet-5): an empty Python call, one ctypes call into OpenBLAS, a compiled call with and without
+    a parallel region (numba's threading layer and OMP_WAIT_POLICY as in `edgecnn bench`), and
+    onnxruntime's whole LeNet-5 run."""
+    import numba
+
+    from edgecnn.kernels.cpu import threads as thread_budget
+
+    @numba.njit(parallel=True)
+    def parallel_region(a: np.ndarray) -> None:
+        for i in numba.prange(a.shape[0]):
+            a[i] += 1.0
+
+    @numba.njit
+    def no_region(a: np.ndarray) -> None:
+        for i in range(a.shape[0]):
+            a[i] += 1.0
+
+    def empty() -> None:
+        pass
+
+    scratch = np.zeros(threads)
+    parallel_region(scratch)
+    no_region(scratch)
+    blas_get = thread_budget._pools()[0][0] if thread_budget._pools() else empty
+    with tempfile.TemporaryDirectory() as tmp:
+        path = model_path("lenet5", Path(tmp), 1.0, None, 0)
+        x = np.zeros((1, 1, 28, 28), np.float32)
+        ort = OnnxRuntimeEngine().prepare(path, threads, x.shape, Path(tmp))
+        probes: dict[str, Callable[[], Any]] = {
+            "empty Python function call": empty,
+            "OpenBLAS get_num_threads (ctypes)": blas_get,
+            f"compiled call, no parallel region ({threads} numba threads)": lambda: no_region(scratch),
+            f"compiled call, one parallel region over {threads} threads": lambda: parallel_region(scratch),
+            "onnxruntime LeNet-5 run": lambda: ort(x),
+        }
+        with cpu_threads(threads):
+            for probe in probes.values():
+                probe()
+            warm: dict[str, list[float]] = {name: [] for name in probes}
+            cold: dict[str, list[float]] = {name: [] for name in probes}
+            for _ in range(rounds):
+                for name, probe in probes.items():
+                    for pause, table in ((0.0, warm), (gap, cold)):
+                        if pause:
+                            time.sleep(pause)
+                            ort(x)
+                            time.sleep(pause)
+                        else:
+                            probe()
+                        start = time.perf_counter()
+                        probe()
+                        table[name].append((time.perf_counter() - start) * 1e6)
+    lines = [
+        "",
+        f"### Cold and warm costs ({numba.threading_layer()} threading layer, "
+        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '')})",
+        "",
+        "Warm: right after the same call. Cold: after a pause, an onnxruntime run and another pause.",
+        "",
+        "| operation | warm us | cold us |",
+        "|---|---:|---:|",
+    ]
+    for name in probes:
+        lines.append(
+            f"| {name} | {statistics.median(warm[name]):.1f} | {statistics.median(cold[name]):.1f} |"
+        )
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -250,6 +321,7 @@ def main() -> None:
     for title, rows in splits:
         lines += ["", f"### {title}: edgecnn's cold run, step by step", "", "| step | ms |", "|---|---:|"]
         lines += [f"| {label} | {ms:.3f} |" for label, ms in rows]
+    lines += cold_probes(args.rounds, args.gap, args.threads)
     if args.before:
         lines += before_and_after(args, args.processes)
     lines.append(f"\nLoad average at the end: {os.getloadavg()[0]:.2f}.")
