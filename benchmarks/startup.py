@@ -145,36 +145,40 @@ def run_child(source: str, env: dict[str, str]) -> dict[str, object]:
     return json.loads(line[len(RESULT) :])
 
 
+Variant = tuple["Path | None", tuple[str, ...]]
+"""What one row runs: the src folder (None: this tree) and the packages hidden from it."""
+
+
 def measure(
     path: Path,
     runs: int,
     *,
     phases: bool,
     cold: bool,
-    without: list[str],
     bytecode: bool,
-    trees: dict[str, Path | None] | None = None,
+    variants: dict[str, Variant],
 ) -> dict[str, list[dict[str, object]]]:
-    """``runs`` fresh processes per source tree (``trees``: label -> src folder, None for the one
-    this script imports), alternating between trees, after one unmeasured warm-up process each
+    """``runs`` fresh processes per variant (label -> (src folder, packages hidden)), alternating
+    between variants so that all see the same load, after one unmeasured warm-up process each
     unless cold."""
-    trees = trees or {"": None}
-    trees = {label: src if src is not None else THIS_SRC for label, src in trees.items()}
     template = PHASES if phases else WHOLE
-    source = template.format(path=str(path), blocked=tuple(without), marker=RESULT)
+    sources = {
+        label: (src or THIS_SRC, template.format(path=str(path), blocked=blocked, marker=RESULT))
+        for label, (src, blocked) in variants.items()
+    }
     if not cold:
-        for src in trees.values():
+        for src, source in sources.values():
             run_child(source, child_env(False, bytecode, src))  # fills numba's and Python's caches
-    results: dict[str, list[dict[str, object]]] = {label: [] for label in trees}
+    results: dict[str, list[dict[str, object]]] = {label: [] for label in variants}
     columns = PHASE_COLUMNS if phases else WHOLE_COLUMNS
+    order = list(sources.items())
     for run in range(runs):
-        order = list(trees.items())
-        for label, src in order[run % len(order) :] + order[: run % len(order)]:
+        for label, (src, source) in order[run % len(order) :] + order[: run % len(order)]:
             result = run_child(source, child_env(cold, bytecode, src))
             result["load average"] = os.getloadavg()[0]
             results[label].append(result)
             print(
-                f"{label + ' ' if label else ''}process {run + 1}: "
+                f"{label + ': ' if label else ''}process {run + 1}: "
                 + ", ".join(f"{k} {float(result[k]) * 1e3:.0f} ms" for k in columns)  # type: ignore[arg-type]
                 + f" (load average {result['load average']:.2f})",
                 flush=True,
@@ -222,33 +226,19 @@ def write_page(
     """All measurements of docs/startup.md, and the page around them."""
     machine = machine_line()
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    comparison = ""
+    warm_label = "warm compile cache"
+    no_scipy_label = "warm, as if SciPy were absent (`--without scipy`)"
+    variants: dict[str, Variant] = {warm_label: (None, ()), no_scipy_label: (None, ("scipy",))}
     if baseline is not None:
-        print("this tree against the baseline, interleaved", flush=True)
-        both = measure(
-            path,
-            runs,
-            phases=False,
-            cold=False,
-            without=[],
-            bytecode=bytecode,
-            trees={"this tree": None, f"baseline: {baseline_label or baseline}": baseline},
-        )
-        comparison = (
-            "\n## Against an older checkout (`--baseline SRC`)\n\n"
-            + table(list(both.items()), WHOLE_COLUMNS)
-            + "\n\nProcesses of the two source trees alternate (warm caches for both), so both rows saw"
-            " the same load. SRC is the `src` folder of another checkout, made for instance with"
-            " `git archive COMMIT src | tar -x -C /tmp/startup-base`.\n"
-        )
-    print("warm", flush=True)
-    warm = measure(path, runs, phases=False, cold=False, without=[], bytecode=bytecode)[""]
-    print("warm, without scipy", flush=True)
-    no_scipy = measure(path, runs, phases=False, cold=False, without=["scipy"], bytecode=bytecode)[""]
+        variants[f"warm, baseline: {baseline_label or baseline}"] = (baseline, ())
+    print("warm rows, interleaved", flush=True)
+    rows = measure(path, runs, phases=False, cold=False, bytecode=bytecode, variants=variants)
     print("phases", flush=True)
-    phases = measure(path, runs, phases=True, cold=False, without=[], bytecode=bytecode)[""]
+    phases = measure(path, runs, phases=True, cold=False, bytecode=bytecode, variants={"": (None, ())})[""]
     print("cold", flush=True)
-    cold = measure(path, 1, phases=False, cold=True, without=[], bytecode=bytecode)[""]
+    rows["cold: empty numba cache (`--cold`)"] = measure(
+        path, 1, phases=False, cold=True, bytecode=bytecode, variants={"": (None, ())}
+    )[""]
     sample = phases[0]
     snapshot = (
         ""
@@ -261,15 +251,14 @@ def write_page(
     command_tail += "" if baseline is None else f" --baseline {baseline}"
     if baseline is not None and baseline_label:
         command_tail += f" --baseline-label '{baseline_label}'"
-    totals = [float(r["total"]) for r in warm]  # type: ignore[arg-type]
+    totals = [float(r["total"]) for r in rows[warm_label]]  # type: ignore[arg-type]
     verdict = "met" if statistics.median(totals) < 1.5 else "**not met**"
-    first_table = table(
-        [
-            ("warm compile cache", warm),
-            ("warm, as if SciPy were absent (`--without scipy`)", no_scipy),
-            ("cold: empty numba cache (`--cold`)", cold),
-        ],
-        WHOLE_COLUMNS,
+    first_table = table(list(rows.items()), WHOLE_COLUMNS)
+    baseline_note = (
+        ""
+        if baseline is None
+        else " The baseline row runs edgecnn from another checkout's `src` folder (`--baseline SRC`, made"
+        " with `git archive COMMIT src | tar -x -C /tmp/startup-base`)."
     )
     phase_table = table([("warm compile cache", phases)], PHASE_COLUMNS)
     text = f"""# Start-up time
@@ -290,8 +279,9 @@ threads; the child process imports only numpy and edgecnn and calls `edgecnn.loa
 {first_table}
 
 `import`: numpy and edgecnn; `load`: `edgecnn.load` (read the file, graph passes); `first_run`:
-planning (kernel choice, weight preparation) and the first run; `total`: all three. The target is
-{verdict} (median of the warm row).
+planning (kernel choice, weight preparation) and the first run; `total`: all three. The warm rows'
+processes alternate, so they saw the same load.{baseline_note} The target is {verdict} (median of
+the first row, on this machine at this load).
 
 ## Where the time goes (`--phases`)
 
@@ -308,7 +298,7 @@ run, rest` (the run itself and the thread pool's start).
 Compiled kernels loaded for this model: {", ".join(kernels)}
 (kernel modules imported: {", ".join(str(m).rsplit(".", 1)[-1] for m in sample["kernel modules"])}).
 SciPy imported: {sample["scipy"]}; onnx imported: {sample["onnx"]}.
-{comparison}"""
+"""
     output.write_text(text + NOTES, encoding="utf-8")
     print(f"wrote {output}")
 
@@ -391,17 +381,11 @@ def main() -> None:
             args.write, args.model, path, args.runs, not args.no_bytecode, baseline, args.baseline_label
         )
         return
-    trees: dict[str, Path | None] = {"this tree": None}
+    variants: dict[str, Variant] = {"this tree": (None, tuple(args.without))}
     if args.baseline:
-        trees["baseline"] = args.baseline.resolve()
+        variants["baseline"] = (args.baseline.resolve(), tuple(args.without))
     results = measure(
-        path,
-        args.runs,
-        phases=args.phases,
-        cold=args.cold,
-        without=args.without,
-        bytecode=not args.no_bytecode,
-        trees=trees,
+        path, args.runs, phases=args.phases, cold=args.cold, bytecode=not args.no_bytecode, variants=variants
     )
     columns = PHASE_COLUMNS if args.phases else WHOLE_COLUMNS
     print(f"min / median over {args.runs} processes each, ms")
