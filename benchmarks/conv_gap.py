@@ -10,10 +10,12 @@ interleaved in one process (one call of each per round, medians over the rounds)
 - the im2col unfold alone (compiled ``im2col_2d``, ``threads`` blocks).
 
 onnxruntime's per-node times come from its own profiler (a separate loop; ORT fuses Conv+ReLU and
-keeps the conv's node name). ``--whole`` also measures whole-model medians, edgecnn and onnxruntime
-runs alternating. Writes docs/conv-gap.md (or --output) and prints it.
+names the fused node after the last op it absorbed). ``--whole`` measures whole-model medians
+instead, edgecnn and onnxruntime runs alternating, wall and process CPU time. Each table goes
+between its own markers in docs/conv-gap.md (or --output), so one can be rerun without the others.
 
     .venv/bin/python benchmarks/conv_gap.py --models squeezenet1.1 --threads 2 --rounds 20
+    .venv/bin/python benchmarks/conv_gap.py --models '' --whole resnet50,squeezenet1.1 --label after
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import tempfile
 import time
 from collections import defaultdict
@@ -307,7 +310,7 @@ def model_table(model_name: str, rows: list[LayerRow]) -> list[str]:
     gflop = sum(r.gflop for r in rows)
     lines = [
         "",
-        f"## {model_name}",
+        f"#### {model_name}",
         "",
         f"{len(rows)} conv layers, {gflop:.2f} GFLOP. Totals (ms): chosen kernels {chosen_total:.2f} "
         f"({gflop / chosen_total * 1e3:.0f} GFLOP/s), best candidate per layer {best_total:.2f}, onnxruntime "
@@ -332,48 +335,76 @@ def model_table(model_name: str, rows: list[LayerRow]) -> list[str]:
     return lines
 
 
+def replace_section(text: str, name: str, body: list[str]) -> str:
+    """``text`` with the block between ``<!-- conv-gap:NAME:start/end -->`` replaced by ``body``
+    (appended at the end if the markers are absent), so each table can be rerun on its own."""
+    start, end = f"<!-- conv-gap:{name}:start -->", f"<!-- conv-gap:{name}:end -->"
+    block = "\n".join([start, *body, end])
+    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.DOTALL)
+    if pattern.search(text):
+        return pattern.sub(lambda _: block, text)
+    return text.rstrip("\n") + "\n\n" + block + "\n"
+
+
+def whole_section(models: list[str], threads: int, rounds: int, label: str) -> list[str]:
+    lines = [
+        f"### Whole models, {label} ({threads} thread(s), medians of {rounds} alternating runs)",
+        "",
+        f"Machine: {machine_line()}. edgecnn imported from `{Path(edgecnn.__file__).parent}`.",
+        "",
+        f"Command: `.venv/bin/python benchmarks/conv_gap.py --models '' --whole {','.join(models)} "
+        f"--threads {threads} --whole-rounds {rounds} --label {label}`",
+        "",
+        "| model | edgecnn ms | onnxruntime ms | ratio | edgecnn CPU ms | onnxruntime CPU ms | CPU ratio | load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for model_name in models:
+        t = whole_model(model_name, threads, rounds)
+        (ours, ours_cpu), (theirs, theirs_cpu) = t["edgecnn"], t["onnxruntime"]
+        lines.append(
+            f"| {model_name} | {ours:.2f} | {theirs:.2f} | {ours / theirs:.2f}x | {ours_cpu:.2f} | "
+            f"{theirs_cpu:.2f} | {ours_cpu / theirs_cpu:.2f}x | {os.getloadavg()[0]:.2f} |"
+        )
+        print(lines[-1], flush=True)
+    return lines
+
+
+def layers_section(models: list[str], threads: int, rounds: int) -> list[str]:
+    lines = [
+        f"### Per layer, {threads} thread(s)",
+        "",
+        f"Machine: {machine_line()}; batch 1, medians of {rounds} interleaved rounds.",
+        "",
+        f"Command: `.venv/bin/python benchmarks/conv_gap.py --models {','.join(models)} --threads {threads} "
+        f"--rounds {rounds}`",
+    ]
+    for model_name in models:
+        lines += model_table(model_name, measure_model(model_name, threads, rounds))
+        print("\n".join(lines[-3:]), flush=True)
+    lines += ["", f"Load average at the end: {os.getloadavg()[0]:.2f}."]
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=DEFAULT_MODELS)
+    parser.add_argument("--models", default=DEFAULT_MODELS, help="models timed layer by layer ('' skips)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--whole", default="", help="models whose whole-run medians to measure (comma list)")
     parser.add_argument("--whole-rounds", type=int, default=30)
+    parser.add_argument("--label", default="current", help="name of the whole-model table (before, after...)")
     parser.add_argument("--output", type=Path, default=Path(__file__).parent.parent / "docs" / "conv-gap.md")
     args = parser.parse_args()
-    lines = [
-        "# Convolutions: edgecnn's candidate kernels vs onnxruntime vs one BLAS GEMM, per layer",
-        "",
-        f"Machine: {machine_line()}; batch 1, {args.threads} thread(s), medians of {args.rounds} interleaved rounds.",
-        "",
-        f"Command: `.venv/bin/python benchmarks/conv_gap.py --models {args.models} --threads {args.threads} "
-        f"--rounds {args.rounds}" + (f" --whole {args.whole}" if args.whole else "") + "`",
-        "",
-        "Kernel columns: each candidate the registry offers for the layer (bold: fastest); `np.matmul`: the",
-        "GEMM alone on the im2col matrix with BLAS at the thread count; `im2col`: the unfold alone;",
-        "onnxruntime: its profiler's time for the node (Conv with fused activation).",
-    ]
+    text = args.output.read_text(encoding="utf-8") if args.output.exists() else "# Convolution gap\n"
     if args.whole:
-        lines += ["", "## Whole models (edgecnn and onnxruntime runs alternating)", ""]
-        lines += [
-            "| model | edgecnn ms | onnxruntime ms | ratio | edgecnn CPU ms | onnxruntime CPU ms | CPU ratio | load |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|",
-        ]
-        for model_name in args.whole.split(","):
-            t = whole_model(model_name, args.threads, args.whole_rounds)
-            (ours, ours_cpu), (theirs, theirs_cpu) = t["edgecnn"], t["onnxruntime"]
-            lines.append(
-                f"| {model_name} | {ours:.2f} | {theirs:.2f} | {ours / theirs:.2f}x | {ours_cpu:.2f} | "
-                f"{theirs_cpu:.2f} | {ours_cpu / theirs_cpu:.2f}x | {os.getloadavg()[0]:.2f} |"
-            )
-            print(lines[-1], flush=True)
-    for model_name in [m for m in args.models.split(",") if m]:
-        lines += model_table(model_name, measure_model(model_name, args.threads, args.rounds))
-        print("\n".join(lines[-3:]), flush=True)
-    lines += ["", f"Load average at the end: {os.getloadavg()[0]:.2f}."]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    args.output.write_text(text)
+        body = whole_section(args.whole.split(","), args.threads, args.whole_rounds, args.label)
+        text = replace_section(text, f"whole-{args.label}-{args.threads}t", body)
+    models = [m for m in args.models.split(",") if m]
+    if models:
+        body = layers_section(models, args.threads, args.rounds)
+        text = replace_section(text, f"layers-{args.threads}t", body)
+    args.output.write_text(text, encoding="utf-8")
+    print(f"wrote {args.output}")
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ the same L1 cache set (measured: the transforms ran 2-4x slower)."""
 MIN_CHANNEL_RATIO, MIN_F43_TILES = 12, 36
 WIDE_LAYER_RATIO, MIN_WIDE_F43_TILES = 192, 16
 MIN_IN_CHANNELS = 64
-MIN_F23_RATIO, MIN_F23_TILES, WIDE_F23_RATIO = 96, 36, 256
+MIN_F23_RATIO, MIN_F23_TILES, WIDE_F23_RATIO = 96, 36, 384
 """The heuristic's thresholds (``preferred_tile``), measured with benchmarks/winograd.py and
 benchmarks/conv_gap.py (docs/conv-gap.md)."""
 
@@ -86,8 +86,9 @@ def preferred_tile(setup: ConvSetup) -> int:
     where there are enough of them to use each transformed filter (4x the size of the filter, 1.8x
     for 2x2) many times, or, on very wide layers (512 channels), where the GEMMs dominate even on a
     14x14 map. Else 2x2 tiles on 14x14 maps from C*M/(C+M) = 96 (GoogLeNet's 144->288: 12% faster,
-    ResNet's 256->256: 22%), and on 7x7 maps only when very wide (1024->1024: 5%; GoogLeNet's
-    160->320 and 192->384 @ 7x7 lose 10-15%): the transformed filters are re-read for few tiles.
+    ResNet's 256->256: 22%), and on 7x7 maps only when very wide (tiny-YOLO's 1024->1024: 5-12%;
+    GoogLeNet's 160->320 and 192->384 lose 10-15%, ResNet's 512->512 and tiny-YOLO's 512->1024 tie
+    or lose, docs/conv-gap.md): the transformed filters are re-read for few tiles each.
     """
     c, m = setup.in_channels, setup.out_channels
     if c < MIN_IN_CHANNELS or c * m < MIN_CHANNEL_RATIO * (c + m):
