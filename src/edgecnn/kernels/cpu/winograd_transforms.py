@@ -78,6 +78,22 @@ def transform_filters(weights: np.ndarray, m: int) -> np.ndarray:
 
 
 @numba.njit(inline="always", cache=True)
+def six_views(
+    a: np.ndarray, start: int, step: int, length: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """a[start + j*step : start + j*step + length] for j < 6 (views past the end come out short or
+    empty and are never indexed: F(2x2) uses four)."""
+    return (
+        a[start : start + length],
+        a[start + step : start + step + length],
+        a[start + 2 * step : start + 2 * step + length],
+        a[start + 3 * step : start + 3 * step + length],
+        a[start + 4 * step : start + 4 * step + length],
+        a[start + 5 * step : start + 5 * step + length],
+    )
+
+
+@numba.njit(inline="always", cache=True)
 def input_1d(
     m: int, src: np.ndarray, s0: int, step: int, dst: np.ndarray, d0: int, dstep: int, length: int
 ) -> None:
@@ -86,14 +102,8 @@ def input_1d(
 
     Each vector is sliced out first and each output written by a loop of its own: indexing the flat
     arrays at computed offsets kept LLVM's vectorised loop from running (2 ns per value; 0.26 ns so)."""
-    v0 = src[s0 : s0 + length]
-    v1 = src[s0 + step : s0 + step + length]
-    v2 = src[s0 + 2 * step : s0 + 2 * step + length]
-    v3 = src[s0 + 3 * step : s0 + 3 * step + length]
-    e0 = dst[d0 : d0 + length]
-    e1 = dst[d0 + dstep : d0 + dstep + length]
-    e2 = dst[d0 + 2 * dstep : d0 + 2 * dstep + length]
-    e3 = dst[d0 + 3 * dstep : d0 + 3 * dstep + length]
+    v0, v1, v2, v3, v4, v5 = six_views(src, s0, step, length)
+    e0, e1, e2, e3, e4, e5 = six_views(dst, d0, dstep, length)
     if m == 2:
         for c in range(length):
             e0[c] = v0[c] - v2[c]
@@ -104,10 +114,6 @@ def input_1d(
         for c in range(length):
             e3[c] = v1[c] - v3[c]
         return
-    v4 = src[s0 + 4 * step : s0 + 4 * step + length]
-    v5 = src[s0 + 5 * step : s0 + 5 * step + length]
-    e4 = dst[d0 + 4 * dstep : d0 + 4 * dstep + length]
-    e5 = dst[d0 + 5 * dstep : d0 + 5 * dstep + length]
     four, five, two = np.float32(4.0), np.float32(5.0), np.float32(2.0)
     for c in range(length):
         e0[c] = four * v0[c] - five * v2[c] + v4[c]
@@ -129,22 +135,14 @@ def output_1d(
 ) -> None:
     """dst[d0 + a*dstep + c] = (A^T v)_a, v_j = src[s0 + j*step + c], for every c < length (written as
     input_1d is)."""
-    v0 = src[s0 : s0 + length]
-    v1 = src[s0 + step : s0 + step + length]
-    v2 = src[s0 + 2 * step : s0 + 2 * step + length]
-    v3 = src[s0 + 3 * step : s0 + 3 * step + length]
-    e0 = dst[d0 : d0 + length]
-    e1 = dst[d0 + dstep : d0 + dstep + length]
+    v0, v1, v2, v3, v4, v5 = six_views(src, s0, step, length)
+    e0, e1, e2, e3 = six_views(dst, d0, dstep, length)[:4]
     if m == 2:
         for c in range(length):
             e0[c] = v0[c] + v1[c] + v2[c]
         for c in range(length):
             e1[c] = v1[c] - v2[c] - v3[c]
         return
-    v4 = src[s0 + 4 * step : s0 + 4 * step + length]
-    v5 = src[s0 + 5 * step : s0 + 5 * step + length]
-    e2 = dst[d0 + 2 * dstep : d0 + 2 * dstep + length]
-    e3 = dst[d0 + 3 * dstep : d0 + 3 * dstep + length]
     two, four, eight = np.float32(2.0), np.float32(4.0), np.float32(8.0)
     for c in range(length):
         e0[c] = v0[c] + v1[c] + v2[c] + v3[c] + v4[c]
