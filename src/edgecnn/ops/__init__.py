@@ -6,6 +6,7 @@ from edgecnn.ops import (  # noqa: F401
     dense,
     elementwise,
     fused,
+    fused_pool,
     norm,
     pool,
     quant,

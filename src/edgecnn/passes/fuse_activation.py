@@ -36,7 +36,7 @@ def _clip_bound(graph: Graph, node: Node, index: int, default: float) -> float |
     return float(value.reshape(()))
 
 
-def _single_activation(graph: Graph, node: Node, x: str) -> FusedActivation | None:
+def single_activation(graph: Graph, node: Node, x: str) -> FusedActivation | None:
     """The activation ``node`` applies to ``x``, if it is one a fused step can apply."""
     if node.inputs[:1] != [x] or len(node.outputs) != 1:
         return None
@@ -51,7 +51,7 @@ def _single_activation(graph: Graph, node: Node, x: str) -> FusedActivation | No
     return None
 
 
-def _silu(graph: Graph, readers: list[Node], consumers: dict[str, list[Node]], x: str) -> list[Node]:
+def silu_pattern(graph: Graph, readers: list[Node], consumers: dict[str, list[Node]], x: str) -> list[Node]:
     """[Sigmoid, Mul] when ``readers`` of ``x`` are exactly Sigmoid(x) and Mul(x, that sigmoid)."""
     sigmoids = [n for n in readers if n.op == "Sigmoid" and n.inputs == [x] and len(n.outputs) == 1]
     if len(readers) != 2 or len(sigmoids) != 1:
@@ -109,9 +109,9 @@ def _match(
         return [], None
     readers = consumers.get(x, [])
     if len(readers) == 1:
-        pattern, activation = [readers[0]], _single_activation(graph, readers[0], x)
+        pattern, activation = [readers[0]], single_activation(graph, readers[0], x)
     else:
-        pattern = _silu(graph, readers, consumers, x)
+        pattern = silu_pattern(graph, readers, consumers, x)
         activation = FusedActivation("silu") if pattern else None
     if activation is None:
         return [], None

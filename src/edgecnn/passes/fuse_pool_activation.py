@@ -16,7 +16,7 @@ from edgecnn.ir.graph import Graph, Node
 from edgecnn.ops.fused import FusedActivation
 from edgecnn.ops.fused_pool import FUSED_POOL_OPS
 from edgecnn.passes.base import PassResult
-from edgecnn.passes.fuse_activation import _silu, _single_activation
+from edgecnn.passes.fuse_activation import silu_pattern, single_activation
 
 
 def _match(
@@ -30,8 +30,8 @@ def _match(
         return [], None
     readers = consumers.get(x, [])
     if len(readers) == 1:
-        return [readers[0]], _single_activation(graph, readers[0], x)
-    pattern = _silu(graph, readers, consumers, x)
+        return [readers[0]], single_activation(graph, readers[0], x)
+    pattern = silu_pattern(graph, readers, consumers, x)
     return pattern, (FusedActivation("silu") if pattern else None)
 
 

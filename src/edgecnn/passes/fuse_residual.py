@@ -19,7 +19,7 @@ from edgecnn.ir.graph import Graph, Node, TensorType
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.fused import FusedActivation, FusedConvAttrs
 from edgecnn.passes.base import PassResult
-from edgecnn.passes.fuse_activation import _silu, _single_activation
+from edgecnn.passes.fuse_activation import silu_pattern, single_activation
 from edgecnn.runtime.shapes import infer_graph
 
 CONV_OPS = ("Conv", "FusedConv")
@@ -71,9 +71,9 @@ def _activation_after(
     if y in graph.outputs or not readers:
         return (), FusedActivation()
     if len(readers) == 1:
-        activation = _single_activation(graph, readers[0], y)
+        activation = single_activation(graph, readers[0], y)
         return ((readers[0],), activation) if activation is not None else ((), FusedActivation())
-    pattern = _silu(graph, readers, consumers, y)
+    pattern = silu_pattern(graph, readers, consumers, y)
     return (tuple(pattern), FusedActivation("silu")) if pattern else ((), FusedActivation())
 
 

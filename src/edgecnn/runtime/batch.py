@@ -24,11 +24,11 @@ from edgecnn.runtime.plan import Plan, Step
 
 PER_SAMPLE_OPS = frozenset(
     {
-        "Conv", "FusedConv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool",
-        "GlobalMaxPool", "LRN", "BatchNormalization", "InstanceNormalization", "Relu", "LeakyRelu",
-        "PRelu", "Elu", "Celu", "Selu", "ThresholdedRelu", "HardSigmoid", "HardSwish", "Sigmoid",
-        "Tanh", "Gelu", "Clip", "Identity", "Dropout", "Cast", "Sqrt", "Exp", "Log", "Neg", "Abs",
-        "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Erf", "Add", "Sub", "Mul", "Div", "Pow",
+        "Conv", "FusedConv", "ConvTranspose", "MaxPool", "AveragePool", "FusedMaxPool", "FusedAveragePool",
+        "GlobalAveragePool", "GlobalMaxPool", "LRN", "BatchNormalization", "InstanceNormalization", "Relu",
+        "LeakyRelu", "PRelu", "Elu", "Celu", "Selu", "ThresholdedRelu", "HardSigmoid", "HardSwish",
+        "Sigmoid", "Tanh", "Gelu", "Clip", "Identity", "Dropout", "Cast", "Sqrt", "Exp", "Log", "Neg",
+        "Abs", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Erf", "Add", "Sub", "Mul", "Div", "Pow",
         "Max", "Min", "Sum", "Mean", "Reshape", "Squeeze", "DepthToSpace", "SpaceToDepth",
     }
 )  # fmt: skip
