@@ -16,7 +16,8 @@ from edgecnn.ir.graph import Graph, Node
 PER_CHANNEL_OPS = frozenset(
     {
         "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "Clip", "HardSigmoid", "Identity", "Dropout",
-        "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization",
+        "MaxPool", "AveragePool", "FusedMaxPool", "FusedAveragePool", "GlobalAveragePool", "GlobalMaxPool",
+        "BatchNormalization",
     }
 )  # fmt: skip
 """Ops that treat channels independently: removed channels just pass through them."""
