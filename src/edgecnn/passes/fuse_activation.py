@@ -8,6 +8,7 @@ written as Mul(x, Sigmoid(x)). The result is a FusedConv/FusedGemm writing the a
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import fields
 
 from edgecnn.ir.graph import Graph, Node
@@ -74,7 +75,13 @@ def _fused(node: Node, activation: FusedActivation, output: str) -> Node:
     return Node(op, node.name, list(node.inputs), [output], attrs_type(**settings))
 
 
-def fuse_activation(graph: Graph) -> PassResult:
+Matcher = Callable[[Graph, Node, dict[str, list[Node]]], tuple[list[Node], FusedActivation | None]]
+Fuser = Callable[[Node, FusedActivation, str], Node]
+
+
+def fuse_producers(graph: Graph, match: Matcher, fuse: Fuser) -> PassResult:
+    """Replace every node that ``match`` pairs with the activation nodes reading it by ``fuse``'s
+    single node, which writes the last activation's output; the shared loop of the fusion passes."""
     result = graph.copy()
     consumers = result.consumers()
     absorbed: set[int] = set()
@@ -83,17 +90,34 @@ def fuse_activation(graph: Graph) -> PassResult:
     for node in result.nodes:
         if id(node) in absorbed:
             continue
-        pattern, activation = _match(result, node, consumers)
+        pattern, activation = match(result, node, consumers)
         if activation is None:
             nodes.append(node)
             continue
-        fused = _fused(node, activation, pattern[-1].outputs[0])
+        fused = fuse(node, activation, pattern[-1].outputs[0])
         absorbed.update(id(n) for n in pattern)
         nodes.append(fused)
         parts = " + ".join(str(n) for n in [node, *pattern])
         changes.append(f"fused {parts} -> {fused.op} ({activation.activation})")
     result.nodes = nodes
     return PassResult(result, changes)
+
+
+def activation_reading(
+    graph: Graph, x: str, consumers: dict[str, list[Node]]
+) -> tuple[list[Node], FusedActivation | None]:
+    """The nodes that, as ``x``'s only readers, apply one fusible activation to it, and which one."""
+    if x in graph.outputs:
+        return [], None
+    readers = consumers.get(x, [])
+    if len(readers) == 1:
+        return [readers[0]], single_activation(graph, readers[0], x)
+    pattern = silu_pattern(graph, readers, consumers, x)
+    return pattern, (FusedActivation("silu") if pattern else None)
+
+
+def fuse_activation(graph: Graph) -> PassResult:
+    return fuse_producers(graph, _match, _fused)
 
 
 def _match(
@@ -104,15 +128,4 @@ def _match(
         return [], None
     if isinstance(node.attrs, FusedActivation) and node.attrs.activation != "none":
         return [], None
-    x = node.outputs[0]
-    if x in graph.outputs:
-        return [], None
-    readers = consumers.get(x, [])
-    if len(readers) == 1:
-        pattern, activation = [readers[0]], single_activation(graph, readers[0], x)
-    else:
-        pattern = silu_pattern(graph, readers, consumers, x)
-        activation = FusedActivation("silu") if pattern else None
-    if activation is None:
-        return [], None
-    return pattern, activation
+    return activation_reading(graph, node.outputs[0], consumers)

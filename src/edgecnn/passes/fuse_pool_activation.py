@@ -16,7 +16,7 @@ from edgecnn.ir.graph import Graph, Node
 from edgecnn.ops.fused import FusedActivation
 from edgecnn.ops.fused_pool import FUSED_POOL_OPS
 from edgecnn.passes.base import PassResult
-from edgecnn.passes.fuse_activation import silu_pattern, single_activation
+from edgecnn.passes.fuse_activation import activation_reading, fuse_producers
 
 
 def _match(
@@ -25,14 +25,7 @@ def _match(
     """The activation nodes to absorb into pool ``node`` and the activation they apply."""
     if node.op not in FUSED_POOL_OPS or len(node.outputs) != 1:
         return [], None
-    x = node.outputs[0]
-    if x in graph.outputs:
-        return [], None
-    readers = consumers.get(x, [])
-    if len(readers) == 1:
-        return [readers[0]], single_activation(graph, readers[0], x)
-    pattern = silu_pattern(graph, readers, consumers, x)
-    return pattern, (FusedActivation("silu") if pattern else None)
+    return activation_reading(graph, node.outputs[0], consumers)
 
 
 def _fused(node: Node, activation: FusedActivation, output: str) -> Node:
@@ -44,22 +37,4 @@ def _fused(node: Node, activation: FusedActivation, output: str) -> Node:
 
 
 def fuse_pool_activation(graph: Graph) -> PassResult:
-    result = graph.copy()
-    consumers = result.consumers()
-    absorbed: set[int] = set()
-    changes = []
-    nodes = []
-    for node in result.nodes:
-        if id(node) in absorbed:
-            continue
-        pattern, activation = _match(result, node, consumers)
-        if activation is None:
-            nodes.append(node)
-            continue
-        fused = _fused(node, activation, pattern[-1].outputs[0])
-        absorbed.update(id(n) for n in pattern)
-        nodes.append(fused)
-        parts = " + ".join(str(n) for n in [node, *pattern])
-        changes.append(f"fused {parts} -> {fused.op} ({activation.activation})")
-    result.nodes = nodes
-    return PassResult(result, changes)
+    return fuse_producers(graph, _match, _fused)
