@@ -2,7 +2,7 @@
 single-threaded BLAS and applies the addend and activation to it at once. W is stored (N, K), one
 output's weights per row, so a block of outputs reads a contiguous slab of weights (GEMV-friendly).
 
-``dense_gemm_serial`` is the one-worker twin: a compiled function without a parallel region, so a
+``dense_gemm_serial`` is the same loop compiled without a parallel region (called with one worker), so a
 small layer (every FC of LeNet-5 at batch 1) neither wakes a second thread nor needs the caller to
 switch numba's thread count to one and back around it."""
 
@@ -13,6 +13,7 @@ import numpy as np
 
 from edgecnn.kernels.cpu.blas import gemm_into
 from edgecnn.kernels.cpu.epilogue import activate
+from edgecnn.kernels.cpu.twins import parallel_and_serial
 
 
 @numba.njit(inline="always", cache=True)
@@ -52,8 +53,7 @@ def _dense_tasks(
                 row[j] = activate(v, kind, alpha, low, high)
 
 
-@numba.njit(parallel=True, nogil=True, cache=True)
-def dense_gemm(
+def _dense_gemm(
     a: np.ndarray,  # (M, K), rows contiguous
     weights: np.ndarray,  # (N, K)
     addend: np.ndarray,  # (M, N) beta * C broadcast, or (1, 1) when absent
@@ -85,20 +85,4 @@ def dense_gemm(
         )
 
 
-@numba.njit(nogil=True, cache=True)
-def dense_gemm_serial(
-    a: np.ndarray,
-    weights: np.ndarray,
-    addend: np.ndarray,
-    has_addend: bool,
-    kind: int,
-    alpha: float,
-    low: float,
-    high: float,
-    row_step: int,
-    column_step: int,
-    workers: int,
-    out: np.ndarray,
-) -> None:
-    """``dense_gemm`` on the calling thread: every task in order, no parallel region."""
-    _dense_tasks(0, a, weights, addend, has_addend, kind, alpha, low, high, row_step, column_step, 1, out)
+dense_gemm, dense_gemm_serial = parallel_and_serial(_dense_gemm, "dense_gemm")

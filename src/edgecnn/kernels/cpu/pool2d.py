@@ -24,15 +24,12 @@ chunk while it is in cache.
 
 from __future__ import annotations
 
-import types
-from collections.abc import Callable
-from typing import Any
-
 import numba
 import numpy as np
 
 from edgecnn.kernels.cpu.epilogue import activate
 from edgecnn.kernels.cpu.im2col import valid_range
+from edgecnn.kernels.cpu.twins import parallel_and_serial
 
 SCRATCH_FLOATS = 16384
 """Scratch per worker (64 KiB): small planes are processed this many floats of row reductions at
@@ -519,19 +516,8 @@ def _pool_2d(
                 )
 
 
-def _twin(function: Callable[..., Any], name: str) -> Callable[..., Any]:
-    """A copy of ``function`` under another name: numba's on-disk cache keys compiled code by the
-    function's name and bytecode, not by the compile flags, so two builds of one function (parallel
-    and serial) would overwrite each other's cache entries."""
-    copy = types.FunctionType(function.__code__, function.__globals__, name, function.__defaults__)
-    copy.__qualname__ = name
-    copy.__doc__ = function.__doc__
-    return copy
-
-
-pool_2d = numba.njit(parallel=True, nogil=True, cache=True)(_twin(_pool_2d, "pool_2d"))
-pool_2d_serial = numba.njit(nogil=True, cache=True)(_twin(_pool_2d, "pool_2d_serial"))
-"""pool_2d on the calling thread (small layers): the same code, compiled without a parallel region."""
+pool_2d, pool_2d_serial = parallel_and_serial(_pool_2d, "pool_2d")
+"""pool_2d (parallel over planes) and pool_2d_serial (on the calling thread, for small layers)."""
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
