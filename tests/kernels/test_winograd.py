@@ -290,9 +290,10 @@ def test_applies_only_to_3x3_stride_1_single_group(attrs: dict[str, Any], applie
         (64, 256, 13, 1, 0),  # SqueezeNet fire8 expand3x3: few tiles, not wide enough for 2x2
         (160, 320, 7, 1, 0),  # GoogLeNet 5a: likewise
         (1024, 1024, 7, 1, 2),  # tiny-YOLO conv8: wide enough
-        (144, 288, 14, 1, 2),  # GoogLeNet 4d: C*M/(C+M) = 96 on a 14x14 map
+        (144, 288, 14, 1, 2),  # GoogLeNet 4d
         (192, 384, 7, 1, 0),  # GoogLeNet 5b: 7x7, not wide enough
-        (96, 208, 14, 1, 0),  # GoogLeNet 4a: C*M/(C+M) = 66
+        (96, 208, 14, 1, 2),  # GoogLeNet 4a: C*M/(C+M) = 66 on a 14x14 map
+        (64, 128, 14, 1, 0),  # C*M/(C+M) = 43
     ],
 )
 def test_heuristic(c: int, m: int, size: int, batch: int, tile: int) -> None:
