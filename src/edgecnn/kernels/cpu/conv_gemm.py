@@ -9,15 +9,13 @@ columns buffer, so the scratch memory is bounded by workers x Kg x tile width, n
 
 from __future__ import annotations
 
-import types
-from collections.abc import Callable
-
 import numba
 import numpy as np
 
 from edgecnn.kernels.cpu.blas import gemm_into
 from edgecnn.kernels.cpu.epilogue import activate
 from edgecnn.kernels.cpu.im2col import im2col_range
+from edgecnn.kernels.cpu.twins import parallel_and_serial
 
 
 @numba.njit(cache=True)
@@ -193,17 +191,7 @@ def _conv_gemm_2d(
         )
 
 
-def _named(function: Callable[..., None], name: str) -> Callable[..., None]:
-    """A copy of ``function`` under another name: numba's on-disk cache files are named after the
-    function, so two compilations of one function (parallel and serial) need two names."""
-    copy = types.FunctionType(function.__code__, function.__globals__, name, function.__defaults__)
-    copy.__qualname__ = name
-    return copy
-
-
-conv_gemm_2d = numba.njit(parallel=True, nogil=True, cache=True)(_named(_conv_gemm_2d, "conv_gemm_2d"))
-"""All tiles on numba's threads (one parallel region per layer)."""
-
-conv_gemm_2d_serial = numba.njit(nogil=True, cache=True)(_named(_conv_gemm_2d, "conv_gemm_2d_serial"))
-"""The same loop compiled without a parallel region (``prange`` runs as ``range``): for layers with
-one worker, where starting a region costs as much as the work."""
+conv_gemm_2d, conv_gemm_2d_serial = parallel_and_serial(_conv_gemm_2d, "conv_gemm_2d")
+"""conv_gemm_2d: all tiles on numba's threads (one parallel region per layer); conv_gemm_2d_serial: the
+same loop without a parallel region, for layers with one worker, where starting a region costs as
+much as the work."""
