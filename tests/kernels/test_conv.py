@@ -224,3 +224,14 @@ def test_serial_and_parallel_gemm_loops_are_one_function_compiled_twice() -> Non
     np.testing.assert_array_equal(outputs[0], outputs[1])
     expected = conv(ConvAttrs(pads=(1, 1, 1, 1)), x, weights.reshape(5, 6, 3, 3), bias)
     np.testing.assert_allclose(outputs[0], np.maximum(expected, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_wide_pointwise_layer_split_by_output_channels() -> None:
+    """A 1x1 layer with more output channels than pixels is cut into row (channel) shares on two
+    threads (tiling.prefer_rows); every share matches the reference, bias and activation included."""
+    case = odd_case(9, "pointwise", 2)
+    case["x_shape"] = (1, 40, 9, 9)
+    case["w_shape"] = (150, 40, 1, 1)
+    case["activation"] = {"activation": "relu"}
+    with mock.patch.object(conv_kernels, "GEMM_GRAIN", 0):
+        assert check_conv(case) == "gemm_1x1"

@@ -30,7 +30,7 @@ from edgecnn.kernels.cpu.threads import (
     is_small,
     max_threads,
 )
-from edgecnn.kernels.cpu.tiling import Tiling, plan_tiles
+from edgecnn.kernels.cpu.tiling import Tiling, plan_tiles, prefer_rows
 from edgecnn.kernels.registry import StepFn, register_kernel
 
 
@@ -86,6 +86,7 @@ class TiledConvGemm(ConvKernel):
                 threads,
                 limit_columns=not self.pointwise,
                 weight_bytes=self.weights[0].nbytes,
+                rows_first=prefer_rows(s.out_channels // s.group, self.pixels, im2col=not self.pointwise),
             )
             self._tilings[threads] = tiling
         return tiling

@@ -1,0 +1,264 @@
+"""Thread grain of the GEMM-based conv kernels: below which layer size one thread beats two (issue 4).
+
+For every conv layer of the given zoo models (batch 1) the layer's chosen kernel
+(``edgecnn.kernels.tuning_measure.heuristic_choice``) is timed on one and on two threads, interleaved
+in one process (one call of each per round, medians), in bench-like conditions: ``cpu_threads(n)``
+around each call and ``OMP_WAIT_POLICY=PASSIVE`` (what ``edgecnn bench`` sets; threads.py sets it
+on import when unset). The kernel's own grain switch is overridden for the two-thread timing, so
+the table shows what two threads would do for every layer. It also gives each layer's tiling (tasks
+per worker) and the speedup, and the size (multiply-adds) where two threads start to win, which is
+what ``threads.GEMM_GRAIN`` should be. The table goes between its markers in docs/tuning.md.
+
+    .venv/bin/python benchmarks/grain.py --models squeezenet1.1,resnet50 --rounds 25
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+import edgecnn
+from edgecnn.bench.machine import cpu_model
+from edgecnn.bench.zoo import build_model
+from edgecnn.ir.graph import Node
+from edgecnn.kernels.cpu import cpu_threads
+from edgecnn.kernels.cpu.conv_residual import conv_part
+from edgecnn.kernels.cpu.conv_setup import conv_setup
+from edgecnn.kernels.cpu.threads import GEMM_GRAIN
+from edgecnn.kernels.registry import candidate_kernels
+from edgecnn.kernels.tuning_measure import example_inputs, heuristic_choice
+
+MARK = "tuning:thread-grain"
+
+
+@dataclass
+class Row:
+    model: str
+    name: str
+    shape: str
+    kernel: str
+    macs: int
+    one_ms: float
+    two_ms: float
+    one_min: float
+    two_min: float
+    tiling: str
+    others: float  # cores the other processes kept busy meanwhile
+
+    @property
+    def speedup(self) -> float:
+        return self.one_ms / self.two_ms
+
+    @property
+    def speedup_min(self) -> float:
+        return self.one_min / self.two_min
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1e3
+
+
+def interleaved(timers: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
+    """Each timer's samples (ms), one call of each per round, after two warm-up calls each."""
+    for _ in range(2):
+        for fn in timers.values():
+            fn()
+    samples: dict[str, list[float]] = defaultdict(list)
+    for _ in range(rounds):
+        for name, fn in timers.items():
+            samples[name].append(_timed(fn))
+    return samples
+
+
+def busy_seconds() -> tuple[float, float]:
+    """(CPU seconds all processes used, CPU seconds this process used) so far: their difference
+    over a measurement is what other processes took from the two cores meanwhile."""
+    with open("/proc/stat", encoding="ascii") as stat:
+        fields = [int(v) for v in stat.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    ticks = os.sysconf("SC_CLK_TCK")
+    own = os.times()
+    return (sum(fields[:8]) - idle) / ticks, own.user + own.system
+
+
+def conv_steps(model: onnx.ModelProto) -> list[tuple[Node, list, list, str]]:
+    """(node, input types, constants, chosen kernel name) of each conv step of the planned model."""
+    value = model.graph.input[0]
+    shape = [d.dim_value or 1 for d in value.type.tensor_type.shape.dim]
+    x = np.zeros(shape, dtype=np.float32)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "m.onnx"
+        onnx.save(model, str(path))
+        net = edgecnn.load(str(path), threads=2)
+    plan = net.plan_for(x)
+    layers = []
+    for step in plan.steps:
+        node = step.node
+        if node.op not in ("Conv", "FusedConv", "FusedConvAdd"):
+            continue
+        types = [plan.types.get(i) if i else None for i in node.inputs]
+        values = [plan.constants.get(i) if i else None for i in node.inputs]
+        if node.op == "FusedConvAdd":  # the residual tail: its convolution alone
+            inner, types, values = conv_part(node, types, values)
+            node = Node(inner.op, node.name, inner.inputs, inner.outputs, inner.attrs)
+        entries = candidate_kernels(node, types, values)
+        layers.append((node, types, values, heuristic_choice(entries, node, types, values)))
+    return layers
+
+
+def _tiling_text(kernel: object, threads: int) -> str:
+    tiling = getattr(kernel, "tiling", None)
+    if callable(tiling):
+        t = tiling(threads)
+        return f"{t.tasks} tiles {t.row_step}x{t.column_step}"
+    chunking = getattr(kernel, "chunking", None)
+    if callable(chunking):
+        step, oc_step, workers = chunking(threads)
+        return f"wino chunk {step}, oc {oc_step}, {workers} w"
+    return "-"
+
+
+def runner(kernel: object, threads: int, out: np.ndarray, inputs: list[np.ndarray]) -> Callable[[], None]:
+    """One call of a prepared kernel under a ``threads`` budget, as a run makes it."""
+
+    def run() -> None:
+        with cpu_threads(threads):
+            kernel.run_into(out, *inputs)  # type: ignore[attr-defined]
+
+    return run
+
+
+def measure(model_name: str, rounds: int) -> list[Row]:
+    rows = []
+    for node, types, values, chosen in conv_steps(build_model(model_name)):
+        s = conv_setup(node, types)
+        assert s is not None
+        entry = next(e for e in candidate_kernels(node, types, values) if e.name == chosen)
+        inputs = example_inputs(types, values)
+        one, two = entry.factory(node, types, values), entry.factory(node, types, values)
+        if hasattr(two, "small"):
+            two.small = False  # what two threads would do, whatever the current grain says
+        out = np.empty((s.batch, s.out_channels, *s.out), dtype=np.float32)
+
+        busy0, own0, wall0 = *busy_seconds(), time.perf_counter()
+        samples = interleaved({"1": runner(one, 1, out, inputs), "2": runner(two, 2, out, inputs)}, rounds)
+        busy1, own1, wall1 = *busy_seconds(), time.perf_counter()
+        others = max(0.0, (busy1 - busy0) - (own1 - own0)) / (wall1 - wall0)
+        times = {k: float(np.median(v)) for k, v in samples.items()}
+        lows = {k: float(np.min(v)) for k, v in samples.items()}
+        macs = (
+            s.batch
+            * s.out_channels
+            * s.out[0]
+            * s.out[1]
+            * (s.in_channels // s.group)
+            * s.kernel[0]
+            * s.kernel[1]
+        )
+        shape = f"{s.in_channels}->{s.out_channels} {s.kernel[0]}x{s.kernel[1]}/{s.strides[0]} @{s.out[0]}x{s.out[1]}"
+        tiling = _tiling_text(two, 2)
+        r = Row(
+            model_name,
+            node.name,
+            shape,
+            chosen,
+            macs,
+            times["1"],
+            times["2"],
+            lows["1"],
+            lows["2"],
+            tiling,
+            others,
+        )
+        rows.append(r)
+        print(
+            f"{model_name} {r.name} {r.shape} {r.kernel} {r.macs} {r.one_ms:.3f} {r.two_ms:.3f} {r.speedup:.2f} "
+            f"min {r.speedup_min:.2f} others {r.others:.2f} {r.tiling}",
+            flush=True,
+        )
+    return rows
+
+
+def crossover(rows: list[Row], fastest: bool = False) -> int:
+    """The grain that misassigns the fewest milliseconds (medians, or the fastest runs): layers
+    below it run on one thread."""
+    candidates = sorted({r.macs for r in rows} | {0})
+
+    def lost(grain: int) -> float:
+        total = 0.0
+        for r in rows:
+            one, two = (r.one_min, r.two_min) if fastest else (r.one_ms, r.two_ms)
+            total += max(one - two, 0) if r.macs < grain else max(two - one, 0)
+        return total
+
+    return min(candidates, key=lambda g: (lost(g), g))
+
+
+def section(rows: list[Row], models: list[str], rounds: int, load: tuple[float, float, float]) -> list[str]:
+    lines = [
+        "## Thread grain",
+        "",
+        "Each conv layer's chosen kernel on one thread and on two (its grain switch overridden), batch 1,",
+        f"{rounds} interleaved rounds, `OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}`.",
+        "Speedup = 1-thread / 2-thread time, from the medians and from the fastest run of each",
+        "(the fastest runs are those where no other process held the second core); below 1.0 the second",
+        'thread costs more than it brings. "others" = cores other processes kept busy meanwhile (from',
+        "/proc/stat): near 1, the second thread mostly waited for a core and the row says little.",
+        f"Current `GEMM_GRAIN` = {GEMM_GRAIN:,} multiply-adds. The grain that misassigns the fewest",
+        f"milliseconds over these layers: **{crossover(rows):,}** by the medians, "
+        f"**{crossover(rows, fastest=True):,}** by the fastest runs.",
+        "",
+        f"Machine: {cpu_model()}, {os.cpu_count()} cores, load average {load[0]:.2f} / {load[1]:.2f} at start,",
+        f"{os.getloadavg()[0]:.2f} at the end (shared machine if above ~0.5).",
+        "",
+        f"Command: `.venv/bin/python benchmarks/grain.py --models {','.join(models)} --rounds {rounds}`",
+        "",
+        "| model | layer | shape | kernel | MACs | 1 thread ms | 2 threads ms | speedup | fastest: speedup "
+        "| others | 2-thread tiling |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in sorted(rows, key=lambda r: r.macs):
+        lines.append(
+            f"| {r.model} | {r.name} | {r.shape} | {r.kernel} | {r.macs:,} | {r.one_ms:.3f} | {r.two_ms:.3f} | "
+            f"{r.speedup:.2f} | {r.speedup_min:.2f} | {r.others:.2f} | {r.tiling} |"
+        )
+    return lines
+
+
+def replace_section(text: str, body: list[str]) -> str:
+    start, end = f"<!-- {MARK}:start -->", f"<!-- {MARK}:end -->"
+    block = "\n".join([start, *body, end])
+    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.DOTALL)
+    if pattern.search(text):
+        return pattern.sub(lambda _: block, text)
+    return text.rstrip("\n") + "\n\n" + block + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="squeezenet1.1,resnet50")
+    parser.add_argument("--rounds", type=int, default=25)
+    parser.add_argument("--output", type=Path, default=Path(__file__).parent.parent / "docs" / "tuning.md")
+    args = parser.parse_args()
+    load = os.getloadavg()
+    models = [m for m in args.models.split(",") if m]
+    rows = [row for m in models for row in measure(m, args.rounds)]
+    text = args.output.read_text(encoding="utf-8") if args.output.exists() else "# Tuning\n"
+    args.output.write_text(replace_section(text, section(rows, models, args.rounds, load)), encoding="utf-8")
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
