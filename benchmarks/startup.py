@@ -315,9 +315,9 @@ NOTES = """
 - Kernel modules are imported per operator (`KERNEL_MODULES` in `edgecnn/kernels/cpu/__init__.py`):
   a model without LRN or int8 layers never imports those kernels, and only the compiled functions a
   plan calls are loaded from numba's cache (numba loads a dispatcher's code at its first call).
-- Plans are built with BLAS on one thread (`runtime/plan.py`): the weight transforms' GEMMs are short,
-  and waking OpenBLAS's other thread for each costs more than it saves, several times more whenever
-  another process holds the other core.
+- Plans are built with BLAS on one thread (`runtime/plan.py`): the weight transforms' GEMMs are short
+  and skinny; on a quiet machine OpenBLAS's second thread hardly shortens them, and whenever another
+  process holds the other core, waking it for each GEMM makes them much slower.
 - The repeated-filter check (`kernels/cpu/rowstable.py`) keys each row on four blocks of adjacent
   columns instead of sixteen scattered ones (fewer cache lines per row).
 - The benchmark itself no longer counts the import of `edgecnn.bench.zoo` (which imports onnx to
