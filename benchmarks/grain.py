@@ -10,6 +10,13 @@ per worker) and the speedup, and the size (multiply-adds) where two threads star
 what ``threads.GEMM_GRAIN`` should be. The table goes between its markers in docs/tuning.md.
 
     .venv/bin/python benchmarks/grain.py --models squeezenet1.1,resnet50 --rounds 25
+
+``--whole MODELS`` instead compares whole runs in one process, alternating: each model loaded twice,
+one copy planned under the previous rules (``--old-grain``, pixels cut first) and one under the
+current ones (``threads.CONV_GEMM_GRAIN``, ``tiling.prefer_rows``), with onnxruntime beside them.
+Each conv kernel fixes its grain and tiling when first run, so the two copies keep their rules.
+
+    .venv/bin/python benchmarks/grain.py --whole squeezenet1.1,resnet18,resnet50 --whole-rounds 30
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import onnx
@@ -31,10 +39,11 @@ import edgecnn
 from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model
 from edgecnn.ir.graph import Node
+from edgecnn.kernels.cpu import conv as conv_kernels
 from edgecnn.kernels.cpu import cpu_threads
 from edgecnn.kernels.cpu.conv_residual import conv_part
 from edgecnn.kernels.cpu.conv_setup import conv_setup
-from edgecnn.kernels.cpu.threads import GEMM_GRAIN
+from edgecnn.kernels.cpu.threads import CONV_GEMM_GRAIN
 from edgecnn.kernels.registry import candidate_kernels
 from edgecnn.kernels.tuning_measure import example_inputs, heuristic_choice
 
@@ -216,7 +225,7 @@ def section(rows: list[Row], models: list[str], rounds: int, load: tuple[float, 
         "(the fastest runs are those where no other process held the second core); below 1.0 the second",
         'thread costs more than it brings. "others" = cores other processes kept busy meanwhile (from',
         "/proc/stat): near 1, the second thread mostly waited for a core and the row says little.",
-        f"Current `GEMM_GRAIN` = {GEMM_GRAIN:,} multiply-adds. The grain that misassigns the fewest",
+        f"Current `CONV_GEMM_GRAIN` = {CONV_GEMM_GRAIN:,} multiply-adds. The grain that misassigns the fewest",
         f"milliseconds over these layers: **{crossover(rows):,}** by the medians, "
         f"**{crossover(rows, fastest=True):,}** by the fastest runs.",
         "",
@@ -237,8 +246,81 @@ def section(rows: list[Row], models: list[str], rounds: int, load: tuple[float, 
     return lines
 
 
-def replace_section(text: str, body: list[str]) -> str:
-    start, end = f"<!-- {MARK}:start -->", f"<!-- {MARK}:end -->"
+def _load(model: onnx.ModelProto, threads: int) -> edgecnn.Model:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "m.onnx"
+        onnx.save(model, str(path))
+        return edgecnn.load(str(path), threads=threads)
+
+
+def whole_ab(model_name: str, rounds: int, old_grain: int) -> dict[str, tuple[float, float]]:
+    """Median (wall ms, process CPU ms) of the old-rules copy, the current copy and onnxruntime."""
+    import onnxruntime as ort
+
+    model = build_model(model_name)
+    value = model.graph.input[0]
+    shape = [d.dim_value or 1 for d in value.type.tensor_type.shape.dim]
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    old = _load(model, 2)
+    with (
+        mock.patch.object(conv_kernels, "CONV_GEMM_GRAIN", old_grain),
+        mock.patch.object(conv_kernels, "prefer_rows", lambda *_, **__: False),
+    ):
+        old(x)  # plans and runs: every conv kernel fixes its grain and tiling now
+    new = _load(model, 2)
+    new(x)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    runs = {
+        "old": lambda: old(x),
+        "new": lambda: new(x),
+        "onnxruntime": lambda: session.run(None, {value.name: x}),
+    }
+    samples: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for round_ in range(rounds + 3):
+        for name, run in runs.items():
+            wall, cpu = time.perf_counter(), time.process_time()
+            run()
+            if round_ >= 3:
+                samples[name].append(((time.perf_counter() - wall) * 1e3, (time.process_time() - cpu) * 1e3))
+    return {
+        name: (float(np.median([w for w, _ in v])), float(np.median([c for _, c in v])))
+        for name, v in samples.items()
+    }
+
+
+def whole_section(models: list[str], rounds: int, old_grain: int) -> list[str]:
+    load = os.getloadavg()
+    lines = [
+        "### Whole models: previous rules against the current ones",
+        "",
+        f"Batch 1, 2 threads, medians of {rounds} rounds alternating old / new / onnxruntime in one process.",
+        f"Old: conv grain {old_grain:,} multiply-adds, pixels cut first; new: grain {CONV_GEMM_GRAIN:,},",
+        "1x1 layers with more channels than pixels cut by channels. CPU = process CPU time (both threads).",
+        f"Machine: {cpu_model()}, {os.cpu_count()} cores, load average {load[0]:.2f} / {load[1]:.2f} at start",
+        "(shared machine if above ~0.5).",
+        "",
+        f"Command: `.venv/bin/python benchmarks/grain.py --whole {','.join(models)} --whole-rounds {rounds}`",
+        "",
+        "| model | old ms | new ms | new/old | old CPU ms | new CPU ms | onnxruntime ms | new/onnxruntime | load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for model_name in models:
+        t = whole_ab(model_name, rounds, old_grain)
+        (old, old_cpu), (new, new_cpu), (ort_ms, _) = t["old"], t["new"], t["onnxruntime"]
+        lines.append(
+            f"| {model_name} | {old:.2f} | {new:.2f} | {new / old:.2f}x | {old_cpu:.2f} | {new_cpu:.2f} | "
+            f"{ort_ms:.2f} | {new / ort_ms:.2f}x | {os.getloadavg()[0]:.2f} |"
+        )
+        print(lines[-1], flush=True)
+    return lines
+
+
+def replace_section(text: str, body: list[str], mark: str = MARK) -> str:
+    start, end = f"<!-- {mark}:start -->", f"<!-- {mark}:end -->"
     block = "\n".join([start, *body, end])
     pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.DOTALL)
     if pattern.search(text):
@@ -250,13 +332,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="squeezenet1.1,resnet50")
     parser.add_argument("--rounds", type=int, default=25)
+    parser.add_argument("--whole", default="", help="models to compare whole, old rules vs new (comma list)")
+    parser.add_argument("--whole-rounds", type=int, default=30)
+    parser.add_argument(
+        "--old-grain", type=int, default=1 << 20, help="the conv grain before this measurement"
+    )
     parser.add_argument("--output", type=Path, default=Path(__file__).parent.parent / "docs" / "tuning.md")
     args = parser.parse_args()
-    load = os.getloadavg()
-    models = [m for m in args.models.split(",") if m]
-    rows = [row for m in models for row in measure(m, args.rounds)]
     text = args.output.read_text(encoding="utf-8") if args.output.exists() else "# Tuning\n"
-    args.output.write_text(replace_section(text, section(rows, models, args.rounds, load)), encoding="utf-8")
+    if args.whole:
+        models = args.whole.split(",")
+        body = whole_section(models, args.whole_rounds, args.old_grain)
+        text = replace_section(text, body, f"{MARK}-whole")
+    else:
+        load = os.getloadavg()
+        models = [m for m in args.models.split(",") if m]
+        rows = [row for m in models for row in measure(m, args.rounds)]
+        text = replace_section(text, section(rows, models, args.rounds, load))
+    args.output.write_text(text, encoding="utf-8")
     print(f"wrote {args.output}")
 
 

@@ -23,7 +23,7 @@ from edgecnn.kernels.cpu.conv_matmul import Im2colMatmul, PointwiseMatmul
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, conv_setup
 from edgecnn.kernels.cpu.depthwise import depthwise_conv_2d
 from edgecnn.kernels.cpu.threads import (
-    GEMM_GRAIN,
+    CONV_GEMM_GRAIN,
     blas_single_threaded,
     call,
     current_threads,
@@ -69,7 +69,7 @@ class TiledConvGemm(ConvKernel):
         )
         self.pointwise = s.pointwise
         macs = s.batch * s.out_channels * self.pixels * self.group_rows
-        self.small = macs < GEMM_GRAIN
+        self.small = macs < CONV_GEMM_GRAIN
         self._tilings: dict[int, Tiling] = {}
         self._no_columns = np.empty((max_threads(), 1, 1), dtype=np.float32)  # 1x1: never read
 

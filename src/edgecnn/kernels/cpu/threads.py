@@ -34,6 +34,13 @@ GRAIN = 200_000
 GEMM_GRAIN = 1 << 20
 """Multiply-adds below which a GEMM-based kernel stays on one thread (BLAS does ~8 per loop element)."""
 
+CONV_GEMM_GRAIN = 1 << 22
+"""Multiply-adds below which a tiled conv GEMM (conv.py: im2col or 1x1) stays on one thread.
+Measured with benchmarks/grain.py (docs/tuning.md, "Thread grain"): on the 2-core EPYC VM with
+OMP_WAIT_POLICY=PASSIVE, SqueezeNet's 1x1 layers of 1.5-3.1 M multiply-adds (0.09-0.2 ms) ran
+0.83-0.97x as fast on two threads as on one (medians), those of 4-6 M 0.97-1.03x, 12.8 M 1.2-1.3x:
+waking the second worker and packing the weights on both threads cost what half the work saves."""
+
 BlasPool = tuple[Callable[[], int], Callable[[int], None], Callable[[int], int]]
 """Getter, setter and exchanger (set, return the count before) of one BLAS library's process-wide
 thread count."""
