@@ -144,8 +144,9 @@ def distinct_rows(c: np.ndarray) -> int:
 @contextmanager
 def shared_filters(enabled: bool) -> Iterator[None]:
     """Within the block, the registry offers the shared_filters kernel only if ``enabled``."""
-    import edgecnn.kernels.cpu.rowstable  # noqa: F401  (registers shared_filters)
-    from edgecnn.kernels.registry import _KERNELS
+    from edgecnn.kernels.registry import _KERNELS, import_pending
+
+    import_pending("cpu")  # every lazily registered CPU module now, so the copy below holds them all
 
     registered = {key: list(entries) for key, entries in _KERNELS.items()}
     try:
