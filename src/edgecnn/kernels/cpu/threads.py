@@ -34,12 +34,14 @@ GRAIN = 200_000
 GEMM_GRAIN = 1 << 20
 """Multiply-adds below which a GEMM-based kernel stays on one thread (BLAS does ~8 per loop element)."""
 
-CONV_GEMM_GRAIN = 1 << 22
+CONV_GEMM_GRAIN = 1 << 23
 """Multiply-adds below which a tiled conv GEMM (conv.py: im2col or 1x1) stays on one thread.
-Measured with benchmarks/grain.py (docs/tuning.md, "Thread grain"): on the 2-core EPYC VM with
-OMP_WAIT_POLICY=PASSIVE, SqueezeNet's 1x1 layers of 1.5-3.1 M multiply-adds (0.09-0.2 ms) ran
-0.83-0.97x as fast on two threads as on one (medians), those of 4-6 M 0.97-1.03x, 12.8 M 1.2-1.3x:
-waking the second worker and packing the weights on both threads cost what half the work saves."""
+Measured with benchmarks/grain.py (docs/tuning.md, "Thread grain"; 2-core EPYC VM, shared,
+OMP_WAIT_POLICY=PASSIVE): in three runs SqueezeNet's 1x1 layers of 1.5-3.1 M multiply-adds (0.07-0.2
+ms) ran 0.8-1.0x as fast on two threads as on one, those of 4.2-6.2 M 0.86-1.14x (about 1.0 on
+average), and from 12.8 M on most layers 1.1-1.8x (the 14 M 3x3 layers 0.95-1.12x): below that, waking the second worker and packing
+the weights on both threads cost what half the work saves, and the second thread only burns CPU."""
+
 
 BlasPool = tuple[Callable[[], int], Callable[[int], None], Callable[[int], int]]
 """Getter, setter and exchanger (set, return the count before) of one BLAS library's process-wide
