@@ -87,8 +87,13 @@ def interleaved(timers: dict[str, Callable[[], object]], rounds: int) -> dict[st
         for fn in timers.values():
             fn()
     samples: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for _ in range(rounds):
-        for name, fn in timers.items():
+    for round_ in range(rounds):
+        # the order turns every round: a call right after a two-thread call finds the second
+        # worker awake, one after a one-thread call does not (a bias of ~5% on 1 ms layers)
+        names = list(timers)
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
+            fn = timers[name]
             cpu, wall = time.process_time(), time.perf_counter()
             fn()
             samples[name].append(((time.perf_counter() - wall) * 1e3, (time.process_time() - cpu) * 1e3))
@@ -285,8 +290,11 @@ def whole_ab(model_name: str, rounds: int, old_grain: int) -> dict[str, tuple[fl
         "onnxruntime": lambda: session.run(None, {value.name: x}),
     }
     samples: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    names = list(runs)
     for round_ in range(rounds + 3):
-        for name, run in runs.items():
+        shift = round_ % len(names)  # the order turns every round, as in ``interleaved``
+        for name in names[shift:] + names[:shift]:
+            run = runs[name]
             wall, cpu = time.perf_counter(), time.process_time()
             run()
             if round_ >= 3:
@@ -302,7 +310,8 @@ def whole_section(models: list[str], rounds: int, old_grain: int) -> list[str]:
     lines = [
         "### Whole models: previous rules against the current ones",
         "",
-        f"Batch 1, 2 threads, medians of {rounds} rounds alternating old / new / onnxruntime in one process.",
+        f"Batch 1, 2 threads, medians of {rounds} rounds of old / new / onnxruntime in one process (the order",
+        "turning every round).",
         f"Old: conv grain {old_grain:,} multiply-adds, pixels cut first; new: grain {CONV_GEMM_GRAIN:,},",
         "1x1 layers with more channels than pixels cut by channels. CPU = process CPU time (both threads).",
         f"Machine: {cpu_model()}, {os.cpu_count()} cores, load average {load[0]:.2f} / {load[1]:.2f} at start",

@@ -34,13 +34,14 @@ GRAIN = 200_000
 GEMM_GRAIN = 1 << 20
 """Multiply-adds below which a GEMM-based kernel stays on one thread (BLAS does ~8 per loop element)."""
 
-CONV_GEMM_GRAIN = 1 << 23
+CONV_GEMM_GRAIN = 1 << 22
 """Multiply-adds below which a tiled conv GEMM (conv.py: im2col or 1x1) stays on one thread.
 Measured with benchmarks/grain.py (docs/tuning.md, "Thread grain"; 2-core EPYC VM, shared,
-OMP_WAIT_POLICY=PASSIVE): in three runs SqueezeNet's 1x1 layers of 1.5-3.1 M multiply-adds (0.07-0.2
-ms) ran 0.8-1.0x as fast on two threads as on one, those of 4.2-6.2 M 0.86-1.14x (about 1.0 on
-average), and from 12.8 M on most layers 1.1-1.8x (the 14 M 3x3 layers 0.95-1.12x): below that, waking the second worker and packing
-the weights on both threads cost what half the work saves, and the second thread only burns CPU."""
+OMP_WAIT_POLICY=PASSIVE, the order of the 1- and 2-thread calls turning every round): SqueezeNet's
+1x1 layers of 1.5-3.1 M multiply-adds (0.1-0.2 ms) ran 0.86-1.18x as fast on two threads as on one
+(about 1.0 on average: the second thread only burns CPU), those of 4.2-6.2 M 1.04-1.22x, every
+layer from 12.8 M on 1.24-1.8x. (Runs that always timed the two-thread call right after the
+one-thread one, whose second worker had slept longer, put the crossover at 3-13 M.)"""
 
 
 BlasPool = tuple[Callable[[], int], Callable[[int], None], Callable[[int], int]]
