@@ -41,6 +41,7 @@ from edgecnn.bench.zoo import build_model
 from edgecnn.ir.graph import Node
 from edgecnn.kernels.cpu import conv as conv_kernels
 from edgecnn.kernels.cpu import cpu_threads
+from edgecnn.kernels.cpu import winograd as wino
 from edgecnn.kernels.cpu.conv_residual import conv_part
 from edgecnn.kernels.cpu.conv_setup import conv_setup
 from edgecnn.kernels.cpu.threads import CONV_GEMM_GRAIN
@@ -169,6 +170,20 @@ def measure(model_name: str, rounds: int) -> list[Row]:
             with mock.patch.object(conv_kernels, "prefer_rows", lambda *_, **__: False):
                 tiling_p = _tiling_text(by_pixels, 2)  # fixed on first use
             timers["2p"] = runner(by_pixels, 2, out, inputs)
+        chunking = getattr(two, "chunking", None)
+        split_label = ""
+        if callable(chunking) and -(-two.tiles // 2) < 4 * wino.MIN_SPLIT_TILES:
+            # Winograd on a small map: the threads' split (tiles or output channels, by
+            # winograd.MIN_SPLIT_TILES) against the other one, in the same rounds
+            other = entry.factory(node, types, values)
+            other.small = False
+            if chunking(2)[1] < s.out_channels:
+                split_label = "tiles split"
+                other._chunking[2] = (-(-two.tiles // 2), s.out_channels, 2)
+            else:
+                split_label = "channels split"
+                other._chunking[2] = (two.tiles, -(-s.out_channels // 2), 2)
+            timers["2s"] = runner(other, 2, out, inputs)
         samples = interleaved(timers, rounds)
         times = {k: float(np.median([w for w, _ in v])) for k, v in samples.items()}
         lows = {k: float(np.min([w for w, _ in v])) for k, v in samples.items()}
@@ -185,6 +200,8 @@ def measure(model_name: str, rounds: int) -> list[Row]:
         shape = f"{s.in_channels}->{s.out_channels} {s.kernel[0]}x{s.kernel[1]}/{s.strides[0]} @{s.out[0]}x{s.out[1]}"
         if "2p" in times:
             tiling += f"; by pixels ({tiling_p}): {times['2p']:.3f} ms"
+        if "2s" in times:
+            tiling += f"; {split_label}: {times['2s']:.3f} ms"
         r = Row(
             model_name,
             node.name,
@@ -234,7 +251,8 @@ def section(rows: list[Row], models: list[str], rounds: int, load: tuple[float, 
         "their wall time (median): near 1.0 the two workers ran one after the other (the second waited",
         "for a core another process held) and the row says little about two free cores. For 1x1 layers",
         "cut by output channels (`tiling.prefer_rows`) the tiling column also gives the two-thread median",
-        "with the pixel cut the rule replaced, timed in the same rounds.",
+        "with the pixel cut the rule replaced, timed in the same rounds; for Winograd layers on small maps,",
+        "the median with the other split between the threads (tiles or output channels).",
         f"Current `CONV_GEMM_GRAIN` = {CONV_GEMM_GRAIN:,} multiply-adds. The grain that misassigns the fewest",
         f"milliseconds over these layers: **{crossover(rows):,}** by the medians, "
         f"**{crossover(rows, fastest=True):,}** by the fastest runs.",

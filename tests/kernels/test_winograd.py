@@ -206,6 +206,7 @@ def test_small_chunks_and_channel_blocks_across_threads(case: dict[str, Any]) ->
         mock.patch.object(wino, "MIN_TILES", 1 + case["seed"] % 3),
         mock.patch.object(wino, "MIN_CHANNELS", 1),
         mock.patch.object(wino, "MIN_SPLIT_TILES", 1 + case["seed"] % 40),
+        mock.patch.object(wino, "MIN_SPLIT_TILES_F43", 1 + case["seed"] % 37),
     ):
         check(case)
 
@@ -313,3 +314,10 @@ def test_plan_chooses_winograd_where_it_wins() -> None:
     expected = reference_run("FusedConv", attrs, [x, w, b], (1, 2))
     magnitude = conv(ConvAttrs(pads=(1, 1, 1, 1)), np.abs(x), np.abs(w), np.abs(b)).max()
     np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=ERROR_BOUND[4] * magnitude)
+
+
+def test_small_maps_split_tiles_for_f43_and_channels_for_f23() -> None:
+    """49 tiles on two threads (ResNet's 28x28 F(4x4) and 14x14 F(2x2) layers): F(4x4) splits the
+    tiles (25 + 24, all channels each), F(2x2) the output channels (all tiles each)."""
+    assert wino.chunking(36, 128, 128, 49, 2) == (25, 128)
+    assert wino.chunking(16, 256, 256, 49, 2) == (49, 128)

@@ -38,13 +38,21 @@ MIN_TILES, MAX_TILES = 16, 512
 """Bounds on the tiles per chunk: narrower GEMMs waste the BLAS micro-kernel, wider ones the cache."""
 
 MIN_CHANNELS = 16
+"""Fewest output channels per task when a small map's channels are split among threads."""
 
 MIN_SPLIT_TILES = 64
-"""Fewest tiles per thread when one chunk's tiles are split among threads; below it the threads
-split the output channels instead, each transforming all the tiles (cheap) and streaming half the
-transformed filters through GEMMs twice as wide (128->256 @ 28x28, 49 tiles, two threads: 8.1 ms
-against 9.2 ms with 25 tiles each)."""
-"""Fewest output channels per task when a small map's channels are split among threads."""
+"""Fewest tiles per thread when one chunk's tiles are split among threads, for F(2x2); below it
+the threads split the output channels instead, each transforming all the tiles and streaming half
+the transformed filters through GEMMs twice as wide. ResNet's 256->256 @ 14x14 F(2x2) layers (49
+tiles), two threads, three runs of benchmarks/grain.py (its tiling column times both splits in the
+same rounds): the channel split was faster in 7 of 16 layer timings in the first two runs and
+in all 8 of the third (1-19%)."""
+
+MIN_SPLIT_TILES_F43 = 24
+"""The same for F(4x4), whose 6x6 tiles carry 36 transform points instead of 16, so transforming
+every tile on both threads costs more: ResNet-18/50's 128->128 @ 28x28 F(4x4) layers (49 tiles) ran
+faster with the tiles split in 16 of 18 layer timings over the same three runs (up to 15%; an
+earlier one-off timing under load ~4 had favoured the channel split for 128->256 @ 28x28)."""
 
 POINT_PAD = 16
 """Floats (one cache line) between the scratch blocks of two transform points. The transforms
@@ -133,7 +141,7 @@ def round_up(value: int, multiple: int) -> int:
 def chunking(points: int, in_channels: int, out_channels: int, tiles: int, threads: int) -> tuple[int, int]:
     """(tiles per chunk, output channels per task): chunks of about CHUNK_BYTES of scratch, a
     multiple of ``threads`` of them where there are enough tiles, one chunk split among the threads
-    where each gets MIN_SPLIT_TILES, output channels split otherwise."""
+    where each gets MIN_SPLIT_TILES (MIN_SPLIT_TILES_F43 for F(4x4)), output channels split otherwise."""
     step = CHUNK_BYTES // (4 * points * (in_channels + out_channels))
     step = min(max(MIN_TILES, min(MAX_TILES, step)), tiles)
     chunks = math.ceil(tiles / step)
@@ -141,7 +149,7 @@ def chunking(points: int, in_channels: int, out_channels: int, tiles: int, threa
         return step, out_channels
     if chunks >= threads:
         return math.ceil(tiles / round_up(chunks, threads)), out_channels
-    if math.ceil(tiles / threads) >= MIN_SPLIT_TILES:
+    if math.ceil(tiles / threads) >= (MIN_SPLIT_TILES_F43 if points == 36 else MIN_SPLIT_TILES):
         return math.ceil(tiles / threads), out_channels
     blocks = math.ceil(threads / chunks)
     return step, max(MIN_CHANNELS, math.ceil(out_channels / blocks))
