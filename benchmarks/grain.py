@@ -12,8 +12,9 @@ what ``threads.GEMM_GRAIN`` should be. The table goes between its markers in doc
     .venv/bin/python benchmarks/grain.py --models squeezenet1.1,resnet50 --rounds 25
 
 ``--whole MODELS`` instead compares whole runs in one process, alternating: each model loaded twice,
-one copy planned under the previous rules (``--old-grain``, pixels cut first) and one under the
-current ones (``threads.CONV_GEMM_GRAIN``, ``tiling.prefer_rows``), with onnxruntime beside them.
+one copy planned under the previous rules (``--old-grain``, pixels cut first, F(4x4) Winograd split
+like F(2x2)) and one under the current ones (``threads.CONV_GEMM_GRAIN``, ``tiling.prefer_rows``,
+``winograd.MIN_SPLIT_TILES_F43``), with onnxruntime beside them.
 Each conv kernel fixes its grain and tiling when first run, so the two copies keep their rules.
 
     .venv/bin/python benchmarks/grain.py --whole squeezenet1.1,resnet18,resnet50 --whole-rounds 30
@@ -293,6 +294,7 @@ def whole_ab(model_name: str, rounds: int, old_grain: int) -> dict[str, tuple[fl
     with (
         mock.patch.object(conv_kernels, "CONV_GEMM_GRAIN", old_grain),
         mock.patch.object(conv_kernels, "prefer_rows", lambda *_, **__: False),
+        mock.patch.object(wino, "MIN_SPLIT_TILES_F43", wino.MIN_SPLIT_TILES),
     ):
         old(x)  # plans and runs: every conv kernel fixes its grain and tiling now
     new = _load(model, 2)
@@ -330,8 +332,10 @@ def whole_section(models: list[str], rounds: int, old_grain: int) -> list[str]:
         "",
         f"Batch 1, 2 threads, medians of {rounds} rounds of old / new / onnxruntime in one process (the order",
         "turning every round).",
-        f"Old: conv grain {old_grain:,} multiply-adds, pixels cut first; new: grain {CONV_GEMM_GRAIN:,},",
-        "1x1 layers with more channels than pixels cut by channels. CPU = process CPU time (both threads).",
+        f"Old: conv grain {old_grain:,} multiply-adds, pixels cut first, Winograd F(4x4) split by tiles",
+        f"from {wino.MIN_SPLIT_TILES} tiles per thread; new: grain {CONV_GEMM_GRAIN:,}, 1x1 layers with more",
+        f"channels than pixels cut by channels, F(4x4) split by tiles from {wino.MIN_SPLIT_TILES_F43}.",
+        "CPU = process CPU time (both threads).",
         f"Machine: {cpu_model()}, {os.cpu_count()} cores, load average {load[0]:.2f} / {load[1]:.2f} at start",
         "(shared machine if above ~0.5).",
         "",
