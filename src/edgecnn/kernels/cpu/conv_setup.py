@@ -3,6 +3,7 @@ padding resolved (``ConvSetup``), and the bias and activation of its epilogue (`
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -41,11 +42,21 @@ class ConvSetup:
 
 
 def conv_setup(node: Node, types: Sequence[TensorType | None]) -> ConvSetup | None:
-    """The setup if a compiled kernel can run this node (float32, 4-D, known shapes), else None."""
+    """The setup if a compiled kernel can run this node (float32, 4-D, known shapes), else None.
+
+    Memoised: every conv kernel's predicate asks for it while a plan is built (ResNet-50: 574 calls
+    for 69 convolutions, 50 ms of its first inference); attrs and types are frozen values."""
     attrs = node.attrs
     if not isinstance(attrs, ConvAttrs) or len(types) < 2:
         return None
-    x, w = types[0], types[1]
+    try:
+        return _setup(attrs, types[0], types[1])
+    except TypeError:  # an attribute held in an unhashable container: compute it uncached
+        return _setup.__wrapped__(attrs, types[0], types[1])
+
+
+@functools.lru_cache(maxsize=4096)
+def _setup(attrs: ConvAttrs, x: TensorType | None, w: TensorType | None) -> ConvSetup | None:
     if not (is_float32(x, 4) and is_float32(w, 4)):
         return None
     x_shape, w_shape = shape_of(x), shape_of(w)
