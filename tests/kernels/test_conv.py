@@ -1,6 +1,7 @@
 """Conv and FusedConv CPU kernels (im2col_gemm, gemm_1x1, depthwise) against the numpy reference:
 random geometry with hypothesis, odd sizes, every fused activation, 1 and 2 threads, and the
-np.matmul fallback used where compiled code cannot call BLAS."""
+packed-weight GEMM chosen where compiled code cannot call BLAS (tests/kernels/test_packed_gemm.py
+has its own cases)."""
 
 from __future__ import annotations
 
@@ -85,10 +86,13 @@ def conv_cases(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def expected_kernel(case: dict[str, Any]) -> str:
-    """The heuristic: depthwise for group == C_in > 1, direct GEMM for unpadded 1x1 stride 1."""
+    """The heuristic: depthwise for group == C_in > 1, direct GEMM for unpadded 1x1 stride 1; the
+    packed-weight GEMM for everything else where BLAS cannot be called."""
     geometry, channels = case["geometry"], case["x_shape"][1]
     if geometry.get("group", 1) == channels > 1:
         return "depthwise"
+    if not blas.AVAILABLE:
+        return "packed_gemm"
     same = geometry.get("auto_pad", AutoPad.NOTSET) is not AutoPad.NOTSET
     unpadded = same or not any(geometry.get("pads", ()))
     if geometry["kernel_shape"] == (1, 1) and geometry.get("strides", (1, 1)) == (1, 1) and unpadded:
@@ -124,8 +128,8 @@ def test_conv_kernels_match_reference(case: dict[str, Any]) -> None:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conv_cases())
-def test_matmul_fallback_matches_reference(case: dict[str, Any]) -> None:
-    """The np.matmul kernels that replace the tiled ones when BLAS cannot be called from numba."""
+def test_blas_free_fallback_matches_reference(case: dict[str, Any]) -> None:
+    """The packed-weight GEMM that replaces the BLAS tiles when BLAS cannot be called from numba."""
     with mock.patch.object(blas, "AVAILABLE", False):
         assert check_conv(case) == expected_kernel(case)
 

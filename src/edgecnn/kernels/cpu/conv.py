@@ -1,12 +1,13 @@
-"""2-D Conv and FusedConv on the CPU, by three algorithms chosen per layer:
+"""2-D Conv and FusedConv on the CPU, by algorithms chosen per layer:
 
 - ``depthwise``: group == C_in > 1 (one filter set per channel) -> the direct depthwise loop;
 - ``gemm_1x1``: 1x1 kernel, unit strides, no padding -> the input already *is* the im2col matrix;
-- ``im2col_gemm``: everything else -> im2col, one GEMM per group and tile, the fused epilogue.
+- ``im2col_gemm``: everything else -> im2col, one GEMM per group and tile, the fused epilogue;
+- ``packed_gemm``: the same tiles on edgecnn's own packed-weight GEMM (conv_packed.py), chosen
+  where compiled code cannot call the BLAS library, and by `edgecnn tune` where it measures faster.
 
-Weights are reshaped to the GEMM's layout once, when the plan is built. The GEMM kernels run as
-tiles on numba's threads with single-threaded BLAS (conv_gemm.py); where compiled code cannot call
-the BLAS library, they fall back to ``np.matmul`` (conv_matmul.py) under the same names.
+Weights are reshaped to the GEMM's layout once, when the plan is built. The BLAS kernels run as
+tiles on numba's threads with single-threaded BLAS (conv_gemm.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu import blas
 from edgecnn.kernels.cpu.common import constant_float32, scratch, single_output
 from edgecnn.kernels.cpu.conv_gemm import conv_gemm_2d, conv_gemm_2d_serial
-from edgecnn.kernels.cpu.conv_matmul import Im2colMatmul, PointwiseMatmul
+from edgecnn.kernels.cpu.conv_packed import PackedConv
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, conv_setup
 from edgecnn.kernels.cpu.depthwise import depthwise_conv_2d
 from edgecnn.kernels.cpu.threads import (
@@ -31,7 +32,7 @@ from edgecnn.kernels.cpu.threads import (
     max_threads,
 )
 from edgecnn.kernels.cpu.tiling import Tiling, plan_tiles, prefer_rows
-from edgecnn.kernels.registry import StepFn, register_kernel
+from edgecnn.kernels.registry import register_kernel
 
 
 def _compiled(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
@@ -52,7 +53,24 @@ def when_depthwise(
 def when_pointwise(
     node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
 ) -> bool:
-    return _compiled(node, types, values) and conv_setup(node, types).pointwise  # type: ignore[union-attr]
+    return when_blas(node, types, values) and conv_setup(node, types).pointwise  # type: ignore[union-attr]
+
+
+def when_blas(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
+    """The BLAS tiles can run the layer: compiled code can call the library's sgemm."""
+    return blas.AVAILABLE and _compiled(node, types, values)
+
+
+def can_pack(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
+    """The packed-weight GEMM can run the layer (every compiled conv but depthwise)."""
+    return _compiled(node, types, values) and not conv_setup(node, types).depthwise  # type: ignore[union-attr]
+
+
+def when_packed(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
+    """The heuristic picks the packed-weight GEMM only without a callable BLAS: with one, the BLAS
+    tiles measured as fast or faster on most of ResNet's layers (docs/tuning.md, "Packed-weight
+    GEMM"), so `edgecnn tune` decides per layer."""
+    return not blas.AVAILABLE and can_pack(node, types, values)
 
 
 class TiledConvGemm(ConvKernel):
@@ -168,17 +186,8 @@ class Depthwise(ConvKernel):
         )
 
 
-def im2col_gemm(
-    node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
-) -> StepFn:
-    return TiledConvGemm(node, types, values) if blas.AVAILABLE else Im2colMatmul(node, types, values)
-
-
-def gemm_1x1(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> StepFn:
-    return TiledConvGemm(node, types, values) if blas.AVAILABLE else PointwiseMatmul(node, types, values)
-
-
 for _op in ("Conv", "FusedConv"):
     register_kernel(_op, when=when_depthwise, priority=30, name="depthwise")(Depthwise)
-    register_kernel(_op, when=when_pointwise, priority=20, name="gemm_1x1")(gemm_1x1)
-    register_kernel(_op, when=_compiled, priority=10, name="im2col_gemm")(im2col_gemm)
+    register_kernel(_op, when=when_packed, priority=25, name="packed_gemm", applies=can_pack)(PackedConv)
+    register_kernel(_op, when=when_pointwise, priority=20, name="gemm_1x1")(TiledConvGemm)
+    register_kernel(_op, when=when_blas, priority=10, name="im2col_gemm")(TiledConvGemm)

@@ -33,11 +33,13 @@ def shifted_rows(
     pad_left: int,
     dilation_h: int,
     dilation_w: int,
+    row0: int,
+    row1: int,
     p0: int,
     p1: int,
-    dest: np.ndarray,  # (Cg*KH*KW, >= p1 - p0)
+    dest: np.ndarray,  # (row1 - row0, >= p1 - p0)
 ) -> None:
-    """im2col_range for unit strides and an output as wide as the input (SAME-like padding): each
+    """im2col_rows for unit strides and an output as wide as the input (SAME-like padding): each
     row of the matrix is then the channel's plane shifted by one constant offset, so it is one long
     copy, with zeros written afterwards where a tap falls in the padding (the rows above or below the
     image, and |shift| columns at one edge of every output row). Replaces out_h short copies per
@@ -47,11 +49,11 @@ def shifted_rows(
     plane = height * width
     zero = np.float32(0.0)
     flat = image.reshape(channels * plane)
-    for row in range(channels * taps):
+    for row in range(row0, row1):
         c = row // taps
         dy = (row % taps) // kernel_w * dilation_h - pad_top
         dx = row % kernel_w * dilation_w - pad_left
-        out = dest[row]
+        out = dest[row - row0]
         # outputs whose tap row lies in the image, clipped to p0..p1, then to the plane's floats
         lo = min(max(max(-dy, 0) * width, p0), p1)
         hi = max(min((height - dy) * width, p1), lo)
@@ -92,23 +94,66 @@ def im2col_range(
     p1: int,
     dest: np.ndarray,  # (Cg*KH*KW, >= p1 - p0): columns p0..p1 of the im2col matrix
 ) -> None:
-    """Indices are cast to unsigned once they are known to be inside the arrays (every range below
+    """Every row of the matrix, columns p0..p1 (im2col_rows over all Cg*KH*KW rows)."""
+    rows = image.shape[0] * kernel_h * kernel_w
+    im2col_rows(
+        image,
+        kernel_h,
+        kernel_w,
+        stride_h,
+        stride_w,
+        pad_top,
+        pad_left,
+        dilation_h,
+        dilation_w,
+        out_w,
+        0,
+        rows,
+        p0,
+        p1,
+        dest,
+    )
+
+
+@numba.njit(cache=True)
+def im2col_rows(
+    image: np.ndarray,  # (Cg, H, W): one group's channels of one image
+    kernel_h: int,
+    kernel_w: int,
+    stride_h: int,
+    stride_w: int,
+    pad_top: int,
+    pad_left: int,
+    dilation_h: int,
+    dilation_w: int,
+    out_w: int,
+    row0: int,
+    row1: int,
+    p0: int,
+    p1: int,
+    dest: np.ndarray,  # (row1 - row0, >= p1 - p0): rows row0..row1, columns p0..p1 of the matrix
+) -> None:
+    """Rows row0..row1 (one per (channel, tap)), columns p0..p1 of the im2col matrix.
+
+    Indices are cast to unsigned once they are known to be inside the arrays (every range below
     starts where its index is >= 0): numba then drops its negative-index wraparound and the copies
     vectorise, with no slice made per segment. Narrow rows (LeNet's, SimpleCNN's) ran 2-3x slower
     with a view per segment."""
     channels, height, width = image.shape
     if stride_h == 1 and stride_w == 1 and out_w == width:
-        shifted_rows(image, kernel_h, kernel_w, pad_top, pad_left, dilation_h, dilation_w, p0, p1, dest)
+        shifted_rows(
+            image, kernel_h, kernel_w, pad_top, pad_left, dilation_h, dilation_w, row0, row1, p0, p1, dest
+        )
         return
     taps = kernel_h * kernel_w
     first_row, last_row = p0 // out_w, (p1 - 1) // out_w
     zero = np.float32(0.0)
     flat = image.reshape(channels * height * width)
-    for row in range(channels * taps):
+    for row in range(row0, row1):
         c = row // taps
         ki = (row % taps) // kernel_w
         kj = row % kernel_w
-        out = dest[row]
+        out = dest[row - row0]
         x_offset = kj * dilation_w - pad_left
         x_lo, x_hi = valid_range(x_offset, stride_w, width, out_w)
         for oy in range(first_row, last_row + 1):

@@ -1,0 +1,133 @@
+"""GEMM whose left operand (a layer's weights) is packed once, when the plan is built, for the
+micro-kernel (microkernel.py); the right operand (im2col columns, or the input itself for a 1x1
+layer) is read where it lies.
+
+Why: BLAS packs both operands again on every call. A convolution's weights are the same on every
+run, and on small maps (ResNet's 7x7 layers: 49 output pixels per weight) re-packing them costs
+about as much as the multiplications; a tile's columns are already in cache. Blocking: KC steps of
+depth and MC rows of weights at a time (MC x KC floats stay in L2), the micro-kernel's 16-column
+panel of the right operand (KC x 16 floats) in L1 across the MC / ROWS calls that reuse it.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, micro_kernel
+
+DEPTH_BLOCK = 256
+"""KC: depth steps per pass (one 16-column panel of the right operand: 16 KiB, half of L1)."""
+
+ROW_BLOCK = 16 * ROWS
+"""MC: weight rows per pass (96 x 256 floats: 96 KiB of packed weights, within L2)."""
+
+COLUMN_BLOCK = 16 * COLUMNS
+"""NC: columns of the right operand packed per pass (256 x 256 floats: 256 KiB, within L2)."""
+
+SCRATCH = ROWS * COLUMNS + DEPTH_BLOCK * COLUMN_BLOCK
+"""Floats of scratch packed_gemm needs: one C block and the packed panels of one pass."""
+
+
+def pack_weights(weights: np.ndarray, lanes: int = ROWS) -> np.ndarray:
+    """(M, K) -> (ceil(M / lanes), K, lanes) float32: each block of ``lanes`` rows stored
+    depth-major, the last block padded with zero rows (their products are computed, never stored).
+    lanes = ROWS: the micro-kernel's left operand; lanes = COLUMNS: its right operand (C^T = B^T W^T)."""
+    rows, depth = weights.shape
+    blocks = -(-rows // lanes)
+    padded = np.zeros((blocks * lanes, depth), dtype=np.float32)
+    padded[:rows] = weights
+    return np.ascontiguousarray(padded.reshape(blocks, lanes, depth).transpose(0, 2, 1))
+
+
+@numba.njit(cache=True)
+def pack_panels(
+    b: np.ndarray, b_off: int, ldb: int, steps: int, width: int, panels: np.ndarray, lanes: int = COLUMNS
+) -> None:
+    """B's (steps x width) block -> panels[p*steps*lanes + k*lanes + j] = B[k, p*lanes + j]: each
+    ``lanes``-column panel contiguous, the last one zero-padded. Row by row: one contiguous read of
+    B per step (reading a panel's column of rows touched a page per step)."""
+    full = width // lanes
+    tail = width - full * lanes
+    stride = steps * lanes
+    zero = np.float32(0.0)
+    for k in range(steps):
+        row = b[b_off + k * ldb : b_off + k * ldb + width]
+        for p in range(full):
+            target = panels[p * stride + k * lanes : p * stride + (k + 1) * lanes]
+            source = row[p * lanes : (p + 1) * lanes]
+            for j in range(lanes):
+                target[j] = source[j]
+        if tail:
+            target = panels[full * stride + k * lanes : full * stride + (k + 1) * lanes]
+            for j in range(tail):
+                target[j] = row[full * lanes + j]
+            for j in range(tail, lanes):
+                target[j] = zero
+
+
+@numba.njit(cache=True)
+def gemm_panels(
+    packed: np.ndarray,  # (blocks, K, ROWS) from pack_weights, flattened
+    depth: int,  # K
+    k0: int,  # first depth step of this pass
+    steps: int,  # depth steps in this pass
+    m0: int,  # first row of C (a multiple of ROWS)
+    m1: int,  # end of C's rows
+    panels: np.ndarray,  # the pass's right operand from pack_panels
+    width: int,  # columns of C
+    c: np.ndarray,  # flat float32: C[m, j] at c[c_off + m*ldc + j]
+    c_off: int,
+    ldc: int,
+    accumulate: bool,  # add to C (every pass after the first) or store
+    block: np.ndarray,  # >= ROWS * COLUMNS floats: where blocks cut by C's edges are computed
+) -> None:
+    """C[m0:m1, :width] (+)= W[m0:m1, k0:k0+steps] @ panels, ROWS x COLUMNS blocks at a time."""
+    for mc0 in range(m0, m1, ROW_BLOCK):
+        mc1 = min(mc0 + ROW_BLOCK, m1)
+        for j0 in range(0, width, COLUMNS):
+            columns = min(COLUMNS, width - j0)
+            panel = j0 * steps
+            for r0 in range(mc0, mc1, ROWS):
+                a_at = (r0 // ROWS) * depth * ROWS + k0 * ROWS
+                c_at = c_off + r0 * ldc + j0
+                rows = min(ROWS, mc1 - r0)
+                if rows == ROWS and columns == COLUMNS:
+                    micro_kernel(steps, packed, a_at, panels, panel, COLUMNS, c, c_at, ldc, accumulate)
+                    continue
+                micro_kernel(steps, packed, a_at, panels, panel, COLUMNS, block, 0, COLUMNS, False)
+                for r in range(rows):
+                    target = c_at + r * ldc
+                    if accumulate:
+                        for j in range(columns):
+                            c[target + j] += block[r * COLUMNS + j]
+                    else:
+                        for j in range(columns):
+                            c[target + j] = block[r * COLUMNS + j]
+
+
+@numba.njit(cache=True)
+def packed_gemm(
+    packed: np.ndarray,  # (blocks, K, ROWS) from pack_weights, flattened
+    depth: int,  # K
+    m0: int,  # first row of C (a multiple of ROWS)
+    m1: int,  # end of C's rows
+    b: np.ndarray,  # flat float32: B[k, j] at b[b_off + k*ldb + j]
+    b_off: int,
+    ldb: int,
+    width: int,  # columns of C
+    c: np.ndarray,  # flat float32: C[m, j] at c[c_off + m*ldc + j]
+    c_off: int,
+    ldc: int,
+    scratch: np.ndarray,  # >= SCRATCH floats
+) -> None:
+    """C[m0:m1, :width] = W[m0:m1] @ B on the calling thread: blocks of COLUMN_BLOCK columns and
+    DEPTH_BLOCK steps of B packed into panels, then multiplied."""
+    block = scratch[: ROWS * COLUMNS]
+    panels = scratch[ROWS * COLUMNS :]
+    for n0 in range(0, width, COLUMN_BLOCK):
+        n1 = min(n0 + COLUMN_BLOCK, width)
+        for k0 in range(0, depth, DEPTH_BLOCK):
+            steps = min(DEPTH_BLOCK, depth - k0)
+            pack_panels(b, b_off + k0 * ldb + n0, ldb, steps, n1 - n0, panels)
+            gemm_panels(packed, depth, k0, steps, m0, m1, panels, n1 - n0, c, c_off + n0, ldc, k0 > 0, block)

@@ -1,0 +1,190 @@
+"""The packed-weight GEMM (microkernel.py, packed_gemm.py) and the conv kernel built on it
+(conv_packed.py) against numpy: random shapes across every block edge (ROWS, COLUMNS, the depth,
+row and column blocks), accumulation, and whole convolutions with groups, strides, padding,
+dilation and activations on 1 and 2 threads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from edgecnn.kernels.cpu import conv_packed, packed_gemm
+from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, micro_kernel
+from edgecnn.kernels.cpu.packed_gemm import SCRATCH, pack_panels, pack_weights
+from edgecnn.ops.conv import ConvAttrs, conv
+from edgecnn.ops.fused import FusedConvAttrs
+from kernels.support import assert_matches, fast_run, reference_run
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@numba.njit(cache=True)
+def _one_block(
+    depth: int, a: np.ndarray, b: np.ndarray, ldb: int, c: np.ndarray, ldc: int, add: bool
+) -> None:
+    micro_kernel(depth, a, 0, b, 0, ldb, c, 0, ldc, add)  # an intrinsic: callable from compiled code only
+
+
+def test_micro_kernel_stores_or_adds_one_block() -> None:
+    rng = np.random.default_rng(0)
+    depth = 37
+    a = rng.standard_normal((depth, ROWS), dtype=np.float32)
+    b = rng.standard_normal((depth, COLUMNS + 5), dtype=np.float32)  # ldb wider than the block
+    c = np.full((ROWS, COLUMNS + 3), 7.0, dtype=np.float32)
+    expected = a.T.astype(np.float64) @ b[:, :COLUMNS]
+    _one_block(depth, a.reshape(-1), b.reshape(-1), COLUMNS + 5, c.reshape(-1), COLUMNS + 3, False)
+    np.testing.assert_allclose(c[:, :COLUMNS], expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(c[:, COLUMNS:], 7.0)  # nothing past the block is written
+    _one_block(depth, a.reshape(-1), b.reshape(-1), COLUMNS + 5, c.reshape(-1), COLUMNS + 3, True)
+    np.testing.assert_allclose(c[:, :COLUMNS], 2 * expected, rtol=1e-5, atol=1e-5)
+
+
+def test_packing_layouts() -> None:
+    w = np.arange(7 * 3, dtype=np.float32).reshape(7, 3)
+    packed = pack_weights(w)
+    assert packed.shape == (2, 3, ROWS)
+    np.testing.assert_array_equal(packed[0], w[:ROWS].T)
+    np.testing.assert_array_equal(packed[1, :, 0], w[ROWS])
+    np.testing.assert_array_equal(packed[1, :, 1:], 0.0)  # the padding rows of the last block
+    b = np.arange(2 * 20, dtype=np.float32).reshape(2, 20)
+    panels = np.full(2 * 2 * COLUMNS, np.nan, dtype=np.float32)
+    pack_panels(b.reshape(-1), 0, 20, 2, 20, panels)
+    np.testing.assert_array_equal(panels[: 2 * COLUMNS].reshape(2, COLUMNS), b[:, :COLUMNS])
+    tail = panels[2 * COLUMNS :].reshape(2, COLUMNS)
+    np.testing.assert_array_equal(tail[:, :4], b[:, COLUMNS:])
+    np.testing.assert_array_equal(tail[:, 4:], 0.0)
+
+
+@SETTINGS
+@given(
+    rows=st.integers(1, 2 * packed_gemm.ROW_BLOCK + 7),
+    depth=st.integers(1, 2 * packed_gemm.DEPTH_BLOCK + 3),
+    width=st.integers(1, packed_gemm.COLUMN_BLOCK + 2 * COLUMNS + 1),
+    first_block=st.integers(0, 3),
+    seed=st.integers(0, 2**16),
+)
+def test_packed_gemm_matches_numpy(rows: int, depth: int, width: int, first_block: int, seed: int) -> None:
+    """C[m0:m1] = W[m0:m1] @ B for a row range starting on a block boundary, B and C read and
+    written at offsets inside wider arrays (nothing outside the range is touched)."""
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((rows, depth), dtype=np.float32)
+    b = rng.standard_normal((depth, width + 3), dtype=np.float32)
+    c = np.full((rows, width + 2), np.nan, dtype=np.float32)
+    m0 = min(first_block * ROWS, (rows - 1) // ROWS * ROWS)
+    packed_gemm.packed_gemm(
+        pack_weights(w).reshape(-1), depth, m0, rows, b.reshape(-1), 1, width + 3, width,
+        c.reshape(-1), 1, width + 2, np.empty(SCRATCH, dtype=np.float32),
+    )  # fmt: skip
+    expected = w[m0:].astype(np.float64) @ b[:, 1 : width + 1]
+    scale = np.abs(w[m0:]).astype(np.float64) @ np.abs(b[:, 1 : width + 1])
+    assert np.all(np.abs(c[m0:, 1 : width + 1] - expected) <= 1e-5 * scale + 1e-6)
+    assert np.isnan(c[:m0]).all() and np.isnan(c[:, 0]).all() and np.isnan(c[:, width + 1]).all()
+
+
+@st.composite
+def packed_conv_cases(draw: st.DrawFn) -> dict[str, Any]:
+    """Convolutions big enough to cross the GEMM's depth and column blocks, with groups, strides,
+    dilation, padding, 1x1 layers and every activation."""
+    group = draw(st.sampled_from([1, 1, 2, 3]))
+    pointwise = draw(st.booleans())
+    kernel = (1, 1) if pointwise else (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
+    strides = (1, 1) if pointwise else (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    dilations = (1, 1) if pointwise else (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    pads = (0, 0, 0, 0) if pointwise else tuple(draw(st.integers(0, 2)) for _ in range(4))
+    in_channels = group * draw(st.integers(1, 40))
+    out_channels = group * draw(st.integers(1, 30))
+    spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    height = draw(st.integers(max(1, spans[0] - pads[0] - pads[2]), 24))
+    width = draw(st.integers(max(1, spans[1] - pads[1] - pads[3]), 24))
+    activation = draw(st.sampled_from(["none", "relu", "leaky_relu", "clip", "sigmoid", "hard_swish"]))
+    return {
+        "x_shape": (draw(st.integers(1, 2)), in_channels, height, width),
+        "w_shape": (out_channels, in_channels // group, *kernel),
+        "geometry": {
+            "kernel_shape": kernel,
+            "strides": strides,
+            "dilations": dilations,
+            "pads": pads,
+            "group": group,
+        },
+        "activation": activation,
+        "bias": draw(st.booleans()),
+        "threads": draw(st.sampled_from([1, 2])),
+        "seed": draw(st.integers(0, 2**16)),
+    }
+
+
+def check_packed_conv(case: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The node planned with the packed kernel forced (as if BLAS could not be called)."""
+    rng = np.random.default_rng(case["seed"])
+    x = rng.standard_normal(case["x_shape"], dtype=np.float32)
+    w = rng.standard_normal(case["w_shape"], dtype=np.float32)
+    b = rng.standard_normal(case["w_shape"][0], dtype=np.float32) if case["bias"] else None
+    plain = ConvAttrs(**case["geometry"])
+    if case["activation"] == "none":
+        op, attrs = "Conv", plain
+    else:
+        op = "FusedConv"
+        attrs = FusedConvAttrs(
+            **case["geometry"], activation=case["activation"], negative_slope=0.1, low=0, high=6
+        )
+    inputs = [x, w] if b is None else [x, w, b]
+    constants = tuple(range(1, len(inputs)))
+    monkeypatch.setattr("edgecnn.kernels.cpu.blas.AVAILABLE", False)
+    monkeypatch.setattr(conv_packed, "CONV_GEMM_GRAIN", 0)  # small layers threaded too
+    actual, kernel = fast_run(op, attrs, inputs, constants, case["threads"])
+    assert kernel == ("depthwise" if case["geometry"]["group"] == case["x_shape"][1] > 1 else "packed_gemm")
+    expected = reference_run(op, attrs, inputs, constants)
+    magnitude = conv(plain, np.abs(x), np.abs(w), None if b is None else np.abs(b)).max()
+    assert_matches(actual, expected, magnitude)
+
+
+@SETTINGS
+@given(packed_conv_cases())
+def test_packed_conv_matches_reference(case: dict[str, Any]) -> None:
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        check_packed_conv(case, monkeypatch)
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "geometry"),
+    [
+        ((1, 40, 30, 30), (70, 40, 3, 3), {"kernel_shape": (3, 3), "pads": (1, 1, 1, 1)}),  # depth 360
+        ((1, 300, 7, 7), (130, 300, 1, 1), {"kernel_shape": (1, 1)}),  # 1x1, 2 depth blocks, row split
+        ((2, 3, 41, 37), (17, 3, 7, 7), {"kernel_shape": (7, 7), "strides": (2, 2), "pads": (3, 3, 3, 3)}),
+    ],
+)
+def test_packed_conv_on_model_sized_layers(
+    x_shape: tuple[int, ...],
+    w_shape: tuple[int, ...],
+    geometry: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    case = {
+        "x_shape": x_shape,
+        "w_shape": w_shape,
+        "geometry": {**geometry, "group": 1},
+        "activation": "relu",
+        "bias": True,
+        "threads": 2,
+        "seed": 5,
+    }
+    check_packed_conv(case, monkeypatch)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 4])
+@pytest.mark.parametrize(
+    ("products", "rows", "pixels"), [(1, 512, 49), (1, 64, 3136), (2, 7, 5), (3, 100, 300)]
+)
+def test_packed_tiles_cover_the_layer(products: int, rows: int, pixels: int, threads: int) -> None:
+    row_step, pixel_step, workers = conv_packed.packed_tiles(products, rows, pixels, threads)
+    assert row_step % ROWS == 0 and row_step >= 1 and 1 <= pixel_step <= max(pixels, 1)
+    tasks = products * -(-rows // row_step) * -(-pixels // pixel_step)
+    assert 1 <= workers <= min(threads, tasks)
+    if threads > 1 and products * -(-pixels // packed_gemm.COLUMN_BLOCK) < threads and rows > ROWS:
+        assert tasks >= min(threads, -(-rows // ROWS))  # few pixel blocks: rows shared out
