@@ -13,9 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu import blas, tiling
 from edgecnn.kernels.cpu import conv as conv_kernels
 from edgecnn.kernels.cpu import threads as thread_budget
+from edgecnn.kernels.cpu.conv_setup import conv_setup
 from edgecnn.ops.common import AutoPad
 from edgecnn.ops.conv import ConvAttrs, conv
 from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
@@ -97,7 +99,17 @@ def expected_kernel(case: dict[str, Any]) -> str:
     unpadded = same or not any(geometry.get("pads", ()))
     if geometry["kernel_shape"] == (1, 1) and geometry.get("strides", (1, 1)) == (1, 1) and unpadded:
         return "gemm_1x1"
-    return "im2col_gemm"
+    return "direct_gemm" if direct_fits(case) else "im2col_gemm"
+
+
+def direct_fits(case: dict[str, Any]) -> bool:
+    """conv.when_direct's rule: shallow filters on maps whose rows fill the 16-pixel runs."""
+    types = [TensorType("float32", case["x_shape"]), TensorType("float32", case["w_shape"])]
+    setup = conv_setup(Node("Conv", "c", ["x", "w"], ["y"], ConvAttrs(**case["geometry"])), types)
+    assert setup is not None
+    depth = case["w_shape"][1] * case["w_shape"][2] * case["w_shape"][3]
+    runs = -(-setup.out[1] // 16) * 16
+    return depth <= conv_kernels.MAX_DIRECT_DEPTH and setup.out[1] >= conv_kernels.MIN_DIRECT_FILL * runs
 
 
 def check_conv(case: dict[str, Any]) -> str:

@@ -1,11 +1,12 @@
-"""The packed-weight GEMM (microkernel.py, packed_gemm.py) and the conv kernel built on it
-(conv_packed.py) against numpy: random shapes across every block edge (ROWS, COLUMNS, the depth,
-row and column blocks), accumulation, and whole convolutions with groups, strides, padding,
-dilation and activations on 1 and 2 threads."""
+"""The micro-kernel (microkernel.py), the packed-weight GEMM (packed_gemm.py) and the two conv
+kernels built on them (conv_packed.py, conv_direct.py) against numpy: random shapes across every
+block edge (ROWS, COLUMNS, the depth, row and column blocks), accumulation, and whole convolutions
+with groups, strides, padding, dilation and activations on 1 and 2 threads."""
 
 from __future__ import annotations
 
 from typing import Any
+from unittest import mock
 
 import numba
 import numpy as np
@@ -13,9 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgecnn.kernels.cpu import conv_packed, packed_gemm
+from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu import conv_direct, conv_packed, packed_gemm
+from edgecnn.kernels.cpu.conv_direct import DirectConv
 from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, micro_kernel
 from edgecnn.kernels.cpu.packed_gemm import SCRATCH, pack_panels, pack_weights
+from edgecnn.kernels.cpu.threads import cpu_threads
 from edgecnn.ops.conv import ConvAttrs, conv
 from edgecnn.ops.fused import FusedConvAttrs
 from kernels.support import assert_matches, fast_run, reference_run
@@ -23,11 +27,19 @@ from kernels.support import assert_matches, fast_run, reference_run
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@numba.njit(cache=True)
+@numba.njit
 def _one_block(
-    depth: int, a: np.ndarray, b: np.ndarray, ldb: int, c: np.ndarray, ldc: int, add: bool
+    depth: int,
+    a: np.ndarray,
+    b: np.ndarray,
+    ldb: int,
+    c: np.ndarray,
+    ldc: int,
+    add: bool,
+    count: int,
+    width: int,
 ) -> None:
-    micro_kernel(depth, a, 0, b, 0, ldb, c, 0, ldc, add)  # an intrinsic: callable from compiled code only
+    micro_kernel(depth, a, 0, b, 0, ldb, c, 0, ldc, add, count, width)  # an intrinsic: compiled callers only
 
 
 def test_micro_kernel_stores_or_adds_one_block() -> None:
@@ -37,20 +49,41 @@ def test_micro_kernel_stores_or_adds_one_block() -> None:
     b = rng.standard_normal((depth, COLUMNS + 5), dtype=np.float32)  # ldb wider than the block
     c = np.full((ROWS, COLUMNS + 3), 7.0, dtype=np.float32)
     expected = a.T.astype(np.float64) @ b[:, :COLUMNS]
-    _one_block(depth, a.reshape(-1), b.reshape(-1), COLUMNS + 5, c.reshape(-1), COLUMNS + 3, False)
+    _one_block(
+        depth, a.reshape(-1), b.reshape(-1), COLUMNS + 5, c.reshape(-1), COLUMNS + 3, False, ROWS, COLUMNS
+    )
     np.testing.assert_allclose(c[:, :COLUMNS], expected, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(c[:, COLUMNS:], 7.0)  # nothing past the block is written
-    _one_block(depth, a.reshape(-1), b.reshape(-1), COLUMNS + 5, c.reshape(-1), COLUMNS + 3, True)
+    _one_block(
+        depth, a.reshape(-1), b.reshape(-1), COLUMNS + 5, c.reshape(-1), COLUMNS + 3, True, ROWS, COLUMNS
+    )
     np.testing.assert_allclose(c[:, :COLUMNS], 2 * expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize(("count", "width"), [(ROWS, 5), (2, COLUMNS), (1, 1), (ROWS - 1, COLUMNS - 1)])
+def test_micro_kernel_writes_only_inside_a_cut_block(count: int, width: int) -> None:
+    rng = np.random.default_rng(count * 100 + width)
+    depth = 9
+    a = rng.standard_normal((depth, ROWS), dtype=np.float32)
+    b = rng.standard_normal((depth, COLUMNS), dtype=np.float32)
+    c = np.full((ROWS, COLUMNS), 3.0, dtype=np.float32)
+    expected = np.full((ROWS, COLUMNS), 3.0)
+    expected[:count, :width] += (a.T.astype(np.float64) @ b)[:count, :width]
+    _one_block(depth, a.reshape(-1), b.reshape(-1), COLUMNS, c.reshape(-1), COLUMNS, True, count, width)
+    np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-5)
+
+
 def test_packing_layouts() -> None:
-    w = np.arange(7 * 3, dtype=np.float32).reshape(7, 3)
+    depth = packed_gemm.DEPTH_BLOCK + 3
+    w = np.arange(7 * depth, dtype=np.float32).reshape(7, depth)
     packed = pack_weights(w)
-    assert packed.shape == (2, 3, ROWS)
-    np.testing.assert_array_equal(packed[0], w[:ROWS].T)
-    np.testing.assert_array_equal(packed[1, :, 0], w[ROWS])
-    np.testing.assert_array_equal(packed[1, :, 1:], 0.0)  # the padding rows of the last block
+    assert packed.shape == (2 * ROWS * depth,)
+    first = packed[: 2 * ROWS * packed_gemm.DEPTH_BLOCK].reshape(2, packed_gemm.DEPTH_BLOCK, ROWS)
+    np.testing.assert_array_equal(first[0], w[:ROWS, : packed_gemm.DEPTH_BLOCK].T)
+    np.testing.assert_array_equal(first[1, :, 0], w[ROWS, : packed_gemm.DEPTH_BLOCK])
+    np.testing.assert_array_equal(first[1, :, 1:], 0.0)  # the padding rows of the last block
+    second = packed[2 * ROWS * packed_gemm.DEPTH_BLOCK :].reshape(2, 3, ROWS)  # the 3-step depth block
+    np.testing.assert_array_equal(second[0], w[:ROWS, packed_gemm.DEPTH_BLOCK :].T)
     b = np.arange(2 * 20, dtype=np.float32).reshape(2, 20)
     panels = np.full(2 * 2 * COLUMNS, np.nan, dtype=np.float32)
     pack_panels(b.reshape(-1), 0, 20, 2, 20, panels)
@@ -77,7 +110,7 @@ def test_packed_gemm_matches_numpy(rows: int, depth: int, width: int, first_bloc
     c = np.full((rows, width + 2), np.nan, dtype=np.float32)
     m0 = min(first_block * ROWS, (rows - 1) // ROWS * ROWS)
     packed_gemm.packed_gemm(
-        pack_weights(w).reshape(-1), depth, m0, rows, b.reshape(-1), 1, width + 3, width,
+        pack_weights(w), depth, m0, rows, b.reshape(-1), 1, width + 3, width,
         c.reshape(-1), 1, width + 2, np.empty(SCRATCH, dtype=np.float32),
     )  # fmt: skip
     expected = w[m0:].astype(np.float64) @ b[:, 1 : width + 1]
@@ -149,6 +182,28 @@ def check_packed_conv(case: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> 
 def test_packed_conv_matches_reference(case: dict[str, Any]) -> None:
     with pytest.MonkeyPatch.context() as monkeypatch:
         check_packed_conv(case, monkeypatch)
+
+
+@SETTINGS
+@given(packed_conv_cases())
+def test_direct_conv_matches_reference(case: dict[str, Any]) -> None:
+    """conv_direct's kernel on every geometry the heuristic might give it or `edgecnn tune` pick:
+    output rows cut inside a 16-pixel run, strides that split the frame's columns, dilation."""
+    rng = np.random.default_rng(case["seed"])
+    x = rng.standard_normal(case["x_shape"], dtype=np.float32)
+    w = rng.standard_normal(case["w_shape"], dtype=np.float32)
+    b = rng.standard_normal(case["w_shape"][0], dtype=np.float32)
+    attrs = FusedConvAttrs(
+        **case["geometry"], activation=case["activation"], negative_slope=0.1, low=0, high=6
+    )
+    node = Node("FusedConv", "conv", ["x", "w", "b"], ["y"], attrs)
+    types = [TensorType("float32", x.shape), TensorType("float32", w.shape), TensorType("float32", b.shape)]
+    kernel = DirectConv(node, types, [None, w, b])
+    with mock.patch.object(conv_direct, "CONV_GEMM_GRAIN", 0), cpu_threads(case["threads"]):
+        actual = kernel(x)
+    expected = reference_run("FusedConv", attrs, [x, w, b], (1, 2))
+    magnitude = conv(ConvAttrs(**case["geometry"]), np.abs(x), np.abs(w), np.abs(b)).max()
+    assert_matches(actual, expected, magnitude)
 
 
 @pytest.mark.parametrize(

@@ -181,17 +181,28 @@ def test_candidates_are_every_kernel_that_can_run_the_layer() -> None:
         "packed_gemm",
         "winograd_f43",
         "winograd_f23",
+        "direct_gemm",
         "im2col_gemm",
     ]
     strided, types2, values2 = small_conv(strides=(2, 2))
-    assert [e.name for e in candidate_kernels(strided, types2, values2)] == ["packed_gemm", "im2col_gemm"]
+    assert [e.name for e in candidate_kernels(strided, types2, values2)] == [
+        "packed_gemm",
+        "direct_gemm",
+        "im2col_gemm",
+    ]
 
 
 def test_time_layer_measures_every_candidate(cache: Path) -> None:
     node, types, values = small_conv()
     timings = time_layers([(node, types, values)], threads=1)
     (timing,) = timings
-    assert set(timing.times_ms) == {"packed_gemm", "winograd_f43", "winograd_f23", "im2col_gemm"}
+    assert set(timing.times_ms) == {
+        "packed_gemm",
+        "winograd_f43",
+        "winograd_f23",
+        "direct_gemm",
+        "im2col_gemm",
+    }
     assert all(t > 0 for t in timing.times_ms.values())
     assert timing.default == "im2col_gemm"
     assert timing.times_ms[timing.winner] == min(timing.times_ms.values())
@@ -209,7 +220,13 @@ def test_residual_conv_is_tuned_as_its_convolution(cache: Path) -> None:
     (timing,) = time_layers(steps, threads=1)
     inner = residual_conv_node(node)
     assert timing.key == tuning.layer_key(inner, types, values, "cpu", 1)
-    assert set(timing.times_ms) == {"packed_gemm", "winograd_f43", "winograd_f23", "im2col_gemm"}
+    assert set(timing.times_ms) == {
+        "packed_gemm",
+        "winograd_f43",
+        "winograd_f23",
+        "direct_gemm",
+        "im2col_gemm",
+    }
 
 
 def test_layers_with_one_candidate_are_skipped() -> None:

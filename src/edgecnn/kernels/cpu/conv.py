@@ -19,6 +19,7 @@ import numpy as np
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu import blas
 from edgecnn.kernels.cpu.common import constant_float32, scratch, single_output
+from edgecnn.kernels.cpu.conv_direct import DirectConv
 from edgecnn.kernels.cpu.conv_gemm import conv_gemm_2d, conv_gemm_2d_serial
 from edgecnn.kernels.cpu.conv_packed import PackedConv
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, conv_setup
@@ -33,6 +34,13 @@ from edgecnn.kernels.cpu.threads import (
 )
 from edgecnn.kernels.cpu.tiling import Tiling, plan_tiles, prefer_rows
 from edgecnn.kernels.registry import register_kernel
+
+MAX_DIRECT_DEPTH, MIN_DIRECT_FILL = 320, 0.9
+"""``when_direct``'s thresholds, from benchmarks/conv_gap.py's per-layer tables (docs/conv-gap.md,
+2 threads): the direct kernel beat im2col + BLAS by 8-30% on ResNet's 7x7/2 stem (depth 147),
+SimpleCNN's three layers (27-288) and tiny-YOLO's first three (27-288, maps 448-112 wide); it lost
+4-13% at depth 576 (ResNet's 64->128 3x3/2) and on maps whose rows leave 14-16% of the 16-pixel
+runs empty (SqueezeNet's 55- and 27-wide layers)."""
 
 
 def _compiled(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
@@ -64,6 +72,18 @@ def when_blas(node: Node, types: Sequence[TensorType | None], values: Sequence[n
 def can_pack(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
     """The packed-weight GEMM can run the layer (every compiled conv but depthwise)."""
     return _compiled(node, types, values) and not conv_setup(node, types).depthwise  # type: ignore[union-attr]
+
+
+def when_direct(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
+    """The direct kernel (conv_direct.py) where im2col costs most and its 16-pixel runs waste
+    little: shallow filters (MAX_DIRECT_DEPTH taps x channels) on maps whose rows fill the runs."""
+    if not can_pack(node, types, values):
+        return False
+    s = conv_setup(node, types)
+    assert s is not None
+    depth = s.in_channels // s.group * s.kernel[0] * s.kernel[1]
+    runs = -(-s.out[1] // 16) * 16
+    return not s.pointwise and depth <= MAX_DIRECT_DEPTH and s.out[1] >= MIN_DIRECT_FILL * runs
 
 
 def when_packed(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
@@ -189,5 +209,6 @@ class Depthwise(ConvKernel):
 for _op in ("Conv", "FusedConv"):
     register_kernel(_op, when=when_depthwise, priority=30, name="depthwise")(Depthwise)
     register_kernel(_op, when=when_packed, priority=25, name="packed_gemm", applies=can_pack)(PackedConv)
+    register_kernel(_op, when=when_direct, priority=12, name="direct_gemm", applies=can_pack)(DirectConv)
     register_kernel(_op, when=when_pointwise, priority=20, name="gemm_1x1")(TiledConvGemm)
     register_kernel(_op, when=when_blas, priority=10, name="im2col_gemm")(TiledConvGemm)

@@ -60,7 +60,8 @@ def _packed_tasks(
     worker: int,
     workers: int,
     x: np.ndarray,  # (N, C, H, W)
-    packed: np.ndarray,  # (G, blocks, Kg, ROWS): pack_weights per group
+    packed: np.ndarray,  # (G, Kg * ceil(Mg / ROWS) * ROWS): pack_weights per group
+    depth: int,  # Kg
     bias: np.ndarray,
     has_bias: bool,
     kernel_h: int,
@@ -78,12 +79,12 @@ def _packed_tasks(
     high: float,
     row_step: int,  # output channels per tile (a multiple of ROWS)
     pixel_step: int,  # output pixels per tile
-    buffers: np.ndarray,  # (workers, scratch floats) per worker: rows block, panels, edge block
+    buffers: np.ndarray,  # (workers, scratch floats) per worker: panels, rows block
     out: np.ndarray,  # (N, M, OH, OW), written
 ) -> None:
     """Tasks worker, worker + workers, ... of the layer's tiles."""
     batch, channels, height, width = x.shape
-    groups, depth = packed.shape[0], packed.shape[2]
+    groups = packed.shape[0]
     in_per_group = channels // groups
     out_channels = out.shape[1]
     out_per_group = out_channels // groups
@@ -93,13 +94,13 @@ def _packed_tasks(
     out_rows = out.reshape(batch, out_channels, pixels)
     x_flat = x.reshape(-1)
     c_flat = out.reshape(-1)
+    blocks = (out_per_group + ROWS - 1) // ROWS
     row_tiles = (out_per_group + row_step - 1) // row_step
     pixel_tiles = (pixels + pixel_step - 1) // pixel_step
     tasks = batch * groups * row_tiles * pixel_tiles
     buffer = buffers[worker]
-    block = buffer[: ROWS * COLUMNS]
-    panels = buffer[ROWS * COLUMNS : ROWS * COLUMNS + DEPTH_BLOCK * _panel_width(pixel_step)]
-    rows_block = buffer[ROWS * COLUMNS + DEPTH_BLOCK * _panel_width(pixel_step) :]
+    panels = buffer[: DEPTH_BLOCK * _panel_width(pixel_step)]
+    rows_block = buffer[DEPTH_BLOCK * _panel_width(pixel_step) :]
     for task in range(worker, tasks, workers):
         p_tile = task % pixel_tiles
         rest = task // pixel_tiles
@@ -112,7 +113,7 @@ def _packed_tasks(
         span = p1 - p0
         m0 = m_tile * row_step
         m1 = min(m0 + row_step, out_per_group)
-        weights = packed[g].reshape(-1)
+        weights = packed[g]
         image = x[n, g * in_per_group : (g + 1) * in_per_group]
         first_channel = g * out_per_group
         c_off = (n * out_channels + first_channel) * pixels + p0
@@ -141,7 +142,7 @@ def _packed_tasks(
                     rows,
                 )
                 pack_panels(rows_block, 0, span, steps, span, panels)
-            gemm_panels(weights, depth, k0, steps, m0, m1, panels, span, c_flat, c_off, pixels, k0 > 0, block)
+            gemm_panels(weights, blocks, k0, steps, m0, m1, panels, span, c_flat, c_off, pixels, k0 > 0)
         if has_bias or kind != 0:
             rows_epilogue(
                 out_rows[n],
@@ -164,13 +165,14 @@ def _panel_width(pixel_step: int) -> int:
 
 
 def scratch_floats(pixel_step: int) -> int:
-    """Floats of scratch one worker needs: the edge block, the panels and the rows block."""
-    return ROWS * COLUMNS + DEPTH_BLOCK * (_round_up(pixel_step, COLUMNS) + pixel_step)
+    """Floats of scratch one worker needs: the panels and the rows block."""
+    return DEPTH_BLOCK * (_round_up(pixel_step, COLUMNS) + pixel_step)
 
 
 def _packed_conv_2d(
     x: np.ndarray,
     packed: np.ndarray,
+    depth: int,
     bias: np.ndarray,
     has_bias: bool,
     kernel_h: int,
@@ -199,6 +201,7 @@ def _packed_conv_2d(
             workers,
             x,
             packed,
+            depth,
             bias,
             has_bias,
             kernel_h,
@@ -225,7 +228,7 @@ packed_conv_2d, packed_conv_2d_serial = parallel_and_serial(_packed_conv_2d, "pa
 
 
 def pack_conv_weights(weights: np.ndarray, setup: ConvSetup) -> np.ndarray:
-    """(M, Cg, KH, KW) -> (G, blocks, Kg, ROWS): each group's (Mg, Kg) matrix packed."""
+    """(M, Cg, KH, KW) -> (G, packed size): each group's (Mg, Kg) matrix packed."""
     groups = setup.group
     per_group = weights.reshape(groups, setup.out_channels // groups, -1).astype(np.float32, copy=False)
     return np.ascontiguousarray(np.stack([pack_weights(per_group[g]) for g in range(groups)]))
@@ -240,8 +243,8 @@ class PackedConv(ConvKernel):
         w = values[1]
         assert w is not None
         self.packed = pack_conv_weights(w, s)
-        depth = self.packed.shape[2]
-        self.small = s.batch * s.out_channels * self.pixels * depth < CONV_GEMM_GRAIN
+        self.depth = s.in_channels // s.group * s.kernel[0] * s.kernel[1]
+        self.small = s.batch * s.out_channels * self.pixels * self.depth < CONV_GEMM_GRAIN
         self._tiles: dict[int, tuple[int, int, int]] = {}
 
     def tiles(self, threads: int) -> tuple[int, int, int]:
@@ -267,6 +270,7 @@ class PackedConv(ConvKernel):
         kernel(
             np.ascontiguousarray(x),
             self.packed,
+            self.depth,
             self.bias,
             self.has_bias,
             s.kernel[0],

@@ -28,27 +28,30 @@ COLUMNS = LANES * VECTORS
 """Columns of C per call: two 8-float vectors."""
 
 
+def _c_offset(builder: ir.IRBuilder, c_off: ir.Value, ldc: ir.Value, row: int, column: int) -> ir.Value:
+    index = c_off.type
+    return builder.add(
+        c_off, builder.add(builder.mul(ldc, ir.Constant(index, row)), ir.Constant(index, column))
+    )
+
+
 def _vector_pointer(
     builder: ir.IRBuilder, base: ir.Value, index: ir.Value, vector: ir.VectorType
 ) -> ir.Value:
     return builder.bitcast(builder.gep(base, [index]), vector.as_pointer())
 
 
-@intrinsic
-def micro_kernel(typingctx, depth, a, a_off, b, b_off, ldb, c, c_off, ldc, accumulate):
-    """micro_kernel(depth, a, a_off, b, b_off, ldb, c, c_off, ldc, accumulate): one ROWS x COLUMNS
-    block of C = A @ B over ``depth`` steps, added to C if ``accumulate`` else stored. a, b, c are
-    1-D float32 arrays; offsets and strides count floats. No bounds checks: the caller's loops
-    guarantee every index is inside its array."""
-    signature = types.void(depth, a, a_off, b, b_off, ldb, c, c_off, ldc, accumulate)
+def _codegen(offsets: bool):
+    """The kernel's LLVM code: B's row k at b_off + k*ldb, or at b_off + offsets[k] (``offsets``)."""
 
     def codegen(context, builder, sig, args):
-        depth_v, a_v, a_off_v, b_v, b_off_v, ldb_v, c_v, c_off_v, ldc_v, accumulate_v = args
+        depth_v, a_v, a_off_v, b_v, b_off_v, ldb_v, c_v, c_off_v, ldc_v, accumulate_v, count_v, width_v = args
         vector = ir.VectorType(ir.FloatType(), LANES)
         index = a_off_v.type
         a_ptr = context.make_array(sig.args[1])(context, builder, a_v).data
         b_ptr = context.make_array(sig.args[3])(context, builder, b_v).data
         c_ptr = context.make_array(sig.args[6])(context, builder, c_v).data
+        rows_ptr = context.make_array(sig.args[5])(context, builder, ldb_v).data if offsets else None
         fma = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(vector, [vector, vector, vector]), "llvm.fma.v8f32"
         )
@@ -57,7 +60,10 @@ def micro_kernel(typingctx, depth, a, a_off, b, b_off, ldb, c, c_off, ldc, accum
         sums = [[cgutils.alloca_once_value(builder, zero) for _ in range(VECTORS)] for _ in range(ROWS)]
         with cgutils.for_range(builder, depth_v) as loop:
             k = builder.sext(loop.index, index) if loop.index.type != index else loop.index
-            b_row = builder.add(b_off_v, builder.mul(k, ldb_v))
+            if offsets:
+                b_row = builder.add(b_off_v, builder.load(builder.gep(rows_ptr, [k])))
+            else:
+                b_row = builder.add(b_off_v, builder.mul(k, ldb_v))
             columns = [
                 builder.load(
                     _vector_pointer(
@@ -76,16 +82,55 @@ def micro_kernel(typingctx, depth, a, a_off, b, b_off, ldb, c, c_off, ldc, accum
                     total = builder.call(fma, [broadcast, columns[v], builder.load(sums[r][v])])
                     builder.store(total, sums[r][v])
         add = builder.icmp_unsigned("!=", accumulate_v, ir.Constant(accumulate_v.type, 0))
-        for r in range(ROWS):
-            for v in range(VECTORS):
-                offset = builder.add(
-                    c_off_v,
-                    builder.add(builder.mul(ldc_v, ir.Constant(index, r)), ir.Constant(index, v * LANES)),
-                )
-                target = _vector_pointer(builder, c_ptr, offset, vector)
-                value = builder.load(sums[r][v])
-                total = builder.fadd(builder.load(target, align=4), value)
-                builder.store(builder.select(add, total, value), target, align=4)
+        whole = builder.and_(
+            builder.icmp_signed("==", count_v, ir.Constant(count_v.type, ROWS)),
+            builder.icmp_signed("==", width_v, ir.Constant(width_v.type, COLUMNS)),
+        )
+        with builder.if_else(whole) as (then, otherwise):
+            with then:  # the whole block: vector stores
+                for r in range(ROWS):
+                    for v in range(VECTORS):
+                        target = _vector_pointer(
+                            builder, c_ptr, _c_offset(builder, c_off_v, ldc_v, r, v * LANES), vector
+                        )
+                        value = builder.load(sums[r][v])
+                        total = builder.fadd(builder.load(target, align=4), value)
+                        builder.store(builder.select(add, total, value), target, align=4)
+            with otherwise:  # cut by C's edge: one guarded store per value inside it
+                for r in range(ROWS):
+                    for j in range(COLUMNS):
+                        inside = builder.and_(
+                            builder.icmp_signed(">", count_v, ir.Constant(count_v.type, r)),
+                            builder.icmp_signed(">", width_v, ir.Constant(width_v.type, j)),
+                        )
+                        with builder.if_then(inside):
+                            target = builder.gep(c_ptr, [_c_offset(builder, c_off_v, ldc_v, r, j)])
+                            value = builder.extract_element(
+                                builder.load(sums[r][j // LANES]), ir.Constant(ir.IntType(32), j % LANES)
+                            )
+                            total = builder.fadd(builder.load(target), value)
+                            builder.store(builder.select(add, total, value), target)
         return context.get_dummy_value()
 
-    return signature, codegen
+    return codegen
+
+
+@intrinsic
+def micro_kernel(typingctx, depth, a, a_off, b, b_off, ldb, c, c_off, ldc, accumulate, count, width):
+    """micro_kernel(depth, a, a_off, b, b_off, ldb, c, c_off, ldc, accumulate, count, width): one
+    ROWS x COLUMNS block of C = A @ B over ``depth`` steps, added to C if ``accumulate`` else stored;
+    only its first ``count`` rows and ``width`` columns are written (a block cut by C's edge is
+    still computed whole: A's padding rows are zeros, B's columns past the edge must be readable).
+    a, b, c are 1-D float32 arrays; offsets and strides count floats. No bounds checks: the
+    caller's loops guarantee every index is inside its array."""
+    signature = types.void(depth, a, a_off, b, b_off, ldb, c, c_off, ldc, accumulate, count, width)
+    return signature, _codegen(False)
+
+
+@intrinsic
+def micro_kernel_rows(typingctx, depth, a, a_off, b, b_off, rows, c, c_off, ldc, accumulate, count, width):
+    """micro_kernel with B's row k at b[b_off + rows[k]] (``rows``: 1-D int64 array): a convolution
+    reads its taps straight from the (padded) image, each tap's row of 16 output pixels one
+    contiguous run, without an im2col matrix (conv_direct.py)."""
+    signature = types.void(depth, a, a_off, b, b_off, rows, c, c_off, ldc, accumulate, count, width)
+    return signature, _codegen(True)

@@ -25,19 +25,27 @@ ROW_BLOCK = 16 * ROWS
 COLUMN_BLOCK = 16 * COLUMNS
 """NC: columns of the right operand packed per pass (256 x 256 floats: 256 KiB, within L2)."""
 
-SCRATCH = ROWS * COLUMNS + DEPTH_BLOCK * COLUMN_BLOCK
-"""Floats of scratch packed_gemm needs: one C block and the packed panels of one pass."""
+SCRATCH = DEPTH_BLOCK * COLUMN_BLOCK
+"""Floats of scratch packed_gemm needs: the packed panels of one pass."""
 
 
-def pack_weights(weights: np.ndarray, lanes: int = ROWS) -> np.ndarray:
-    """(M, K) -> (ceil(M / lanes), K, lanes) float32: each block of ``lanes`` rows stored
-    depth-major, the last block padded with zero rows (their products are computed, never stored).
-    lanes = ROWS: the micro-kernel's left operand; lanes = COLUMNS: its right operand (C^T = B^T W^T)."""
+def pack_weights(weights: np.ndarray) -> np.ndarray:
+    """(M, K) -> flat float32, one DEPTH_BLOCK of depth after another; within a depth block of
+    ``steps``, ceil(M / ROWS) row blocks of (steps x ROWS), each row block stored depth-major. The
+    last row block is padded with zero rows (their products are computed and never stored).
+
+    Why this order: a pass over one depth block reads its row blocks in turn, so the weights stream
+    from memory as one sequence (a per-row-block layout put ResNet's 512 x 4608 weights' blocks of one
+    pass 110 KiB apart, each a separate DRAM stream)."""
     rows, depth = weights.shape
-    blocks = -(-rows // lanes)
-    padded = np.zeros((blocks * lanes, depth), dtype=np.float32)
+    blocks = -(-rows // ROWS)
+    padded = np.zeros((blocks * ROWS, depth), dtype=np.float32)
     padded[:rows] = weights
-    return np.ascontiguousarray(padded.reshape(blocks, lanes, depth).transpose(0, 2, 1))
+    parts = [
+        padded[:, k0 : k0 + DEPTH_BLOCK].reshape(blocks, ROWS, -1).transpose(0, 2, 1).reshape(-1)
+        for k0 in range(0, depth, DEPTH_BLOCK)
+    ]
+    return np.ascontiguousarray(np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32))
 
 
 @numba.njit(cache=True)
@@ -68,9 +76,9 @@ def pack_panels(
 
 @numba.njit(cache=True)
 def gemm_panels(
-    packed: np.ndarray,  # (blocks, K, ROWS) from pack_weights, flattened
-    depth: int,  # K
-    k0: int,  # first depth step of this pass
+    packed: np.ndarray,  # from pack_weights
+    blocks: int,  # row blocks of the packed weights: ceil(M / ROWS)
+    k0: int,  # first depth step of this pass (a multiple of DEPTH_BLOCK)
     steps: int,  # depth steps in this pass
     m0: int,  # first row of C (a multiple of ROWS)
     m1: int,  # end of C's rows
@@ -80,7 +88,6 @@ def gemm_panels(
     c_off: int,
     ldc: int,
     accumulate: bool,  # add to C (every pass after the first) or store
-    block: np.ndarray,  # >= ROWS * COLUMNS floats: where blocks cut by C's edges are computed
 ) -> None:
     """C[m0:m1, :width] (+)= W[m0:m1, k0:k0+steps] @ panels, ROWS x COLUMNS blocks at a time."""
     for mc0 in range(m0, m1, ROW_BLOCK):
@@ -89,26 +96,17 @@ def gemm_panels(
             columns = min(COLUMNS, width - j0)
             panel = j0 * steps
             for r0 in range(mc0, mc1, ROWS):
-                a_at = (r0 // ROWS) * depth * ROWS + k0 * ROWS
+                a_at = k0 * blocks * ROWS + (r0 // ROWS) * steps * ROWS
                 c_at = c_off + r0 * ldc + j0
                 rows = min(ROWS, mc1 - r0)
-                if rows == ROWS and columns == COLUMNS:
-                    micro_kernel(steps, packed, a_at, panels, panel, COLUMNS, c, c_at, ldc, accumulate)
-                    continue
-                micro_kernel(steps, packed, a_at, panels, panel, COLUMNS, block, 0, COLUMNS, False)
-                for r in range(rows):
-                    target = c_at + r * ldc
-                    if accumulate:
-                        for j in range(columns):
-                            c[target + j] += block[r * COLUMNS + j]
-                    else:
-                        for j in range(columns):
-                            c[target + j] = block[r * COLUMNS + j]
+                micro_kernel(
+                    steps, packed, a_at, panels, panel, COLUMNS, c, c_at, ldc, accumulate, rows, columns
+                )
 
 
 @numba.njit(cache=True)
 def packed_gemm(
-    packed: np.ndarray,  # (blocks, K, ROWS) from pack_weights, flattened
+    packed: np.ndarray,  # from pack_weights
     depth: int,  # K
     m0: int,  # first row of C (a multiple of ROWS)
     m1: int,  # end of C's rows
@@ -123,11 +121,11 @@ def packed_gemm(
 ) -> None:
     """C[m0:m1, :width] = W[m0:m1] @ B on the calling thread: blocks of COLUMN_BLOCK columns and
     DEPTH_BLOCK steps of B packed into panels, then multiplied."""
-    block = scratch[: ROWS * COLUMNS]
-    panels = scratch[ROWS * COLUMNS :]
+    panels = scratch
+    blocks = packed.size // max(depth * ROWS, 1)
     for n0 in range(0, width, COLUMN_BLOCK):
         n1 = min(n0 + COLUMN_BLOCK, width)
         for k0 in range(0, depth, DEPTH_BLOCK):
             steps = min(DEPTH_BLOCK, depth - k0)
             pack_panels(b, b_off + k0 * ldb + n0, ldb, steps, n1 - n0, panels)
-            gemm_panels(packed, depth, k0, steps, m0, m1, panels, n1 - n0, c, c_off + n0, ldc, k0 > 0, block)
+            gemm_panels(packed, blocks, k0, steps, m0, m1, panels, n1 - n0, c, c_off + n0, ldc, k0 > 0)
