@@ -103,12 +103,15 @@ def expected_kernel(case: dict[str, Any]) -> str:
 
 
 def direct_fits(case: dict[str, Any]) -> bool:
-    """conv.when_direct's rule: shallow filters on maps whose rows fill the 16-pixel runs."""
+    """conv.when_direct's rule: shallow filters on maps whose rows fill the 16-pixel runs, unless
+    im2col copies shifted rows (stride 1, output as wide as the input)."""
     types = [TensorType("float32", case["x_shape"]), TensorType("float32", case["w_shape"])]
     setup = conv_setup(Node("Conv", "c", ["x", "w"], ["y"], ConvAttrs(**case["geometry"])), types)
     assert setup is not None
     depth = case["w_shape"][1] * case["w_shape"][2] * case["w_shape"][3]
     runs = -(-setup.out[1] // 16) * 16
+    if setup.strides == (1, 1) and setup.out[1] == setup.width:
+        return False
     return depth <= conv_kernels.MAX_DIRECT_DEPTH and setup.out[1] >= conv_kernels.MIN_DIRECT_FILL * runs
 
 

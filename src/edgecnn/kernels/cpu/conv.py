@@ -36,11 +36,12 @@ from edgecnn.kernels.cpu.tiling import Tiling, plan_tiles, prefer_rows
 from edgecnn.kernels.registry import register_kernel
 
 MAX_DIRECT_DEPTH, MIN_DIRECT_FILL = 320, 0.9
-"""``when_direct``'s thresholds, from benchmarks/conv_gap.py's per-layer tables (docs/conv-gap.md,
-2 threads): the direct kernel beat im2col + BLAS by 8-30% on ResNet's 7x7/2 stem (depth 147),
-SimpleCNN's three layers (27-288) and tiny-YOLO's first three (27-288, maps 448-112 wide); it lost
-4-13% at depth 576 (ResNet's 64->128 3x3/2) and on maps whose rows leave 14-16% of the 16-pixel
-runs empty (SqueezeNet's 55- and 27-wide layers)."""
+"""``when_direct``'s thresholds, from benchmarks/conv_gap.py's per-layer tables and whole models
+timed both ways (docs/conv-gap.md, "Direct convolution"; 2 threads): the direct kernel beat im2col +
+BLAS on ResNet's 7x7/2 stem (depth 147) and SimpleCNN's layers (27-144); it lost at depth 576
+(ResNet's 64->128 3x3/2), on maps whose rows leave 14-16% of the 16-pixel runs empty (SqueezeNet's
+55- and 27-wide layers), and inside tiny-YOLO on its SAME stride-1 layers, where im2col is one
+shifted copy per row."""
 
 
 def _compiled(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
@@ -76,14 +77,21 @@ def can_pack(node: Node, types: Sequence[TensorType | None], values: Sequence[np
 
 def when_direct(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
     """The direct kernel (conv_direct.py) where im2col costs most and its 16-pixel runs waste
-    little: shallow filters (MAX_DIRECT_DEPTH taps x channels) on maps whose rows fill the runs."""
+    little: shallow filters (MAX_DIRECT_DEPTH taps x channels) on maps whose rows fill the runs,
+    except where im2col copies whole shifted rows (stride 1, output as wide as the input)."""
     if not can_pack(node, types, values):
         return False
     s = conv_setup(node, types)
     assert s is not None
     depth = s.in_channels // s.group * s.kernel[0] * s.kernel[1]
     runs = -(-s.out[1] // 16) * 16
-    return not s.pointwise and depth <= MAX_DIRECT_DEPTH and s.out[1] >= MIN_DIRECT_FILL * runs
+    shifted_rows = s.strides == (1, 1) and s.out[1] == s.width
+    return (
+        not s.pointwise
+        and not shifted_rows
+        and depth <= MAX_DIRECT_DEPTH
+        and s.out[1] >= MIN_DIRECT_FILL * runs
+    )
 
 
 def when_packed(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:

@@ -54,34 +54,44 @@ def tap_offsets(s: ConvSetup) -> np.ndarray:
 
 @numba.njit(cache=True)
 def fill_frame(x: np.ndarray, pad_top: int, pad_left: int, first: int, last: int, frame: np.ndarray) -> None:
-    """Planes first..last-1 (image * C + channel) of frame (N*C, rows, phases, columns) from x."""
+    """Rows first..last-1 of frame (N*C*rows, phases, columns) from x: row (plane, y) holds input row
+    y - pad_top of plane (image * C + channel), its columns split by phase, zeros outside the image."""
     height, width = x.shape[2], x.shape[3]
-    channels = x.shape[1]
-    rows, phases, columns = frame.shape[1], frame.shape[2], frame.shape[3]
+    rows, phases, columns = frame.shape[0] // (x.shape[0] * x.shape[1]), frame.shape[1], frame.shape[2]
+    planes = x.reshape(x.shape[0] * x.shape[1], height, width)
     zero = np.float32(0.0)
-    for plane in range(first, last):
-        n, c = plane // channels, plane % channels
-        for y in range(rows):
-            iy = y - pad_top
-            for q in range(phases):
-                target = frame[plane, y, q]
-                if iy < 0 or iy >= height:
-                    target[:] = zero
-                    continue
-                source = x[n, c, iy]
-                for j in range(columns):
-                    ix = j * phases + q - pad_left
-                    target[j] = source[ix] if 0 <= ix < width else zero
+    for r in range(first, last):
+        plane, y = r // rows, r % rows
+        iy = y - pad_top
+        for q in range(phases):
+            target = frame[r, q]
+            if iy < 0 or iy >= height:
+                target[:] = zero
+                continue
+            source = planes[plane, iy]
+            # columns j whose input column j*phases + q - pad_left lies in [0, width)
+            lo = min(max(0, (pad_left - q + phases - 1) // phases), columns)
+            hi = max(min(columns, (width + pad_left - q + phases - 1) // phases), lo)
+            target[:lo] = zero
+            start = lo * phases + q - pad_left
+            if phases == 1:
+                for j in range(hi - lo):
+                    target[lo + j] = source[start + j]
+            else:
+                for j in range(hi - lo):
+                    target[lo + j] = source[start + j * phases]
+            target[hi:] = zero
 
 
 @numba.njit(cache=True)
 def _direct_tasks(
     worker: int,
     workers: int,
-    frame: np.ndarray,  # (N*C, rows, phases, columns) from fill_frame
+    frame: np.ndarray,  # (N*C*rows, phases, columns) from fill_frame
     packed: np.ndarray,  # (G, packed size): pack_weights per group
     depth: int,  # Cg * KH * KW
     offsets: np.ndarray,  # (depth,) tap_offsets
+    frame_rows: int,  # rows of one channel's frame
     bias: np.ndarray,
     has_bias: bool,
     stride_h: int,
@@ -97,8 +107,8 @@ def _direct_tasks(
     batch, out_channels, out_h, out_w = out.shape
     groups = packed.shape[0]
     out_per_group = out_channels // groups
-    in_per_group = frame.shape[0] // batch // groups
-    rows, phases, columns = frame.shape[1], frame.shape[2], frame.shape[3]
+    rows, phases, columns = frame_rows, frame.shape[1], frame.shape[2]
+    in_per_group = frame.shape[0] // rows // batch // groups
     plane = rows * phases * columns
     pixels = out_h * out_w
     row_blocks = (out_per_group + ROWS - 1) // ROWS
@@ -174,6 +184,7 @@ def _direct_conv_2d(
     packed: np.ndarray,
     depth: int,
     offsets: np.ndarray,
+    frame_rows: int,
     bias: np.ndarray,
     has_bias: bool,
     stride_h: int,
@@ -187,9 +198,9 @@ def _direct_conv_2d(
     out: np.ndarray,
 ) -> None:
     """The frame filled by all workers, then every task (two parallel regions per layer)."""
-    planes = frame.shape[0]
+    rows = frame.shape[0]
     for worker in numba.prange(workers):
-        fill_frame(x, pad_top, pad_left, worker * planes // workers, (worker + 1) * planes // workers, frame)
+        fill_frame(x, pad_top, pad_left, worker * rows // workers, (worker + 1) * rows // workers, frame)
     for worker in numba.prange(workers):
         _direct_tasks(
             worker,
@@ -198,6 +209,7 @@ def _direct_conv_2d(
             packed,
             depth,
             offsets,
+            frame_rows,
             bias,
             has_bias,
             stride_h,
@@ -246,7 +258,8 @@ class DirectConv(ConvKernel):
         self.packed = np.ascontiguousarray(np.stack([pack_weights(per_group[g]) for g in range(groups)]))
         self.depth = per_group.shape[2]
         self.offsets = tap_offsets(s)
-        self.frame = (s.batch * s.in_channels, *frame_shape(s))
+        rows, phases, columns = frame_shape(s)
+        self.frame = (s.batch * s.in_channels * rows, phases, columns)
         self.small = s.batch * s.out_channels * self.pixels * self.depth < CONV_GEMM_GRAIN
         self._tiles: dict[int, tuple[int, int, int]] = {}
 
@@ -277,6 +290,7 @@ class DirectConv(ConvKernel):
             self.packed,
             self.depth,
             self.offsets,
+            self.frame[0] // (s.batch * s.in_channels),
             self.bias,
             self.has_bias,
             s.strides[0],

@@ -82,34 +82,39 @@ def _codegen(offsets: bool):
                     total = builder.call(fma, [broadcast, columns[v], builder.load(sums[r][v])])
                     builder.store(total, sums[r][v])
         add = builder.icmp_unsigned("!=", accumulate_v, ir.Constant(accumulate_v.type, 0))
-        whole = builder.and_(
-            builder.icmp_signed("==", count_v, ir.Constant(count_v.type, ROWS)),
-            builder.icmp_signed("==", width_v, ir.Constant(width_v.type, COLUMNS)),
-        )
-        with builder.if_else(whole) as (then, otherwise):
-            with then:  # the whole block: vector stores
-                for r in range(ROWS):
-                    for v in range(VECTORS):
-                        target = _vector_pointer(
-                            builder, c_ptr, _c_offset(builder, c_off_v, ldc_v, r, v * LANES), vector
-                        )
-                        value = builder.load(sums[r][v])
-                        total = builder.fadd(builder.load(target, align=4), value)
-                        builder.store(builder.select(add, total, value), target, align=4)
-            with otherwise:  # cut by C's edge: one guarded store per value inside it
-                for r in range(ROWS):
-                    for j in range(COLUMNS):
-                        inside = builder.and_(
-                            builder.icmp_signed(">", count_v, ir.Constant(count_v.type, r)),
-                            builder.icmp_signed(">", width_v, ir.Constant(width_v.type, j)),
-                        )
-                        with builder.if_then(inside):
-                            target = builder.gep(c_ptr, [_c_offset(builder, c_off_v, ldc_v, r, j)])
-                            value = builder.extract_element(
-                                builder.load(sums[r][j // LANES]), ir.Constant(ir.IntType(32), j % LANES)
-                            )
-                            total = builder.fadd(builder.load(target), value)
-                            builder.store(builder.select(add, total, value), target)
+        full_width = builder.icmp_signed("==", width_v, ir.Constant(width_v.type, COLUMNS))
+
+        def store(target: ir.Value, value: ir.Value, adding: bool, align: int) -> None:
+            if adding:
+                value = builder.fadd(builder.load(target, align=align), value)
+            builder.store(value, target, align=align)
+
+        def store_rows(adding: bool) -> None:
+            """Rows below ``count``: whole vectors where the block is ``width`` wide, else one guarded
+            store per value (only the last run of an output row is cut)."""
+            for r in range(ROWS):
+                below = builder.icmp_signed(">", count_v, ir.Constant(count_v.type, r))
+                with builder.if_then(below), builder.if_else(full_width) as (whole, cut):
+                    with whole:
+                        for v in range(VECTORS):
+                            offset = _c_offset(builder, c_off_v, ldc_v, r, v * LANES)
+                            target = _vector_pointer(builder, c_ptr, offset, vector)
+                            store(target, builder.load(sums[r][v]), adding, 4)
+                    with cut:
+                        for j in range(COLUMNS):
+                            inside = builder.icmp_signed(">", width_v, ir.Constant(width_v.type, j))
+                            with builder.if_then(inside):
+                                target = builder.gep(c_ptr, [_c_offset(builder, c_off_v, ldc_v, r, j)])
+                                value = builder.extract_element(
+                                    builder.load(sums[r][j // LANES]), ir.Constant(ir.IntType(32), j % LANES)
+                                )
+                                store(target, value, adding, 4)
+
+        with builder.if_else(add) as (adding, storing):
+            with adding:
+                store_rows(True)
+            with storing:
+                store_rows(False)
         return context.get_dummy_value()
 
     return codegen
