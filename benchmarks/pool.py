@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import functools
 import importlib.util
 import os
 import subprocess
@@ -366,6 +367,61 @@ def relu_store() -> list[str]:
     ]
 
 
+def _threaded(threads: int, kernel: Callable[..., None], planes: np.ndarray, out: np.ndarray) -> None:
+    with cpu_threads(threads):
+        kernel(planes, False, out)
+
+
+def global_times(threads: int, repeats: int) -> list[str]:
+    """GlobalAveragePool on the zoo's shapes: pool2d.global_pool as it is (fastmath "reassoc": sums
+    split over vector lanes), the same loop compiled without the flag (one add after another), and
+    onnxruntime's node; interleaved medians."""
+    import numba
+
+    from edgecnn.kernels.cpu.pool2d import global_pool
+
+    in_order = numba.njit(parallel=True, nogil=True)(global_pool.py_func)
+    shapes = {
+        "SqueezeNet 1.1": (1, 1000, 13, 13),
+        "ResNet-50": (1, 2048, 7, 7),
+        "MobileNetV2": (1, 1280, 7, 7),
+    }
+    rows = []
+    for model, shape in shapes.items():
+        x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        planes = x.reshape(shape[0] * shape[1], -1)
+        out, base = np.empty(planes.shape[0], np.float32), np.empty(planes.shape[0], np.float32)
+        graph = helper.make_graph(
+            [helper.make_node("GlobalAveragePool", ["x"], ["y"])],
+            "gap",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, (*shape[:2], 1, 1))],
+        )
+        session = ort_session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), threads)
+        with cpu_threads(threads):
+            in_order(planes, False, base)
+            global_pool(planes, False, out)
+            np.testing.assert_allclose(out, base, rtol=1e-5, atol=1e-6)
+        runs = {
+            "lanes": functools.partial(_threaded, threads, global_pool, planes, out),
+            "in order": functools.partial(_threaded, threads, in_order, planes, base),
+            "ort": functools.partial(session.run, None, {"x": x}),
+        }
+        times = medians(runs, repeats)
+        rows.append(
+            f"| {model} | {'x'.join(map(str, shape[1:]))} | {times['in order'] * 1e3:.0f} | "
+            f"{times['lanes'] * 1e3:.0f} | {times['ort'] * 1e3:.0f} |"
+        )
+    return [
+        f"Command: `.venv/bin/python benchmarks/pool.py --global --threads {threads} --repeats {repeats}`; "
+        f"load average {os.getloadavg()[0]:.2f}.",
+        "",
+        "| model | input | sums in order: us | over vector lanes: us | onnxruntime: us |",
+        "|---|---|---:|---:|---:|",
+        *rows,
+    ]
+
+
 def write_section(lines: list[str], block: str, doc: Path = DOC) -> None:
     """Replace the text between docs/tuning.md's ``pool:<block>`` markers (the rest is other sections')."""
     start, end = f"<!-- pool:{block}:start -->", f"<!-- pool:{block}:end -->"
@@ -394,7 +450,16 @@ def main() -> None:
     parser.add_argument(
         "--relu-store", action="store_true", help="only time a compiled ReLU in place and not"
     )
+    parser.add_argument(
+        "--global", dest="global_pool", action="store_true", help="only time GlobalAveragePool's kernel"
+    )
     args = parser.parse_args()
+    if args.global_pool:
+        lines = global_times(args.threads, args.repeats)
+        print("\n".join(lines))
+        if not args.print_only:
+            write_section(lines, "global")
+        return
     if args.relu_store:
         print("\n".join(relu_store()))
         return

@@ -49,29 +49,29 @@ def pack_weights(weights: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def pack_panels(
-    b: np.ndarray, b_off: int, ldb: int, steps: int, width: int, panels: np.ndarray, lanes: int = COLUMNS
-) -> None:
-    """B's (steps x width) block -> panels[p*steps*lanes + k*lanes + j] = B[k, p*lanes + j]: each
-    ``lanes``-column panel contiguous, the last one zero-padded. Row by row: one contiguous read of
-    B per step (reading a panel's column of rows touched a page per step)."""
-    full = width // lanes
-    tail = width - full * lanes
-    stride = steps * lanes
+def pack_panels(b: np.ndarray, b_off: int, ldb: int, steps: int, width: int, panels: np.ndarray) -> None:
+    """B's (steps x width) block -> panels[p*steps*COLUMNS + k*COLUMNS + j] = B[k, p*COLUMNS + j]:
+    each 16-column panel contiguous, the last one zero-padded. Row by row: one contiguous read of
+    B per step (reading a panel's column of rows touched a page per step). Indices are unsigned and
+    the inner trip count a constant, so each 16-float move compiles to two vector copies."""
+    full = width // COLUMNS
+    tail = width - full * COLUMNS
+    stride = steps * COLUMNS
     zero = np.float32(0.0)
     for k in range(steps):
-        row = b[b_off + k * ldb : b_off + k * ldb + width]
+        source = b_off + k * ldb
         for p in range(full):
-            target = panels[p * stride + k * lanes : p * stride + (k + 1) * lanes]
-            source = row[p * lanes : (p + 1) * lanes]
-            for j in range(lanes):
-                target[j] = source[j]
+            target = p * stride + k * COLUMNS
+            start = source + p * COLUMNS
+            for j in range(COLUMNS):
+                panels[np.uint64(target + j)] = b[np.uint64(start + j)]
         if tail:
-            target = panels[full * stride + k * lanes : full * stride + (k + 1) * lanes]
+            target = full * stride + k * COLUMNS
+            start = source + full * COLUMNS
             for j in range(tail):
-                target[j] = row[full * lanes + j]
-            for j in range(tail, lanes):
-                target[j] = zero
+                panels[np.uint64(target + j)] = b[np.uint64(start + j)]
+            for j in range(tail, COLUMNS):
+                panels[np.uint64(target + j)] = zero
 
 
 @numba.njit(cache=True)
