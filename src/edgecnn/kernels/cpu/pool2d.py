@@ -529,7 +529,7 @@ def global_pool(
     """Mean (accumulated in float64) or max (NaN-propagating) of every plane.
 
     fastmath's "reassoc" lets LLVM split each sum over vector lanes: in order, every add waited for
-    the previous one (SqueezeNet's 1000 planes of 13x13: 107 -> 50 us on two threads,
+    the previous one (SqueezeNet's 1000 planes of 13x13 in about half the time on two threads:
     benchmarks/pool.py --global). No flag assumes away NaN or inf, so max still propagates NaN."""
     count, size = planes.shape
     for p in numba.prange(count):
