@@ -35,7 +35,7 @@ from edgecnn.kernels.cpu.threads import (
 from edgecnn.kernels.cpu.tiling import Tiling, plan_tiles, prefer_rows
 from edgecnn.kernels.registry import register_kernel
 
-MAX_DIRECT_DEPTH, MIN_DIRECT_FILL = 320, 0.9
+MAX_DIRECT_DEPTH, MIN_DIRECT_FILL = 400, 0.6
 """``when_direct``'s thresholds, from benchmarks/conv_gap.py's per-layer tables and whole models
 timed both ways (docs/conv-gap.md, "Direct convolution"; 2 threads): the direct kernel beat im2col +
 BLAS on ResNet's 7x7/2 stem (depth 147) and SimpleCNN's layers (27-144); it lost at depth 576

@@ -5,8 +5,8 @@ cannot promote), so compiled GEMM loops ran far below the FMA units' rate. This 
 the kernel directly in LLVM IR: ROWS x VECTORS accumulators of 8 floats held in registers for the
 whole depth loop, one broadcast and VECTORS fused multiply-adds per row and step. 6 x 16 (12
 accumulators, 2 filter vectors, 1 broadcast) fits the 16 vector registers of AVX2; LLVM splits the
-8-float vectors in two on 128-bit NEON. On one core of the 2-core EPYC it runs at the core's FMA peak
-from L1 (benchmarks/packed_gemm.py).
+8-float vectors in two on 128-bit NEON. From L1 it outruns OpenBLAS's best case on this project's
+2-core EPYC (benchmarks/packed_gemm.py, docs/conv-gap.md).
 
 C[r, j] (+)= sum_k A[a_off + k*ROWS + r] * B[b_off + k*ldb + j] for r < ROWS, j < COLUMNS: A is a
 packed panel (depth-major, ROWS values per step), B any row-major matrix with row stride ``ldb``.
