@@ -37,7 +37,8 @@ def test_alexnet_with_groups_and_caffe_pooling_matches_reference() -> None:
     reference = Model(graph, RuntimeOptions.resolve(device="reference"))
     x = np.random.default_rng(1).standard_normal((1, 3, 227, 227), dtype=np.float32)
     kernels = [step.kernel.name for step in fast.plan_for(x).steps]
-    convolutions = [k for k in kernels if k == "im2col_gemm" or k.startswith("winograd")]
+    convolutions = [k for k in kernels if k in ("im2col_gemm", "direct_gemm") or k.startswith("winograd")]
+    assert kernels[0] == "direct_gemm"  # the 11x11/4 stem: shallow filters, no im2col
     assert len(convolutions) == 5 and kernels.count("pool_2d") == 3  # 3x3 layers may go to Winograd
     expected = reference(x)
     with cpu_threads(2):
