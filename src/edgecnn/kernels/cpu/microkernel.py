@@ -41,17 +41,23 @@ def _vector_pointer(
     return builder.bitcast(builder.gep(base, [index]), vector.as_pointer())
 
 
-def _codegen(offsets: bool):
-    """The kernel's LLVM code: B's row k at b_off + k*ldb, or at b_off + offsets[k] (``offsets``)."""
+def _codegen(offsets: bool, strided_a: bool = False):
+    """The kernel's LLVM code: B's row k at b_off + k*ldb, or at b_off + offsets[k] (``offsets``);
+    A packed (A[r, k] at a_off + k*ROWS + r) or row-major (``strided_a``: at a_off + r*lda + k,
+    with ``lda`` the argument after a_off)."""
 
     def codegen(context, builder, sig, args):
+        args, types_ = list(args), list(sig.args)
+        lda_v = args.pop(3) if strided_a else None
+        if strided_a:
+            types_.pop(3)
         depth_v, a_v, a_off_v, b_v, b_off_v, ldb_v, c_v, c_off_v, ldc_v, accumulate_v, count_v, width_v = args
         vector = ir.VectorType(ir.FloatType(), LANES)
         index = a_off_v.type
-        a_ptr = context.make_array(sig.args[1])(context, builder, a_v).data
-        b_ptr = context.make_array(sig.args[3])(context, builder, b_v).data
-        c_ptr = context.make_array(sig.args[6])(context, builder, c_v).data
-        rows_ptr = context.make_array(sig.args[5])(context, builder, ldb_v).data if offsets else None
+        a_ptr = context.make_array(types_[1])(context, builder, a_v).data
+        b_ptr = context.make_array(types_[3])(context, builder, b_v).data
+        c_ptr = context.make_array(types_[6])(context, builder, c_v).data
+        rows_ptr = context.make_array(types_[5])(context, builder, ldb_v).data if offsets else None
         fma = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(vector, [vector, vector, vector]), "llvm.fma.v8f32"
         )
@@ -73,9 +79,14 @@ def _codegen(offsets: bool):
                 )
                 for v in range(VECTORS)
             ]
-            a_row = builder.add(a_off_v, builder.mul(k, ir.Constant(index, ROWS)))
             for r in range(ROWS):
-                value = builder.load(builder.gep(a_ptr, [builder.add(a_row, ir.Constant(index, r))]))
+                if strided_a:
+                    a_at = builder.add(builder.add(a_off_v, builder.mul(lda_v, ir.Constant(index, r))), k)
+                else:
+                    a_at = builder.add(
+                        builder.add(a_off_v, builder.mul(k, ir.Constant(index, ROWS))), ir.Constant(index, r)
+                    )
+                value = builder.load(builder.gep(a_ptr, [a_at]))
                 single = builder.insert_element(zero, value, ir.Constant(ir.IntType(32), 0))
                 broadcast = builder.shuffle_vector(single, single, splat)
                 for v in range(VECTORS):
@@ -139,3 +150,13 @@ def micro_kernel_rows(typingctx, depth, a, a_off, b, b_off, rows, c, c_off, ldc,
     contiguous run, without an im2col matrix (conv_direct.py)."""
     signature = types.void(depth, a, a_off, b, b_off, rows, c, c_off, ldc, accumulate, count, width)
     return signature, _codegen(True)
+
+
+@intrinsic
+def micro_kernel_strided_a(
+    typingctx, depth, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, accumulate, count, width
+):
+    """micro_kernel with A read in place, row-major: A[r, k] at a[a_off + r*lda + k] (Winograd's
+    transformed tiles, one row per tile, multiplied without packing them)."""
+    signature = types.void(depth, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, accumulate, count, width)
+    return signature, _codegen(False, strided_a=True)
