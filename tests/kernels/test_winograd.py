@@ -230,6 +230,30 @@ def test_odd_sizes(size: int) -> None:
         check(case)
 
 
+@pytest.mark.parametrize("tile", [2, 4])
+@pytest.mark.parametrize(("channels", "out", "size", "batch"), [(300, 37, 9, 1), (70, 130, 11, 2)])
+def test_deep_and_wide_layers_cross_the_gemm_blocks(
+    channels: int, out: int, size: int, batch: int, tile: int
+) -> None:
+    """Input channels beyond one depth block of the micro-kernel GEMM (256), output channels that
+    end inside a 16-channel filter panel, tile counts that end inside a 6-tile block."""
+    case = {
+        "batch": batch,
+        "in": channels,
+        "out": out,
+        "height": size,
+        "width": size + 1,
+        "pads": (1, 1, 1, 1),
+        "bias": True,
+        "activation": {"activation": "relu"},
+        "tile": tile,
+        "threads": 2,
+        "seed": channels + out,
+    }
+    with mock.patch.object(wino, "GEMM_GRAIN", 0):
+        check(case)
+
+
 def test_f43_is_less_accurate_than_f23() -> None:
     """The documented accuracy order, on fixed seeded layers: F(4x4) rounds worse than F(2x2)."""
     errors = {2: 0.0, 4: 0.0}

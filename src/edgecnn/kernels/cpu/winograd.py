@@ -1,7 +1,7 @@
 """Winograd convolution F(2x2, 3x3) and F(4x4, 3x3) for Conv and FusedConv on the CPU.
 
-Applies to 3x3 filters with unit strides and dilations, one group, any padding, float32 constant
-weights, and a BLAS that compiled code can call (blas.AVAILABLE). F(4x4) does 4x fewer
+Applies to 3x3 filters with unit strides and dilations, one group, any padding and float32
+constant weights. F(4x4) does 4x fewer
 multiplications than direct convolution and F(2x2) 2.25x fewer, at the price of the transforms and
 of rounding error that grows with the tile (docs/tuning.md has the measured error and speed).
 
@@ -20,11 +20,11 @@ import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu import blas
 from edgecnn.kernels.cpu.common import constant_float32, scratch, single_output
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, ConvSetup, conv_setup
-from edgecnn.kernels.cpu.threads import GEMM_GRAIN, blas_single_threaded, call
-from edgecnn.kernels.cpu.winograd_transforms import transform_filters, winograd_conv_2d
+from edgecnn.kernels.cpu.microkernel import COLUMNS
+from edgecnn.kernels.cpu.threads import GEMM_GRAIN, call
+from edgecnn.kernels.cpu.winograd_transforms import pack_filters, transform_filters, winograd_conv_2d
 from edgecnn.kernels.registry import register_kernel
 
 CHUNK_BYTES = 1 << 23
@@ -38,7 +38,8 @@ MIN_TILES, MAX_TILES = 16, 512
 """Bounds on the tiles per chunk: narrower GEMMs waste the BLAS micro-kernel, wider ones the cache."""
 
 MIN_CHANNELS = 16
-"""Fewest output channels per task when a small map's channels are split among threads."""
+"""Fewest output channels per task when a small map's channels are split among threads; shares are
+then rounded up to whole 16-channel filter panels (microkernel.COLUMNS)."""
 
 MIN_SPLIT_TILES = 64
 """Fewest tiles per thread when one chunk's tiles are split among threads, for F(2x2); below it
@@ -71,7 +72,7 @@ def winograd_setup(
     node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
 ) -> ConvSetup | None:
     """The layer's geometry if Winograd can run it (3x3, stride 1, dilation 1, one group), else None."""
-    if not (blas.AVAILABLE and single_output(node)):
+    if not single_output(node):
         return None
     if not (constant_float32(node, values, 1) and constant_float32(node, values, 2, optional=True)):
         return None
@@ -152,7 +153,7 @@ def chunking(points: int, in_channels: int, out_channels: int, tiles: int, threa
     if math.ceil(tiles / threads) >= (MIN_SPLIT_TILES_F43 if points == 36 else MIN_SPLIT_TILES):
         return math.ceil(tiles / threads), out_channels
     blocks = math.ceil(threads / chunks)
-    return step, max(MIN_CHANNELS, math.ceil(out_channels / blocks))
+    return step, round_up(max(MIN_CHANNELS, math.ceil(out_channels / blocks)), COLUMNS)
 
 
 class WinogradConv(ConvKernel):
@@ -171,7 +172,7 @@ class WinogradConv(ConvKernel):
         assert w is not None and s.kernel == (3, 3) and s.group == 1
         self.m = m
         self.points = (m + 2) ** 2
-        self.filters = transform_filters(w, m)  # (T, M, C)
+        self.filters = pack_filters(transform_filters(w, m))  # (T, panels of 16 output channels)
         self.tiles = s.batch * math.ceil(s.out[0] / m) * math.ceil(s.out[1] / m)
         # the zero-padded channels-last input: every tile's (m+2)^2 pixels inside it
         self.frame = (math.ceil(s.out[0] / m) * m + 2, math.ceil(s.out[1] / m) * m + 2)
@@ -207,25 +208,24 @@ class WinogradConv(ConvKernel):
         v_buffers = padded_view(buffer[:v_size], workers, self.points, s.in_channels, step)
         m_buffers = padded_view(buffer[v_size : v_size + m_size], workers, self.points, oc_step, step)
         channels_last = buffer[v_size + m_size :].reshape(s.batch * frame[0], frame[1], s.in_channels)
-        with blas_single_threaded():
-            call(
-                winograd_conv_2d,
-                workers == 1,
-                np.ascontiguousarray(x),
-                self.filters,
-                self.bias,
-                self.has_bias,
-                self.m,
-                s.pads[0],
-                s.pads[1],
-                *self.activation,
-                step,
-                oc_step,
-                channels_last,
-                v_buffers,
-                m_buffers,
-                out,
-            )
+        call(
+            winograd_conv_2d,
+            workers == 1,
+            np.ascontiguousarray(x),
+            self.filters,
+            self.bias,
+            self.has_bias,
+            self.m,
+            s.pads[0],
+            s.pads[1],
+            *self.activation,
+            step,
+            oc_step,
+            channels_last,
+            v_buffers,
+            m_buffers,
+            out,
+        )
 
 
 def winograd_f43(

@@ -19,8 +19,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from edgecnn.kernels.cpu.blas import gemm_into
 from edgecnn.kernels.cpu.epilogue import activate
+from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, micro_kernel_strided_a
 
 FILTER_TRANSFORMS = {
     2: np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float64),
@@ -75,6 +75,59 @@ def transform_filters(weights: np.ndarray, m: int) -> np.ndarray:
     u = np.tensordot(rows, g, axes=([3], [1])).transpose(0, 3, 1, 2)  # (t, t, M, C)
     t = m + 2
     return np.ascontiguousarray(u.reshape(t * t, weights.shape[0], weights.shape[1]))
+
+
+DEPTH_BLOCK = 256
+"""Input channels per micro-kernel pass (a 16-channel panel of one point's filters: 16 KiB)."""
+
+
+def pack_filters(u: np.ndarray) -> np.ndarray:
+    """(T, M, C) transformed filters -> (T, ceil(M/16) * C * 16): for every transform point, U^T cut
+    into 16-output-channel panels, each stored channel-major (the micro-kernel's right operand),
+    the last panel padded with zero columns. Done once per plan: the GEMMs never repack them."""
+    points, out_channels, in_channels = u.shape
+    padded_m = -(-out_channels // COLUMNS) * COLUMNS
+    ut = np.zeros((points, in_channels, padded_m), dtype=np.float32)
+    ut[:, :, :out_channels] = u.transpose(0, 2, 1)
+    panels = ut.reshape(points, in_channels, padded_m // COLUMNS, COLUMNS).transpose(0, 2, 1, 3)
+    return np.ascontiguousarray(panels).reshape(points, -1)
+
+
+@numba.njit(cache=True)
+def point_gemm(
+    v: np.ndarray,  # flat: the point's transformed tiles, tile q's C-vector at q*C
+    tiles: int,
+    in_channels: int,
+    u: np.ndarray,  # flat: the point's filter panels (pack_filters)
+    oc0: int,  # first output channel (a multiple of COLUMNS)
+    oc1: int,
+    products: np.ndarray,  # flat: tile q's channel oc0 + o at q*ldc + o
+    ldc: int,
+) -> None:
+    """products[q, o] = sum_c v[q, c] * U[oc0 + o, c] for q < tiles, oc0 <= oc0 + o < oc1: the
+    transformed tiles read in place, row-major, 6 at a time; the filters' panels in 16 channels.
+    Rows past ``tiles`` are read (they lie inside v's buffer) and never stored."""
+    for k0 in range(0, in_channels, DEPTH_BLOCK):
+        steps = min(DEPTH_BLOCK, in_channels - k0)
+        for j0 in range(oc0, oc1, COLUMNS):
+            b_at = (j0 // COLUMNS) * in_channels * COLUMNS + k0 * COLUMNS
+            width = min(COLUMNS, oc1 - j0)
+            for q0 in range(0, tiles, ROWS):
+                micro_kernel_strided_a(
+                    steps,
+                    v,
+                    q0 * in_channels + k0,
+                    in_channels,
+                    u,
+                    b_at,
+                    COLUMNS,
+                    products,
+                    q0 * ldc + j0 - oc0,
+                    ldc,
+                    k0 > 0,
+                    min(ROWS, tiles - q0),
+                    width,
+                )
 
 
 @numba.njit(inline="always", cache=True)
@@ -258,7 +311,7 @@ def store_tile(
 
 def _winograd_conv_2d(
     x: np.ndarray,  # (N, C, H, W)
-    u: np.ndarray,  # (T, M, C): transformed filters
+    u: np.ndarray,  # (T, panels): pack_filters of the transformed filters
     bias: np.ndarray,  # (M,)
     has_bias: bool,
     m: int,  # output tile size: 2 or 4
@@ -277,8 +330,8 @@ def _winograd_conv_2d(
 ) -> None:
     """The input moved to channels-last (rows spread over the threads), then tasks (a chunk of tiles
     across images x a block of output channels) spread over numba's threads: the chunk's input
-    transform (once per chunk and thread), one single-threaded BLAS GEMM (tiles x C) @ (C x M) per
-    transform point, the output transform with the epilogue. Output channels are split only when
+    transform (once per chunk and thread), one GEMM (tiles x C) @ (C x M) per transform point on the
+    micro-kernel (point_gemm), the output transform with the epilogue. Output channels are split only when
     there are fewer chunks than threads (small maps), where it also halves the transformed filters
     each thread streams through."""
     t = m + 2
@@ -320,12 +373,7 @@ def _winograd_conv_2d(
                     input_tile(m, flat, base, row, channels, tmp, vflat, q * channels, vrow)
                 transformed = chunk
             for k in range(points):
-                gemm_into(
-                    v[k, : count * channels].reshape(count, channels),
-                    u[k, oc0:oc1],
-                    True,
-                    products[k, : count * oc_step].reshape(count, oc_step)[:, :width],
-                )
+                point_gemm(vflat[k * vrow :], count, channels, u[k], oc0, oc1, pflat[k * prow :], oc_step)
             for q in range(count):
                 n, r = divmod(p0 + q, tiles_per_image)
                 ty, tx = divmod(r, tiles_w)
