@@ -11,12 +11,15 @@ and the error of each algorithm against a float64 reference.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -224,6 +227,74 @@ def model_table(names: list[str], threads: int, batch: int, repeats: int, batch_
     return lines
 
 
+def revision_module(revision: str) -> ModuleType:
+    """winograd.py and winograd_transforms.py as they were at ``revision``, imported as modules of
+    their own (the Winograd kernel of that tree, registered nowhere), for in-process A/B timing."""
+    repo = Path(__file__).resolve().parent.parent
+    folder = Path(tempfile.gettempdir()) / f"edgecnn-winograd-{revision}"
+    folder.mkdir(exist_ok=True)
+    names = {"winograd_transforms": f"winograd_transforms_{revision}", "winograd": f"winograd_{revision}"}
+    for original, renamed in names.items():
+        source = subprocess.run(
+            ["git", "show", f"{revision}:src/edgecnn/kernels/cpu/{original}.py"],
+            cwd=repo,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        source = source.replace("edgecnn.kernels.cpu.winograd_transforms", names["winograd_transforms"])
+        source = source.split("\nfor _op in (", 1)[0]  # leave the registry alone
+        (folder / f"{renamed}.py").write_text(source)
+    sys.path.insert(0, str(folder))
+    importlib.import_module(names["winograd_transforms"])
+    return importlib.import_module(names["winograd"])
+
+
+def against_table(revision: str, threads: int, repeats: int) -> list[str]:
+    """This tree's WinogradConv against ``revision``'s on the Winograd layers of LAYERS: medians of
+    ``repeats`` interleaved calls (order turned every call), outputs checked equal."""
+    from edgecnn.kernels.cpu.conv_setup import conv_setup
+    from edgecnn.kernels.cpu.winograd import WinogradConv, preferred_tile
+
+    old = revision_module(revision)
+    rows = []
+    for label, c, m, size in LAYERS:
+        node, types, values = conv_layer(c, m, size, 1)
+        setup = conv_setup(node, types)
+        tile = preferred_tile(setup)
+        if not tile:
+            continue
+        x = example_inputs(types, values)[0]
+        kernels = {
+            "before": old.WinogradConv(node, types, values, tile),
+            "after": WinogradConv(node, types, values, tile),
+        }
+        outs = {k: np.empty(kernel.out_shape, np.float32) for k, kernel in kernels.items()}
+        times: dict[str, list[float]] = {k: [] for k in kernels}
+        with cpu_threads(threads):
+            for k, kernel in kernels.items():
+                kernel.run_into(outs[k], x)
+            np.testing.assert_allclose(outs["after"], outs["before"], rtol=1e-3, atol=1e-3)
+            for call in range(repeats):
+                for k in list(kernels) if call % 2 else list(kernels)[::-1]:
+                    start = time.perf_counter()
+                    kernels[k].run_into(outs[k], x)
+                    times[k].append((time.perf_counter() - start) * 1e3)
+        before, after = (float(np.median(times[k])) for k in ("before", "after"))
+        rows.append(
+            f"| {label} | {c}->{m} @ {size}x{size} | F({tile}x{tile}) | {before:.3f} | {after:.3f} | {after / before:.2f} |"
+        )
+    return [
+        f"Machine: {cpu_model()}, {os.cpu_count()} logical CPUs; load average {os.getloadavg()[0]:.2f}; "
+        f"batch 1, {threads} thread(s). Command: `.venv/bin/python benchmarks/winograd.py --against {revision} "
+        f"--threads {threads} --repeats {repeats}`",
+        "",
+        f"| layer | C->M @ HxW | tile | {revision} ms | this tree ms | ratio |",
+        "|---|---|---|---:|---:|---:|",
+        *rows,
+    ]
+
+
 def replace_between(text: str, marker: str, body: list[str]) -> str:
     start, end = f"<!-- winograd:{marker}:start -->", f"<!-- winograd:{marker}:end -->"
     block = "\n".join([start, *body, end])
@@ -258,7 +329,16 @@ def main() -> None:
         help="whole models' batch split",
     )
     parser.add_argument("--chunk-sweep", action="store_true", help="only print the chunk size sweep")
+    parser.add_argument("--against", metavar="REV", help="only time this tree's Winograd against REV's")
     args = parser.parse_args()
+    if args.against:
+        lines = against_table(args.against, args.threads, args.repeats)
+        print("\n".join(lines))
+        if not args.no_write:
+            DOC.write_text(
+                replace_between(DOC.read_text(encoding="utf-8"), "against", lines), encoding="utf-8"
+            )
+        return
     if args.chunk_sweep:
         chunk_sweep(args.threads, args.repeats, args.batch)
         return
