@@ -303,7 +303,7 @@ def test_applies_only_to_3x3_stride_1_single_group(attrs: dict[str, Any], applie
     [
         (64, 64, 56, 1, 4),  # ResNet conv2_x
         (256, 256, 14, 1, 2),  # ResNet conv4_x: 16 tiles of 4x4 are too few
-        (512, 512, 7, 1, 0),  # ResNet conv5_x: 16 tiles of 2x2, not wide enough
+        (512, 512, 7, 1, 2),  # ResNet conv5_x: 16 tiles of 2x2, wide enough (C*M/(C+M) = 256)
         (512, 512, 14, 1, 4),  # VGG conv5_2: 16 tiles, but so wide that the GEMMs dominate
         (256, 256, 14, 8, 4),  # ... but at batch 8 there are enough
         (64, 24, 40, 1, 4),  # C*M/(C+M) = 17.5
@@ -312,11 +312,12 @@ def test_applies_only_to_3x3_stride_1_single_group(attrs: dict[str, Any], applie
         (16, 16, 28, 1, 0),
         (16, 64, 55, 1, 0),  # SqueezeNet fire2 expand3x3: GEMMs with K = 16 are too shallow
         (32, 128, 27, 1, 0),  # SqueezeNet fire4 expand3x3
-        (64, 256, 13, 1, 0),  # SqueezeNet fire8 expand3x3: few tiles, not wide enough for 2x2
-        (160, 320, 7, 1, 0),  # GoogLeNet 5a: likewise
+        (64, 256, 13, 1, 2),  # SqueezeNet fire8 expand3x3: 49 tiles of 2x2, C*M/(C+M) = 51
+        (160, 320, 7, 1, 2),  # GoogLeNet 5a: 7x7, C*M/(C+M) = 107
         (1024, 1024, 7, 1, 2),  # tiny-YOLO conv8: wide enough
         (144, 288, 14, 1, 2),  # GoogLeNet 4d
-        (192, 384, 7, 1, 0),  # GoogLeNet 5b: 7x7, not wide enough
+        (192, 384, 7, 1, 2),  # GoogLeNet 5b: likewise
+        (96, 128, 7, 1, 0),  # 7x7, C*M/(C+M) = 55: too few tiles for the transformed filters
         (96, 208, 14, 1, 2),  # GoogLeNet 4a: C*M/(C+M) = 66 on a 14x14 map
         (64, 128, 14, 1, 0),  # C*M/(C+M) = 43
     ],

@@ -63,7 +63,7 @@ the same L1 cache set (measured: the transforms ran 2-4x slower)."""
 MIN_CHANNEL_RATIO, MIN_F43_TILES = 12, 36
 WIDE_LAYER_RATIO, MIN_WIDE_F43_TILES = 192, 16
 MIN_IN_CHANNELS = 64
-MIN_F23_RATIO, MIN_F23_TILES, WIDE_F23_RATIO = 64, 36, 384
+MIN_F23_RATIO, MIN_F23_TILES, WIDE_F23_RATIO = 48, 36, 96
 """The heuristic's thresholds (``preferred_tile``), measured with benchmarks/winograd.py and
 benchmarks/conv_gap.py (docs/conv-gap.md)."""
 
@@ -94,10 +94,13 @@ def preferred_tile(setup: ConvSetup) -> int:
     (SqueezeNet's 16->64 @ 55x55: im2col + GEMM 6% faster, tiny-YOLO's 16->32 @ 224x224 2x). 4x4 tiles
     where there are enough of them to use each transformed filter (4x the size of the filter, 1.8x
     for 2x2) many times, or, on very wide layers (512 channels), where the GEMMs dominate even on a
-    14x14 map. Else 2x2 tiles on 14x14 maps from C*M/(C+M) = 64 (GoogLeNet's 96->208 to 160->320:
-    17-27% faster than im2col + GEMM, ResNet's 256->256: 22%), and on 7x7 maps only when very wide (tiny-YOLO's 1024->1024: 5-12%;
-    GoogLeNet's 160->320 and 192->384 lose 10-15%, ResNet's 512->512 and tiny-YOLO's 512->1024 tie
-    or lose, docs/conv-gap.md): the transformed filters are re-read for few tiles each.
+    14x14 map. Else 2x2 tiles on 13x13 and 14x14 maps from C*M/(C+M) = 48 (GoogLeNet's 96->208 to
+    160->320, ResNet's 256->256, SqueezeNet's 64->256 @ 13x13), and on 7x7 maps from 96, where the
+    transformed filters are re-read for few tiles each. Since the Winograd GEMMs run on the
+    micro-kernel (docs/tuning.md, "Speed"), F(2x2) beats im2col + GEMM on ResNet's 512->512 and
+    GoogLeNet's 192->384 at 7x7 (14-17%) and SqueezeNet's 64->256 at 13x13 (22%); with BLAS GEMMs
+    those had tied or lost. Layers with 32-63 input channels stay on im2col: F(4x4) won on 27x27
+    and 28x28 maps but lost by 25% on tiny-YOLO's 32->64 @ 112x112 (`edgecnn tune` measures them).
     """
     c, m = setup.in_channels, setup.out_channels
     if c < MIN_IN_CHANNELS or c * m < MIN_CHANNEL_RATIO * (c + m):
