@@ -24,7 +24,7 @@ from edgecnn.kernels.cpu.common import constant_float32, scratch, single_output
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, ConvSetup, conv_setup
 from edgecnn.kernels.cpu.microkernel import COLUMNS
 from edgecnn.kernels.cpu.threads import GEMM_GRAIN, call
-from edgecnn.kernels.cpu.winograd_transforms import pack_filters, transform_filters, winograd_conv_2d
+from edgecnn.kernels.cpu.winograd_transforms import transform_filters, winograd_conv_2d
 from edgecnn.kernels.registry import register_kernel
 
 CHUNK_BYTES = 1 << 23
@@ -175,7 +175,7 @@ class WinogradConv(ConvKernel):
         assert w is not None and s.kernel == (3, 3) and s.group == 1
         self.m = m
         self.points = (m + 2) ** 2
-        self.filters = pack_filters(transform_filters(w, m))  # (T, panels of 16 output channels)
+        self.filters = transform_filters(w, m)  # (T, panels of 16 output channels)
         self.tiles = s.batch * math.ceil(s.out[0] / m) * math.ceil(s.out[1] / m)
         # the zero-padded channels-last input: every tile's (m+2)^2 pixels inside it
         self.frame = (math.ceil(s.out[0] / m) * m + 2, math.ceil(s.out[1] / m) * m + 2)

@@ -65,32 +65,33 @@ OUTPUT_TRANSFORMS = {
 
 
 def transform_filters(weights: np.ndarray, m: int) -> np.ndarray:
-    """(M, C, 3, 3) filters -> (T, M, C) float32, T = (m+2)^2: one GEMM operand per transform point.
+    """(M, C, 3, 3) filters -> (T, ceil(M/16) * C * 16) float32, T = (m+2)^2: G g G^T for every
+    filter, laid out for the micro-kernel's right operand: per transform point, U^T cut into
+    16-output-channel panels, each stored channel-major, the last panel padded with zero columns.
 
-    G g G^T for every (M, C) filter as two large float32 GEMMs (tensordot), done once per plan: on
-    ResNet-50's 3x3 layers the float64 einsum this replaces cost 0.43 s of the first inference; the
-    float32 rounding it adds is far inside the error bounds tests/kernels/test_winograd.py checks."""
-    g = FILTER_TRANSFORMS[m].astype(np.float32)
-    rows = np.tensordot(g, weights.astype(np.float32, copy=False), axes=([1], [2]))  # (t, M, C, 3)
-    u = np.tensordot(rows, g, axes=([3], [1])).transpose(0, 3, 1, 2)  # (t, t, M, C)
+    The filters are first copied once into the panels' order, (3, 3, panel, C, 16); the transform
+    acts on the two 3-long axes only, so two float32 GEMMs over all filters at once (G on the
+    filter rows, then on the columns, one transform row at a time) write U straight into the
+    packed layout. Done once per plan, yet on ResNet-50's 512 x 512 layers still the bulk of the
+    plan's time (the float64 einsum this replaces cost 0.43 s of the first inference). The float32
+    rounding it adds is far inside the error bounds tests/kernels/test_winograd.py checks."""
+    out_channels, in_channels = weights.shape[0], weights.shape[1]
     t = m + 2
-    return np.ascontiguousarray(u.reshape(t * t, weights.shape[0], weights.shape[1]))
+    g = FILTER_TRANSFORMS[m].astype(np.float32)
+    panels = -(-out_channels // COLUMNS)
+    w = weights.astype(np.float32, copy=False)
+    if panels * COLUMNS != out_channels:
+        w = np.concatenate([w, np.zeros((panels * COLUMNS - out_channels, *w.shape[1:]), np.float32)])
+    taps = np.ascontiguousarray(w.reshape(panels, COLUMNS, in_channels, 3, 3).transpose(3, 4, 0, 2, 1))
+    rows = (g @ taps.reshape(3, -1)).reshape(t, 3, -1)  # (t1, j, panel*C*16): G on the filter rows
+    u = np.empty((t * t, rows.shape[2]), dtype=np.float32)
+    for t1 in range(t):
+        np.matmul(g, rows[t1], out=u[t1 * t : (t1 + 1) * t])  # G on the columns: point t1*t + t2
+    return u
 
 
 DEPTH_BLOCK = 256
 """Input channels per micro-kernel pass (a 16-channel panel of one point's filters: 16 KiB)."""
-
-
-def pack_filters(u: np.ndarray) -> np.ndarray:
-    """(T, M, C) transformed filters -> (T, ceil(M/16) * C * 16): for every transform point, U^T cut
-    into 16-output-channel panels, each stored channel-major (the micro-kernel's right operand),
-    the last panel padded with zero columns. Done once per plan: the GEMMs never repack them."""
-    points, out_channels, in_channels = u.shape
-    padded_m = -(-out_channels // COLUMNS) * COLUMNS
-    ut = np.zeros((points, in_channels, padded_m), dtype=np.float32)
-    ut[:, :, :out_channels] = u.transpose(0, 2, 1)
-    panels = ut.reshape(points, in_channels, padded_m // COLUMNS, COLUMNS).transpose(0, 2, 1, 3)
-    return np.ascontiguousarray(panels).reshape(points, -1)
 
 
 @numba.njit(cache=True)
