@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import onnx
+from conv_gap import _input, _load, replace_section
 
 import edgecnn
 from edgecnn.bench.machine import cpu_model
@@ -29,19 +29,6 @@ from edgecnn.kernels.cpu.threads import cpu_threads
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "conv-gap.md"
 COMMAND = ".venv/bin/python benchmarks/direct_conv.py"
-
-
-def _load(model: onnx.ModelProto, threads: int) -> edgecnn.Model:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "m.onnx"
-        onnx.save(model, str(path))
-        return edgecnn.load(str(path), threads=threads)
-
-
-def _input(model: onnx.ModelProto) -> dict[str, np.ndarray]:
-    value = model.graph.input[0]
-    shape = [d.dim_value or 1 for d in value.type.tensor_type.shape.dim]
-    return {value.name: np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
 
 
 def interleaved(runs: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
@@ -159,13 +146,7 @@ def main() -> None:
     ]
     print("\n".join(lines))
     if not args.print_only:
-        start, end = "<!-- direct:start -->", "<!-- direct:end -->"
-        text = DOC.read_text()
-        if start not in text:
-            raise SystemExit(f"{DOC} has no {start} ... {end} markers")
-        head, rest = text.split(start, 1)
-        _, tail = rest.split(end, 1)
-        DOC.write_text(head + start + "\n" + "\n".join(lines) + "\n" + end + tail)
+        DOC.write_text(replace_section(DOC.read_text(), "direct", lines))
 
 
 if __name__ == "__main__":

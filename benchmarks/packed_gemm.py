@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numba
 import numpy as np
+from conv_gap import replace_section
 from threadpoolctl import threadpool_limits
 
 from edgecnn.bench.machine import cpu_model
@@ -133,13 +134,7 @@ def main() -> None:
     ]
     print("\n".join(lines))
     if not args.print_only:
-        start, end = "<!-- packed:start -->", "<!-- packed:end -->"
-        text = DOC.read_text()
-        if start not in text:
-            raise SystemExit(f"{DOC} has no {start} ... {end} markers")
-        head, rest = text.split(start, 1)
-        _, tail = rest.split(end, 1)
-        DOC.write_text(head + start + "\n" + "\n".join(lines) + "\n" + end + tail)
+        DOC.write_text(replace_section(DOC.read_text(), "packed", lines))
 
 
 if __name__ == "__main__":

@@ -37,6 +37,12 @@ class ConvSetup:
         return self.group == self.in_channels > 1 and self.out_channels % self.in_channels == 0
 
     @property
+    def window(self) -> tuple[int, int, int, int, int, int, int, int]:
+        """(kernel h, w, stride h, w, pad top, left, dilation h, w): the geometry arguments every
+        compiled im2col-style loop takes, in that order."""
+        return (*self.kernel, *self.strides, self.pads[0], self.pads[1], *self.dilations)
+
+    @property
     def pointwise(self) -> bool:
         return self.kernel == (1, 1) and self.strides == (1, 1) and not any(self.pads)
 
