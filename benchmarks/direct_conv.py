@@ -118,7 +118,7 @@ def main() -> None:
     load = os.getloadavg()[0]
     for name in args.models.split(","):
         model = build_model(name)
-        feeds = _input(model)
+        feeds = dict([_input(model)])
         nets = {
             "im2col": _plan(model, feeds, args.threads, False),
             "direct": _plan(model, feeds, args.threads, True),
