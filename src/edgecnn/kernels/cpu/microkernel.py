@@ -3,7 +3,9 @@
 Why: numba's loops keep a block of running sums in memory (a local array is a heap allocation LLVM
 cannot promote), so compiled GEMM loops ran far below the FMA units' rate. This intrinsic builds
 the kernel directly in LLVM IR: ROWS x VECTORS accumulators of 8 floats held in registers for the
-whole depth loop, one broadcast and VECTORS fused multiply-adds per row and step. 6 x 16 (12
+whole depth loop, one broadcast and VECTORS multiply-adds per row and step, marked contractible so
+that LLVM emits fused multiply-adds where the CPU has them and a multiply and an add where it does
+not (the llvm.fma intrinsic would become a library call per lane there). 6 x 16 (12
 accumulators, 2 filter vectors, 1 broadcast) fits the 16 vector registers of AVX2; LLVM splits the
 8-float vectors in two on 128-bit NEON. From L1 it outruns OpenBLAS's best case on this project's
 2-core EPYC (benchmarks/packed_gemm.py, docs/conv-gap.md).
@@ -58,9 +60,6 @@ def _codegen(offsets: bool, strided_a: bool = False):
         b_ptr = context.make_array(types_[3])(context, builder, b_v).data
         c_ptr = context.make_array(types_[6])(context, builder, c_v).data
         rows_ptr = context.make_array(types_[5])(context, builder, ldb_v).data if offsets else None
-        fma = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(vector, [vector, vector, vector]), "llvm.fma.v8f32"
-        )
         zero = ir.Constant(vector, None)
         splat = ir.Constant(ir.VectorType(ir.IntType(32), LANES), None)
         sums = [[cgutils.alloca_once_value(builder, zero) for _ in range(VECTORS)] for _ in range(ROWS)]
@@ -90,7 +89,8 @@ def _codegen(offsets: bool, strided_a: bool = False):
                 single = builder.insert_element(zero, value, ir.Constant(ir.IntType(32), 0))
                 broadcast = builder.shuffle_vector(single, single, splat)
                 for v in range(VECTORS):
-                    total = builder.call(fma, [broadcast, columns[v], builder.load(sums[r][v])])
+                    product = builder.fmul(broadcast, columns[v], flags=("contract",))
+                    total = builder.fadd(product, builder.load(sums[r][v]), flags=("contract",))
                     builder.store(total, sums[r][v])
         add = builder.icmp_unsigned("!=", accumulate_v, ir.Constant(accumulate_v.type, 0))
         full_width = builder.icmp_signed("==", width_v, ir.Constant(width_v.type, COLUMNS))
