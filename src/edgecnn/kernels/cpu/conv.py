@@ -36,11 +36,12 @@ from edgecnn.kernels.cpu.tiling import Tiling, plan_tiles, prefer_rows
 from edgecnn.kernels.registry import register_kernel
 
 MAX_DIRECT_DEPTH, MIN_DIRECT_FILL = 400, 0.6
-"""``when_direct``'s thresholds, from benchmarks/conv_gap.py's per-layer tables and whole models
-timed both ways (docs/conv-gap.md, "Direct convolution"; 2 threads): the direct kernel beat im2col +
-BLAS on ResNet's 7x7/2 stem (depth 147) and SimpleCNN's layers (27-144); it lost at depth 576
-(ResNet's 64->128 3x3/2), on maps whose rows leave 14-16% of the 16-pixel runs empty (SqueezeNet's
-55- and 27-wide layers), and inside tiny-YOLO on its SAME stride-1 layers, where im2col is one
+"""``when_direct``'s thresholds, from benchmarks/direct_conv.py and benchmarks/conv_gap.py (2 threads,
+docs/conv-gap.md, "Direct convolution"): the direct kernel beat im2col + BLAS on every stem with
+3 input channels (ResNet's and GoogLeNet's 7x7/2, AlexNet's 11x11/4 at depth 363, the 3x3/2 of
+SqueezeNet, MobileNetV2 and SimpleCNN) and on LeNet's and SimpleCNN's small layers; it lost at depth
+576 (ResNet's 64->128 3x3/2, 13%), on an 8-wide map whose rows fill half of a 16-pixel run
+(SimpleCNN's Conv_6, 10%), and inside tiny-YOLO on its SAME stride-1 layers, where im2col is one
 shifted copy per row."""
 
 
