@@ -55,32 +55,38 @@ def tap_offsets(s: ConvSetup) -> np.ndarray:
 @numba.njit(cache=True)
 def fill_frame(x: np.ndarray, pad_top: int, pad_left: int, first: int, last: int, frame: np.ndarray) -> None:
     """Rows first..last-1 of frame (N*C*rows, phases, columns) from x: row (plane, y) holds input row
-    y - pad_top of plane (image * C + channel), its columns split by phase, zeros outside the image."""
+    y - pad_top of plane (image * C + channel), its columns split by phase, zeros outside the image.
+
+    Flat, unsigned indices and no slices: on small maps (SimpleCNN's 15x15 layer: 1088 runs of 17
+    floats) building a view per run cost more than the copies."""
     height, width = x.shape[2], x.shape[3]
     rows, phases, columns = frame.shape[0] // (x.shape[0] * x.shape[1]), frame.shape[1], frame.shape[2]
-    planes = x.reshape(x.shape[0] * x.shape[1], height, width)
+    source = x.reshape(-1)
+    target = frame.reshape(-1)
     zero = np.float32(0.0)
     for r in range(first, last):
         plane, y = r // rows, r % rows
         iy = y - pad_top
         for q in range(phases):
-            target = frame[r, q]
+            base = (r * phases + q) * columns
             if iy < 0 or iy >= height:
-                target[:] = zero
+                for j in range(columns):
+                    target[np.uint64(base + j)] = zero
                 continue
-            source = planes[plane, iy]
             # columns j whose input column j*phases + q - pad_left lies in [0, width)
             lo = min(max(0, (pad_left - q + phases - 1) // phases), columns)
             hi = max(min(columns, (width + pad_left - q + phases - 1) // phases), lo)
-            target[:lo] = zero
-            start = lo * phases + q - pad_left
+            for j in range(lo):
+                target[np.uint64(base + j)] = zero
+            start = (plane * height + iy) * width + lo * phases + q - pad_left
             if phases == 1:
                 for j in range(hi - lo):
-                    target[lo + j] = source[start + j]
+                    target[np.uint64(base + lo + j)] = source[np.uint64(start + j)]
             else:
                 for j in range(hi - lo):
-                    target[lo + j] = source[start + j * phases]
-            target[hi:] = zero
+                    target[np.uint64(base + lo + j)] = source[np.uint64(start + j * phases)]
+            for j in range(hi, columns):
+                target[np.uint64(base + j)] = zero
 
 
 @numba.njit(cache=True)
