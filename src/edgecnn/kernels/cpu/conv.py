@@ -138,11 +138,6 @@ class TiledConvGemm(ConvKernel):
             self._tilings[threads] = tiling
         return tiling
 
-    def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
-        out = np.empty(self.out_shape, dtype=np.float32)
-        self.run_into(out, x)
-        return out
-
     def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
         """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
         s = self.setup
@@ -180,11 +175,6 @@ class Depthwise(ConvKernel):
         assert w is not None
         self.weights = np.ascontiguousarray(w.reshape(s.out_channels, s.kernel[0], s.kernel[1]))
         self.small = is_small(int(np.prod(self.out_shape)) * s.kernel[0] * s.kernel[1])
-
-    def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
-        out = np.empty(self.out_shape, dtype=np.float32)
-        self.run_into(out, x)
-        return out
 
     def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
         """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""

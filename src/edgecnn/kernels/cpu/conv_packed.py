@@ -255,11 +255,6 @@ class PackedConv(ConvKernel):
             self._tiles[threads] = plan
         return plan
 
-    def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
-        out = np.empty(self.out_shape, dtype=np.float32)
-        self.run_into(out, x)
-        return out
-
     def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
         """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
         s = self.setup

@@ -144,11 +144,6 @@ class SparseConv(ConvKernel):
         m_tiles = min(out_per_group, -(-per_image_group // p_tiles))
         return p_step, -(-out_per_group // m_tiles)
 
-    def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
-        out = np.empty(self.out_shape, dtype=np.float32)
-        self.run_into(out, x)
-        return out
-
     def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
         """Writes every element of ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
         s = self.setup

@@ -194,11 +194,6 @@ class WinogradConv(ConvKernel):
             self._chunking[threads] = plan
         return plan
 
-    def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
-        out = np.empty(self.out_shape, dtype=np.float32)
-        self.run_into(out, x)
-        return out
-
     def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
         """Write the convolution of ``x`` into ``out`` (C-contiguous float32 of the output shape)."""
         s = self.setup
