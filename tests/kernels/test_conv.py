@@ -88,29 +88,33 @@ def conv_cases(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def expected_kernel(case: dict[str, Any]) -> str:
-    """The heuristic: depthwise for group == C_in > 1, direct GEMM for unpadded 1x1 stride 1; the
-    packed-weight GEMM for everything else where BLAS cannot be called."""
+    """The heuristic: depthwise for group == C_in > 1, direct GEMM for unpadded 1x1 stride 1, the
+    packed-weight GEMM for strided 1x1, the direct kernel for shallow filters on full rows, else
+    im2col + GEMM; where BLAS cannot be called, the packed-weight GEMM instead of the BLAS kernels."""
     geometry, channels = case["geometry"], case["x_shape"][1]
     if geometry.get("group", 1) == channels > 1:
         return "depthwise"
-    if not blas.AVAILABLE:
-        return "packed_gemm"
     same = geometry.get("auto_pad", AutoPad.NOTSET) is not AutoPad.NOTSET
     unpadded = same or not any(geometry.get("pads", ()))
-    if geometry["kernel_shape"] == (1, 1) and geometry.get("strides", (1, 1)) == (1, 1) and unpadded:
-        return "gemm_1x1"
-    return "direct_gemm" if direct_fits(case) else "im2col_gemm"
+    strided = geometry.get("strides", (1, 1)) != (1, 1)
+    if geometry["kernel_shape"] == (1, 1) and not strided and unpadded:
+        return "gemm_1x1" if blas.AVAILABLE else "packed_gemm"
+    if geometry["kernel_shape"] == (1, 1) and strided:
+        return "packed_gemm"  # strided 1x1: the packed kernel copies the subsample once
+    if direct_fits(case):
+        return "direct_gemm"
+    return "im2col_gemm" if blas.AVAILABLE else "packed_gemm"
 
 
 def direct_fits(case: dict[str, Any]) -> bool:
-    """conv.when_direct's rule: shallow filters on maps whose rows fill the 16-pixel runs, unless
-    im2col copies shifted rows (stride 1, output as wide as the input)."""
+    """conv.when_direct's rule: shallow filters larger than 1x1 on maps whose rows fill the 16-pixel
+    runs, unless im2col copies shifted rows (stride 1, output as wide as the input)."""
     types = [TensorType("float32", case["x_shape"]), TensorType("float32", case["w_shape"])]
     setup = conv_setup(Node("Conv", "c", ["x", "w"], ["y"], ConvAttrs(**case["geometry"])), types)
     assert setup is not None
     depth = case["w_shape"][1] * case["w_shape"][2] * case["w_shape"][3]
     runs = -(-setup.out[1] // 16) * 16
-    if setup.strides == (1, 1) and setup.out[1] == setup.width:
+    if setup.kernel == (1, 1) or (setup.strides == (1, 1) and setup.out[1] == setup.width):
         return False
     return depth <= conv_kernels.MAX_DIRECT_DEPTH and setup.out[1] >= conv_kernels.MIN_DIRECT_FILL * runs
 

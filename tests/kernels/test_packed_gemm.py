@@ -170,6 +170,7 @@ def check_packed_conv(case: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> 
     constants = tuple(range(1, len(inputs)))
     monkeypatch.setattr("edgecnn.kernels.cpu.blas.AVAILABLE", False)
     monkeypatch.setattr(conv_packed, "CONV_GEMM_GRAIN", 0)  # small layers threaded too
+    monkeypatch.setattr("edgecnn.kernels.cpu.conv.MAX_DIRECT_DEPTH", 0)  # no layer to the direct kernel
     actual, kernel = fast_run(op, attrs, inputs, constants, case["threads"])
     assert kernel == ("depthwise" if case["geometry"]["group"] == case["x_shape"][1] > 1 else "packed_gemm")
     expected = reference_run(op, attrs, inputs, constants)

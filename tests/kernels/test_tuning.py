@@ -178,16 +178,16 @@ def test_bad_thread_variable_does_not_break_selection(cache: Path, monkeypatch: 
 def test_candidates_are_every_kernel_that_can_run_the_layer() -> None:
     node, types, values = small_conv()
     assert [e.name for e in candidate_kernels(node, types, values)] == [
-        "packed_gemm",
         "winograd_f43",
         "winograd_f23",
         "direct_gemm",
+        "packed_gemm",
         "im2col_gemm",
     ]
     strided, types2, values2 = small_conv(strides=(2, 2))
     assert [e.name for e in candidate_kernels(strided, types2, values2)] == [
-        "packed_gemm",
         "direct_gemm",
+        "packed_gemm",
         "im2col_gemm",
     ]
 

@@ -35,6 +35,9 @@ from edgecnn.kernels.cpu.threads import (
 from edgecnn.kernels.cpu.tiling import Tiling, plan_tiles, prefer_rows
 from edgecnn.kernels.registry import register_kernel
 
+PACK_STRIDED_POINTWISE = True
+"""Whether strided 1x1 layers get the packed-weight GEMM (``when_packed``; off: the BLAS tiles)."""
+
 MAX_DIRECT_DEPTH, MIN_DIRECT_FILL = 400, 0.6
 """``when_direct``'s thresholds, from benchmarks/direct_conv.py and benchmarks/conv_gap.py (2 threads,
 docs/conv-gap.md, "Direct convolution"): the direct kernel beat im2col + BLAS on every stem with
@@ -79,7 +82,8 @@ def can_pack(node: Node, types: Sequence[TensorType | None], values: Sequence[np
 def when_direct(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
     """The direct kernel (conv_direct.py) where im2col costs most and its 16-pixel runs waste
     little: shallow filters (MAX_DIRECT_DEPTH taps x channels) on maps whose rows fill the runs,
-    except where im2col copies whole shifted rows (stride 1, output as wide as the input)."""
+    except where im2col copies whole shifted rows (stride 1, output as wide as the input) and for
+    1x1 filters (every tap another channel plane; their im2col is a plain subsample)."""
     if not can_pack(node, types, values):
         return False
     s = conv_setup(node, types)
@@ -88,7 +92,7 @@ def when_direct(node: Node, types: Sequence[TensorType | None], values: Sequence
     runs = -(-s.out[1] // 16) * 16
     shifted_rows = s.strides == (1, 1) and s.out[1] == s.width
     return (
-        not s.pointwise
+        s.kernel != (1, 1)
         and not shifted_rows
         and depth <= MAX_DIRECT_DEPTH
         and s.out[1] >= MIN_DIRECT_FILL * runs
@@ -96,10 +100,19 @@ def when_direct(node: Node, types: Sequence[TensorType | None], values: Sequence
 
 
 def when_packed(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
-    """The heuristic picks the packed-weight GEMM only without a callable BLAS: with one, the BLAS
-    tiles measured as fast or faster on most of ResNet's layers (docs/tuning.md, "Packed-weight
-    GEMM"), so `edgecnn tune` decides per layer."""
-    return not blas.AVAILABLE and can_pack(node, types, values)
+    """The packed-weight GEMM where no other kernel's rule takes the layer (priority 11: below
+    Winograd, direct, sparse and repeated-filter kernels, above im2col_gemm) and BLAS cannot be
+    called, and for strided 1x1 layers (ResNet's
+    projection shortcuts): their im2col is a subsample that the BLAS tiles then copy again into
+    sgemm's panels, where the packed kernel copies it once (8-16% faster on ResNet-50's three,
+    docs/conv-gap.md). Elsewhere the BLAS tiles measured as fast or faster on most of ResNet's
+    layers (docs/conv-gap.md, "Packed-weight GEMM"), so `edgecnn tune` decides per layer."""
+    if not can_pack(node, types, values):
+        return False
+    s = conv_setup(node, types)
+    assert s is not None
+    strided_pointwise = PACK_STRIDED_POINTWISE and s.kernel == (1, 1) and s.strides != (1, 1)
+    return not blas.AVAILABLE or strided_pointwise
 
 
 class TiledConvGemm(ConvKernel):
@@ -200,7 +213,7 @@ class Depthwise(ConvKernel):
 
 for _op in ("Conv", "FusedConv"):
     register_kernel(_op, when=when_depthwise, priority=30, name="depthwise")(Depthwise)
-    register_kernel(_op, when=when_packed, priority=25, name="packed_gemm", applies=can_pack)(PackedConv)
+    register_kernel(_op, when=when_packed, priority=11, name="packed_gemm", applies=can_pack)(PackedConv)
     register_kernel(_op, when=when_direct, priority=12, name="direct_gemm", applies=can_pack)(DirectConv)
     register_kernel(_op, when=when_pointwise, priority=20, name="gemm_1x1")(TiledConvGemm)
     register_kernel(_op, when=when_blas, priority=10, name="im2col_gemm")(TiledConvGemm)
