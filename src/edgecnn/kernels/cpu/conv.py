@@ -104,8 +104,8 @@ def when_packed(node: Node, types: Sequence[TensorType | None], values: Sequence
     Winograd, direct, sparse and repeated-filter kernels, above im2col_gemm) and BLAS cannot be
     called, and for strided 1x1 layers (ResNet's
     projection shortcuts): their im2col is a subsample that the BLAS tiles then copy again into
-    sgemm's panels, where the packed kernel copies it once (8-16% faster on ResNet-50's three,
-    docs/conv-gap.md). Elsewhere the BLAS tiles measured as fast or faster on most of ResNet's
+    sgemm's panels, where the packed kernel copies it once (per-layer tables of docs/conv-gap.md:
+    7-16% faster on ResNet-50's three in one run; 7-11% faster on two, even on the third in the next). Elsewhere the BLAS tiles measured as fast or faster on most of ResNet's
     layers (docs/conv-gap.md, "Packed-weight GEMM"), so `edgecnn tune` decides per layer."""
     if not can_pack(node, types, values):
         return False
