@@ -100,13 +100,13 @@ def when_direct(node: Node, types: Sequence[TensorType | None], values: Sequence
 
 
 def when_packed(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
-    """The packed-weight GEMM where no other kernel's rule takes the layer (priority 11: below
-    Winograd, direct, sparse and repeated-filter kernels, above im2col_gemm) and BLAS cannot be
-    called, and for strided 1x1 layers (ResNet's
-    projection shortcuts): their im2col is a subsample that the BLAS tiles then copy again into
-    sgemm's panels, where the packed kernel copies it once (per-layer tables of docs/conv-gap.md:
-    7-16% faster on ResNet-50's three in one run; 7-11% faster on two, even on the third in the next). Elsewhere the BLAS tiles measured as fast or faster on most of ResNet's
-    layers (docs/conv-gap.md, "Packed-weight GEMM"), so `edgecnn tune` decides per layer."""
+    """The packed-weight GEMM where no other kernel's rule takes the layer and BLAS cannot be
+    called (priority 11: below the Winograd, direct, sparse and repeated-filter kernels, above
+    im2col_gemm), and for strided 1x1 layers, ResNet's projection shortcuts: their im2col is a
+    subsample that the BLAS tiles copy again into sgemm's panels, where the packed kernel copies it
+    once (docs/conv-gap.md's per-layer tables: 7-16% faster on ResNet-50's three in one run, 7-11%
+    faster on two and even on the third in the next). Elsewhere the BLAS tiles measured as fast or
+    faster on most of ResNet's layers ("Packed-weight GEMM"), so `edgecnn tune` decides per layer."""
     if not can_pack(node, types, values):
         return False
     s = conv_setup(node, types)
