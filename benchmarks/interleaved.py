@@ -1,10 +1,12 @@
 """edgecnn / onnxruntime latency ratios, run interleaved in one process, with onnxruntime's thread
-spinning on (its default) and off.
+spinning on (its default), off, and on only during its runs.
 
 Why: onnxruntime's intra-op workers spin-wait after each run; when runs of the two engines alternate
 (as in `edgecnn bench`), those spinning workers hold the cores that edgecnn's next run needs, and
 edgecnn's time doubles on a 2-core machine. With spinning off, each engine gets the cores it asks
-for. Writes docs/interleaved.md (or --output) and prints it.
+for, but every operator wakes sleeping workers. "in-run" keeps spinning within a run and stops it
+when the run returns (``session.force_spinning_stop``), which is what edgecnn's own pool does
+(kernels/cpu/threads.py, SPIN_COUNT). Writes docs/interleaved.md (or --output) and prints it.
 
     .venv/bin/python benchmarks/interleaved.py --models mobilenetv2,lenet5 --threads 2 --rounds 30
 """
@@ -23,6 +25,7 @@ import onnx
 import edgecnn
 from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model
+from edgecnn.kernels.cpu.threads import SPIN_COUNT
 
 
 def machine_line() -> str:
@@ -32,7 +35,11 @@ def machine_line() -> str:
     return f"{cpu_model()}, {os.cpu_count()} cores, load average {load:.2f} at start{shared}"
 
 
-def _session(path: str, threads: int, spinning: bool):
+SPINNING = {"on": ("1", "0"), "off": ("0", "0"), "in-run": ("1", "1")}
+"""onnxruntime's session.intra_op.allow_spinning and session.force_spinning_stop per mode."""
+
+
+def _session(path: str, threads: int, spinning: str):
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -40,11 +47,13 @@ def _session(path: str, threads: int, spinning: bool):
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+    allow, stop = SPINNING[spinning]
+    options.add_session_config_entry("session.intra_op.allow_spinning", allow)
+    options.add_session_config_entry("session.force_spinning_stop", stop)
     return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
 
-def measure(name: str, threads: int, rounds: int, spinning: bool) -> tuple[float, float]:
+def measure(name: str, threads: int, rounds: int, spinning: str) -> tuple[float, float]:
     """Median ms of edgecnn and onnxruntime, their runs alternating."""
     model = build_model(name)
     shape = [d.dim_value or 1 for d in model.graph.input[0].type.tensor_type.shape.dim]
@@ -78,9 +87,12 @@ def main() -> None:
     )
     args = parser.parse_args()
     lines = [
-        "# edgecnn vs onnxruntime, interleaved runs, onnxruntime spinning on and off",
+        "# edgecnn vs onnxruntime, interleaved runs, onnxruntime spinning on, off and in-run only",
         "",
         f"Machine: {machine_line()}; batch 1, {args.threads} thread(s), {args.rounds} rounds (medians).",
+        "",
+        f"edgecnn's pool spins {os.environ.get('GOMP_SPINCOUNT', SPIN_COUNT)} libgomp iterations after a "
+        "parallel region (`GOMP_SPINCOUNT`, default kernels/cpu/threads.py's SPIN_COUNT).",
         "",
         f"Command: `.venv/bin/python benchmarks/interleaved.py --models {args.models} "
         f"--threads {args.threads} --rounds {args.rounds}`",
@@ -88,17 +100,15 @@ def main() -> None:
         "| model | spinning | edgecnn ms | onnxruntime ms | ratio |",
         "|---|---|---:|---:|---:|",
     ]
-    ratios: dict[bool, list[float]] = {True: [], False: []}
+    ratios: dict[str, list[float]] = {mode: [] for mode in SPINNING}
     for name in args.models.split(","):
-        for spinning in (True, False):
+        for spinning in SPINNING:
             ours, theirs = measure(name, args.threads, args.rounds, spinning)
             ratios[spinning].append(ours / theirs)
-            lines.append(
-                f"| {name} | {'on' if spinning else 'off'} | {ours:.3f} | {theirs:.3f} | {ours / theirs:.2f}x |"
-            )
+            lines.append(f"| {name} | {spinning} | {ours:.3f} | {theirs:.3f} | {ours / theirs:.2f}x |")
     for spinning, values in ratios.items():
         mean = float(np.exp(np.mean(np.log(values))))
-        lines.append(f"\nGeometric mean, spinning {'on' if spinning else 'off'}: {mean:.2f}x")
+        lines.append(f"\nGeometric mean, spinning {spinning}: {mean:.2f}x")
     text = "\n".join(lines) + "\n"
     print(text)
     args.output.write_text(text)

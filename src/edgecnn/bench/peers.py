@@ -97,10 +97,13 @@ class OnnxRuntimeEngine(Engine):
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # Its own pool spins after each run, like OpenMP's (QUIET_POOLS): in an interleaved benchmark
-        # the spinning workers take the cores the next engine is timed on (edgecnn's MobileNetV2 15.5 ms
-        # with spinning on, 9.5 off: benchmarks/interleaved.py, docs/interleaved.md).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        # Its pool spins while a run is under way (its default), but stops when the run returns: left
+        # spinning after each run, like OpenMP's (QUIET_POOLS), its workers take the cores the next
+        # engine is timed on; with spinning off, every operator wakes sleeping workers. edgecnn's own
+        # pool likewise spins only briefly (kernels/cpu/threads.py, SPIN_COUNT). The three settings:
+        # benchmarks/interleaved.py, docs/interleaved.md.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1")
+        options.add_session_config_entry("session.force_spinning_stop", "1")
         session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
         input_name = session.get_inputs()[0].name
         output_name = session.get_outputs()[0].name

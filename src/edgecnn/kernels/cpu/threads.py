@@ -22,11 +22,19 @@ from typing import Any
 import numba
 
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-    # Numba's OpenMP workers sleep between parallel regions instead of spinning: a spinning worker
+    # Numba's OpenMP workers sleep when idle instead of spinning for long: a spinning worker
     # takes the core that the other thread of the next region (or another process) needs, and
     # that costs a scheduler time slice (milliseconds) whenever the CPU is not entirely ours.
     # Read by the OpenMP runtime when numba first starts its pool, i.e. after this import.
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+
+SPIN_COUNT = 10_000
+"""How long numba's OpenMP (libgomp) workers spin after a parallel region before they sleep, in
+libgomp's spin iterations (about 30 ns each on the dev VM: ~0.3 ms). Within a run the next region
+starts well inside that, and a worker still spinning joins it in ~2 us; a sleeping one is woken
+through the kernel in ~13 us, ~40 us after a millisecond's sleep (benchmarks/kernels.py --spin).
+Once a run ends the workers give their cores back within that time. Set ``GOMP_SPINCOUNT`` (or
+``OMP_WAIT_POLICY``) to choose otherwise; applied only to the pool's start (``_start_pool``)."""
 
 GRAIN = 200_000
 """Elements a compiled loop touches (outputs x taps, roughly) below which it stays on one thread."""
@@ -254,12 +262,26 @@ def _thread_api() -> tuple[Callable[[], int], Callable[[int], None]]:
     functions if this numba version lays them out differently."""
     from numba.np.ufunc import parallel
 
-    numba.get_num_threads()  # starts the pool: the layer's functions exist from here on
+    _start_pool()
     getter = getattr(parallel, "_get_num_threads", None)
     setter = getattr(parallel, "_set_num_threads", None)
     if callable(getter) and callable(setter) and getter() == numba.get_num_threads():
         return getter, setter
     return numba.get_num_threads, numba.set_num_threads
+
+
+def _start_pool() -> None:
+    """Start numba's pool with SPIN_COUNT in the environment of the OpenMP runtime it loads, and
+    restore the environment after, so that runtimes loaded later (other engines in the process)
+    keep their own settings. No effect if the pool has already started."""
+    chosen = "GOMP_SPINCOUNT" in os.environ or os.environ.get("OMP_WAIT_POLICY", "PASSIVE") != "PASSIVE"
+    if not chosen:
+        os.environ["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
+    try:
+        numba.get_num_threads()  # starts the pool: the layer's functions exist from here on
+    finally:
+        if not chosen:
+            del os.environ["GOMP_SPINCOUNT"]
 
 
 def _first_get() -> int:
