@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import tempfile
 import time
 from collections import defaultdict
@@ -33,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import sections
 from threadpoolctl import threadpool_limits
 
 import edgecnn
@@ -336,14 +336,8 @@ def model_table(model_name: str, rows: list[LayerRow]) -> list[str]:
 
 
 def replace_section(text: str, name: str, body: list[str]) -> str:
-    """``text`` with the block between ``<!-- conv-gap:NAME:start/end -->`` replaced by ``body``
-    (appended at the end if the markers are absent), so each table can be rerun on its own."""
-    start, end = f"<!-- conv-gap:{name}:start -->", f"<!-- conv-gap:{name}:end -->"
-    block = "\n".join([start, *body, end])
-    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.DOTALL)
-    if pattern.search(text):
-        return pattern.sub(lambda _: block, text)
-    return text.rstrip("\n") + "\n\n" + block + "\n"
+    """``text`` with its ``conv-gap:NAME`` block replaced by ``body`` (see sections.py)."""
+    return sections.replace_section(text, f"conv-gap:{name}", body)
 
 
 def whole_section(models: list[str], threads: int, rounds: int, label: str) -> list[str]:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import tempfile
 import time
 from collections import defaultdict
@@ -35,6 +34,7 @@ from unittest import mock
 
 import numpy as np
 import onnx
+from sections import replace_section
 
 import edgecnn
 from edgecnn.bench.machine import cpu_model
@@ -355,15 +355,6 @@ def whole_section(models: list[str], rounds: int, old_grain: int) -> list[str]:
     return lines
 
 
-def replace_section(text: str, body: list[str], mark: str = MARK) -> str:
-    start, end = f"<!-- {mark}:start -->", f"<!-- {mark}:end -->"
-    block = "\n".join([start, *body, end])
-    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.DOTALL)
-    if pattern.search(text):
-        return pattern.sub(lambda _: block, text)
-    return text.rstrip("\n") + "\n\n" + block + "\n"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="squeezenet1.1,resnet50")
@@ -379,12 +370,12 @@ def main() -> None:
     if args.whole:
         models = args.whole.split(",")
         body = whole_section(models, args.whole_rounds, args.old_grain)
-        text = replace_section(text, body, f"{MARK}-whole")
+        text = replace_section(text, f"{MARK}-whole", body)
     else:
         load = os.getloadavg()
         models = [m for m in args.models.split(",") if m]
         rows = [row for m in models for row in measure(m, args.rounds)]
-        text = replace_section(text, section(rows, models, args.rounds, load))
+        text = replace_section(text, MARK, section(rows, models, args.rounds, load))
     args.output.write_text(text, encoding="utf-8")
     print(f"wrote {args.output}")
 

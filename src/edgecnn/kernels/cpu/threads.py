@@ -31,10 +31,10 @@ if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
 SPIN_COUNT = 10_000
 """How long numba's OpenMP (libgomp) workers spin after a parallel region before they sleep, in
 libgomp's spin iterations (about 30 ns each on the dev VM: ~0.3 ms). Within a run the next region
-starts well inside that, and a worker still spinning joins it in ~2 us; a sleeping one is woken
-through the kernel in ~13 us, ~40 us after a millisecond's sleep (benchmarks/kernels.py --spin).
-Once a run ends the workers give their cores back within that time. Set ``GOMP_SPINCOUNT`` (or
-``OMP_WAIT_POLICY``) to choose otherwise; applied only to the pool's start (``_start_pool``)."""
+starts well inside that, and a still-spinning worker joins it several times faster than a sleeping
+one is woken through the kernel (docs/tuning.md, "Waking the pool": benchmarks/wake.py). Once a run
+ends, the workers give their cores back within that time. Set ``GOMP_SPINCOUNT`` (or
+``OMP_WAIT_POLICY``) to choose otherwise; applied only while the pool starts (``_start_pool``)."""
 
 GRAIN = 200_000
 """Elements a compiled loop touches (outputs x taps, roughly) below which it stays on one thread."""
