@@ -12,10 +12,10 @@ what ``threads.GEMM_GRAIN`` should be. The table goes between its markers in doc
     .venv/bin/python benchmarks/grain.py --models squeezenet1.1,resnet50 --rounds 25
 
 ``--whole MODELS`` instead compares whole runs in one process, alternating: each model loaded twice,
-one copy planned under the previous rules (``--old-grain``, pixels cut first, F(4x4) Winograd split
-like F(2x2)) and one under the current ones (``threads.CONV_GEMM_GRAIN``, ``tiling.prefer_rows``,
-``winograd.MIN_SPLIT_TILES_F43``), with onnxruntime beside them.
-Each conv kernel fixes its grain and tiling when first run, so the two copies keep their rules.
+one copy planned under the previous grains (``--old-grain`` for the GEMM-based conv kernels,
+``--old-depthwise-grain`` for the depthwise loop) and one under the current ones
+(``threads.CONV_GEMM_GRAIN``, ``threads.DEPTHWISE_GRAIN``), with onnxruntime beside them.
+Each conv kernel fixes its grain when it is built, so the two copies keep their rules.
 
     .venv/bin/python benchmarks/grain.py --whole squeezenet1.1,resnet18,resnet50 --whole-rounds 30
 """
@@ -42,10 +42,10 @@ from edgecnn.bench.zoo import build_model
 from edgecnn.ir.graph import Node
 from edgecnn.kernels.cpu import conv as conv_kernels
 from edgecnn.kernels.cpu import cpu_threads
+from edgecnn.kernels.cpu import threads as thread_budget
 from edgecnn.kernels.cpu import winograd as wino
 from edgecnn.kernels.cpu.conv_residual import conv_part
 from edgecnn.kernels.cpu.conv_setup import conv_setup
-from edgecnn.kernels.cpu.threads import CONV_GEMM_GRAIN
 from edgecnn.kernels.registry import candidate_kernels
 from edgecnn.kernels.tuning_measure import example_inputs, heuristic_choice
 
@@ -254,7 +254,7 @@ def section(rows: list[Row], models: list[str], rounds: int, load: tuple[float, 
         "cut by output channels (`tiling.prefer_rows`) the tiling column also gives the two-thread median",
         "with the pixel cut the rule replaced, timed in the same rounds; for Winograd layers on small maps,",
         "the median with the other split between the threads (tiles or output channels).",
-        f"Current `CONV_GEMM_GRAIN` = {CONV_GEMM_GRAIN:,} multiply-adds. The grain that misassigns the fewest",
+        f"Current `CONV_GEMM_GRAIN` = {thread_budget.CONV_GEMM_GRAIN:,} multiply-adds. The grain that misassigns the fewest",
         f"milliseconds over these layers: **{crossover(rows):,}** by the medians, "
         f"**{crossover(rows, fastest=True):,}** by the fastest runs.",
         "",
@@ -282,7 +282,9 @@ def _load(model: onnx.ModelProto, threads: int) -> edgecnn.Model:
         return edgecnn.load(str(path), threads=threads)
 
 
-def whole_ab(model_name: str, rounds: int, old_grain: int) -> dict[str, tuple[float, float]]:
+def whole_ab(
+    model_name: str, rounds: int, old_grain: int, old_depthwise: int
+) -> dict[str, tuple[float, float]]:
     """Median (wall ms, process CPU ms) of the old-rules copy, the current copy and onnxruntime."""
     import onnxruntime as ort
 
@@ -292,17 +294,16 @@ def whole_ab(model_name: str, rounds: int, old_grain: int) -> dict[str, tuple[fl
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     old = _load(model, 2)
     with (
-        mock.patch.object(conv_kernels, "CONV_GEMM_GRAIN", old_grain),
-        mock.patch.object(conv_kernels, "prefer_rows", lambda *_, **__: False),
-        mock.patch.object(wino, "MIN_SPLIT_TILES_F43", wino.MIN_SPLIT_TILES),
+        mock.patch.object(thread_budget, "CONV_GEMM_GRAIN", old_grain),
+        mock.patch.object(thread_budget, "DEPTHWISE_GRAIN", old_depthwise),
     ):
-        old(x)  # plans and runs: every conv kernel fixes its grain and tiling now
+        old(x)  # plans and runs: every conv kernel fixes its grain now
     new = _load(model, 2)
     new(x)
     options = ort.SessionOptions()
     options.intra_op_num_threads = 2
     options.inter_op_num_threads = 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.force_spinning_stop", "1")  # as in `edgecnn bench`
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     runs = {
         "old": lambda: old(x),
@@ -325,16 +326,15 @@ def whole_ab(model_name: str, rounds: int, old_grain: int) -> dict[str, tuple[fl
     }
 
 
-def whole_section(models: list[str], rounds: int, old_grain: int) -> list[str]:
+def whole_section(models: list[str], rounds: int, old_grain: int, old_depthwise: int) -> list[str]:
     load = os.getloadavg()
     lines = [
-        "### Whole models: previous rules against the current ones",
+        "### Whole models: previous grains against the current ones",
         "",
         f"Batch 1, 2 threads, medians of {rounds} rounds of old / new / onnxruntime in one process (the order",
         "turning every round).",
-        f"Old: conv grain {old_grain:,} multiply-adds, pixels cut first, Winograd F(4x4) split by tiles",
-        f"from {wino.MIN_SPLIT_TILES} tiles per thread; new: grain {CONV_GEMM_GRAIN:,}, 1x1 layers with more",
-        f"channels than pixels cut by channels, F(4x4) split by tiles from {wino.MIN_SPLIT_TILES_F43}.",
+        f"Old: conv grain {old_grain:,} multiply-adds, depthwise grain {old_depthwise:,} outputs x taps;",
+        f"new: {thread_budget.CONV_GEMM_GRAIN:,} and {thread_budget.DEPTHWISE_GRAIN:,}.",
         "CPU = process CPU time (both threads).",
         f"Machine: {cpu_model()}, {os.cpu_count()} cores, load average {load[0]:.2f} / {load[1]:.2f} at start",
         "(shared machine if above ~0.5).",
@@ -345,7 +345,7 @@ def whole_section(models: list[str], rounds: int, old_grain: int) -> list[str]:
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for model_name in models:
-        t = whole_ab(model_name, rounds, old_grain)
+        t = whole_ab(model_name, rounds, old_grain, old_depthwise)
         (old, old_cpu), (new, new_cpu), (ort_ms, _) = t["old"], t["new"], t["onnxruntime"]
         lines.append(
             f"| {model_name} | {old:.2f} | {new:.2f} | {new / old:.2f}x | {old_cpu:.2f} | {new_cpu:.2f} | "
@@ -362,14 +362,17 @@ def main() -> None:
     parser.add_argument("--whole", default="", help="models to compare whole, old rules vs new (comma list)")
     parser.add_argument("--whole-rounds", type=int, default=30)
     parser.add_argument(
-        "--old-grain", type=int, default=1 << 20, help="the conv grain before this measurement"
+        "--old-grain", type=int, default=1 << 22, help="the conv grain before this measurement"
+    )
+    parser.add_argument(
+        "--old-depthwise-grain", type=int, default=200_000, help="the depthwise grain before this measurement"
     )
     parser.add_argument("--output", type=Path, default=Path(__file__).parent.parent / "docs" / "tuning.md")
     args = parser.parse_args()
     text = args.output.read_text(encoding="utf-8") if args.output.exists() else "# Tuning\n"
     if args.whole:
         models = args.whole.split(",")
-        body = whole_section(models, args.whole_rounds, args.old_grain)
+        body = whole_section(models, args.whole_rounds, args.old_grain, args.old_depthwise_grain)
         text = replace_section(text, f"{MARK}-whole", body)
     else:
         load = os.getloadavg()

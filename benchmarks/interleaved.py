@@ -5,8 +5,8 @@ Why: onnxruntime's intra-op workers spin-wait after each run; when runs of the t
 (as in `edgecnn bench`), those spinning workers hold the cores that edgecnn's next run needs, and
 edgecnn's time doubles on a 2-core machine. With spinning off, each engine gets the cores it asks
 for, but every operator wakes sleeping workers. "in-run" keeps spinning within a run and stops it
-when the run returns (``session.force_spinning_stop``), which is what edgecnn's own pool does
-(kernels/cpu/threads.py, SPIN_COUNT). Writes docs/interleaved.md (or --output) and prints it.
+when the run returns (``session.force_spinning_stop``): what `edgecnn bench` uses. Writes
+docs/interleaved.md (or --output) and prints it.
 
     .venv/bin/python benchmarks/interleaved.py --models mobilenetv2,lenet5 --threads 2 --rounds 30
 """
@@ -25,7 +25,6 @@ import onnx
 import edgecnn
 from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model
-from edgecnn.kernels.cpu.threads import SPIN_COUNT
 
 
 def machine_line() -> str:
@@ -90,9 +89,6 @@ def main() -> None:
         "# edgecnn vs onnxruntime, interleaved runs, onnxruntime spinning on, off and in-run only",
         "",
         f"Machine: {machine_line()}; batch 1, {args.threads} thread(s), {args.rounds} rounds (medians).",
-        "",
-        f"edgecnn's pool spins {os.environ.get('GOMP_SPINCOUNT', SPIN_COUNT)} libgomp iterations after a "
-        "parallel region (`GOMP_SPINCOUNT`, default kernels/cpu/threads.py's SPIN_COUNT).",
         "",
         f"Command: `.venv/bin/python benchmarks/interleaved.py --models {args.models} "
         f"--threads {args.threads} --rounds {args.rounds}`",

@@ -213,7 +213,7 @@ def test_tiny_tiles_across_threads(case: dict[str, Any]) -> None:
     """Small layers cut into many narrow tiles on 2 threads: tile edges inside and across output rows."""
     case["threads"] = 2
     with (
-        mock.patch.object(conv_kernels, "CONV_GEMM_GRAIN", 0),
+        mock.patch.object(thread_budget, "CONV_GEMM_GRAIN", 0),
         mock.patch.object(thread_budget, "GRAIN", 0),
         mock.patch.object(tiling, "COLUMNS_BYTES", 256),
         mock.patch.object(tiling, "MIN_COLUMNS", 3),
@@ -256,5 +256,5 @@ def test_wide_pointwise_layer_split_by_output_channels() -> None:
     case["x_shape"] = (1, 40, 9, 9)
     case["w_shape"] = (150, 40, 1, 1)
     case["activation"] = {"activation": "relu"}
-    with mock.patch.object(conv_kernels, "CONV_GEMM_GRAIN", 0):
+    with mock.patch.object(thread_budget, "CONV_GEMM_GRAIN", 0):
         assert check_conv(case) == "gemm_1x1"

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu import conv_direct, conv_packed, packed_gemm
+from edgecnn.kernels.cpu import conv_packed, packed_gemm, threads
 from edgecnn.kernels.cpu.conv_direct import DirectConv
 from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, micro_kernel
 from edgecnn.kernels.cpu.packed_gemm import SCRATCH, pack_panels, pack_weights
@@ -169,7 +169,7 @@ def check_packed_conv(case: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> 
     inputs = [x, w] if b is None else [x, w, b]
     constants = tuple(range(1, len(inputs)))
     monkeypatch.setattr("edgecnn.kernels.cpu.blas.AVAILABLE", False)
-    monkeypatch.setattr(conv_packed, "CONV_GEMM_GRAIN", 0)  # small layers threaded too
+    monkeypatch.setattr(threads, "CONV_GEMM_GRAIN", 0)  # small layers threaded too
     monkeypatch.setattr("edgecnn.kernels.cpu.conv.MAX_DIRECT_DEPTH", 0)  # no layer to the direct kernel
     actual, kernel = fast_run(op, attrs, inputs, constants, case["threads"])
     assert kernel == ("depthwise" if case["geometry"]["group"] == case["x_shape"][1] > 1 else "packed_gemm")
@@ -200,7 +200,7 @@ def test_direct_conv_matches_reference(case: dict[str, Any]) -> None:
     node = Node("FusedConv", "conv", ["x", "w", "b"], ["y"], attrs)
     types = [TensorType("float32", x.shape), TensorType("float32", w.shape), TensorType("float32", b.shape)]
     kernel = DirectConv(node, types, [None, w, b])
-    with mock.patch.object(conv_direct, "CONV_GEMM_GRAIN", 0), cpu_threads(case["threads"]):
+    with mock.patch.object(threads, "CONV_GEMM_GRAIN", 0), cpu_threads(case["threads"]):
         actual = kernel(x)
     expected = reference_run("FusedConv", attrs, [x, w, b], (1, 2))
     magnitude = conv(ConvAttrs(**case["geometry"]), np.abs(x), np.abs(w), np.abs(b)).max()

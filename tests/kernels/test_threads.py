@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 
 import numba
 import numpy as np
@@ -84,36 +81,3 @@ def test_results_do_not_depend_on_threads() -> None:
     one, _ = fast_run("Conv", attrs, [x, w], (1,), 1)
     two, _ = fast_run("Conv", attrs, [x, w], (1,), 2)
     np.testing.assert_allclose(one, two, rtol=1e-5, atol=1e-5)
-
-
-_POOL_START_PROBE = """
-import os, numba
-seen = []
-original = numba.get_num_threads
-def probe():
-    seen.append(os.environ.get("GOMP_SPINCOUNT"))
-    return original()
-numba.get_num_threads = probe
-from edgecnn.kernels.cpu import threads
-threads.current_threads()
-print(seen[0], os.environ.get("GOMP_SPINCOUNT"))
-"""
-
-
-@pytest.mark.parametrize(
-    ("environment", "expected"),
-    [
-        ({}, f"{threads.SPIN_COUNT} None"),
-        ({"GOMP_SPINCOUNT": "7"}, "7 7"),
-        ({"OMP_WAIT_POLICY": "ACTIVE"}, "None None"),
-    ],
-)
-def test_pool_starts_with_a_bounded_spin_unless_chosen(environment: dict[str, str], expected: str) -> None:
-    """The OpenMP runtime sees SPIN_COUNT while numba's pool starts, and the process's environment is
-    restored after (runtimes loaded later keep their own); a user's choice is left alone."""
-    env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
-    env.update(environment)
-    result = subprocess.run(
-        [sys.executable, "-c", _POOL_START_PROBE], env=env, capture_output=True, text=True, check=True
-    )
-    assert result.stdout.split() == expected.split()

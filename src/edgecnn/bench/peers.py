@@ -99,9 +99,9 @@ class OnnxRuntimeEngine(Engine):
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         # Its pool spins while a run is under way (its default), but stops when the run returns: left
         # spinning after each run, like OpenMP's (QUIET_POOLS), its workers take the cores the next
-        # engine is timed on; with spinning off, every operator wakes sleeping workers. edgecnn's own
-        # pool likewise spins only briefly (kernels/cpu/threads.py, SPIN_COUNT). The three settings:
-        # benchmarks/interleaved.py, docs/interleaved.md.
+        # engine is timed on; with spinning off, every operator wakes sleeping workers, which is not
+        # how onnxruntime runs for its users. The three settings: benchmarks/interleaved.py,
+        # docs/interleaved.md.
         options.add_session_config_entry("session.intra_op.allow_spinning", "1")
         options.add_session_config_entry("session.force_spinning_stop", "1")
         session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])

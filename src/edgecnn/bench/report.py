@@ -154,8 +154,8 @@ def to_markdown(result: BenchResult, chart_name: str | None, notes: str = "") ->
         " (anything above 0 is other work sharing the cores)",
         f"- Environment: {machine.get('environment')} (set by `edgecnn bench` unless already set: with several"
         " OpenMP runtimes in one process, idle spinning workers of one engine steal the cores of the next);"
-        " onnxruntime's own pool spins only while a run is under way (session.force_spinning_stop=1), and"
-        " edgecnn's OpenMP pool spins at most ~0.3 ms after a parallel region (kernels/cpu/threads.py, SPIN_COUNT)",
+        " onnxruntime's own pool spins only while a run is under way (its default; session.force_spinning_stop=1"
+        " stops it when the run returns)",
     ]
     lines += [f"- Not run: {name}: {reason}" for name, reason in result.skipped_engines.items()]
     lines += [

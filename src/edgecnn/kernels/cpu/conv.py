@@ -25,12 +25,12 @@ from edgecnn.kernels.cpu.conv_packed import PackedConv
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, conv_setup
 from edgecnn.kernels.cpu.depthwise import depthwise_conv_2d
 from edgecnn.kernels.cpu.threads import (
-    CONV_GEMM_GRAIN,
     blas_single_threaded,
     call,
     current_threads,
     is_small,
     max_threads,
+    small_conv,
 )
 from edgecnn.kernels.cpu.tiling import Tiling, plan_tiles, prefer_rows
 from edgecnn.kernels.registry import register_kernel
@@ -129,7 +129,7 @@ class TiledConvGemm(ConvKernel):
         )
         self.pointwise = s.pointwise
         macs = s.batch * s.out_channels * self.pixels * self.group_rows
-        self.small = macs < CONV_GEMM_GRAIN
+        self.small = small_conv(macs)
         self._tilings: dict[int, Tiling] = {}
         self._no_columns = np.empty((max_threads(), 1, 1), dtype=np.float32)  # 1x1: never read
 

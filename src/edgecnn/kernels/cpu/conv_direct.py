@@ -27,7 +27,7 @@ from edgecnn.kernels.cpu.conv_gemm import rows_epilogue
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, ConvSetup
 from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, micro_kernel_rows
 from edgecnn.kernels.cpu.packed_gemm import DEPTH_BLOCK, ROW_BLOCK, pack_weights
-from edgecnn.kernels.cpu.threads import CONV_GEMM_GRAIN, current_threads
+from edgecnn.kernels.cpu.threads import current_threads, small_conv
 from edgecnn.kernels.cpu.twins import parallel_and_serial
 
 
@@ -266,7 +266,7 @@ class DirectConv(ConvKernel):
         self.offsets = tap_offsets(s)
         rows, phases, columns = frame_shape(s)
         self.frame = (s.batch * s.in_channels * rows, phases, columns)
-        self.small = s.batch * s.out_channels * self.pixels * self.depth < CONV_GEMM_GRAIN
+        self.small = small_conv(s.batch * s.out_channels * self.pixels * self.depth)
         self._tiles: dict[int, tuple[int, int, int]] = {}
 
     def tiles(self, threads: int) -> tuple[int, int, int]:

@@ -28,7 +28,7 @@ from edgecnn.kernels.cpu.conv_setup import ConvKernel, ConvSetup
 from edgecnn.kernels.cpu.im2col import im2col_rows
 from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS
 from edgecnn.kernels.cpu.packed_gemm import COLUMN_BLOCK, DEPTH_BLOCK, gemm_panels, pack_panels, pack_weights
-from edgecnn.kernels.cpu.threads import CONV_GEMM_GRAIN, current_threads
+from edgecnn.kernels.cpu.threads import current_threads, small_conv
 from edgecnn.kernels.cpu.twins import parallel_and_serial
 
 
@@ -244,7 +244,7 @@ class PackedConv(ConvKernel):
         assert w is not None
         self.packed = pack_conv_weights(w, s)
         self.depth = s.in_channels // s.group * s.kernel[0] * s.kernel[1]
-        self.small = s.batch * s.out_channels * self.pixels * self.depth < CONV_GEMM_GRAIN
+        self.small = small_conv(s.batch * s.out_channels * self.pixels * self.depth)
         self._tiles: dict[int, tuple[int, int, int]] = {}
 
     def tiles(self, threads: int) -> tuple[int, int, int]:

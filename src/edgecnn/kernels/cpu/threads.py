@@ -22,19 +22,12 @@ from typing import Any
 import numba
 
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-    # Numba's OpenMP workers sleep when idle instead of spinning for long: a spinning worker
+    # Numba's OpenMP workers sleep between parallel regions instead of spinning: a spinning worker
     # takes the core that the other thread of the next region (or another process) needs, and
     # that costs a scheduler time slice (milliseconds) whenever the CPU is not entirely ours.
-    # Read by the OpenMP runtime when numba first starts its pool, i.e. after this import.
+    # Even a short spin costs more than it saves once a run follows a pause (docs/tuning.md,
+    # "Waking the pool"). Read by the OpenMP runtime when numba first starts its pool.
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-
-SPIN_COUNT = 10_000
-"""How long numba's OpenMP (libgomp) workers spin after a parallel region before they sleep, in
-libgomp's spin iterations (about 30 ns each on the dev VM: ~0.3 ms). Within a run the next region
-starts well inside that, and a still-spinning worker joins it several times faster than a sleeping
-one is woken through the kernel (docs/tuning.md, "Waking the pool": benchmarks/wake.py). Once a run
-ends, the workers give their cores back within that time. Set ``GOMP_SPINCOUNT`` (or
-``OMP_WAIT_POLICY``) to choose otherwise; applied only while the pool starts (``_start_pool``)."""
 
 GRAIN = 200_000
 """Elements a compiled loop touches (outputs x taps, roughly) below which it stays on one thread."""
@@ -43,8 +36,8 @@ GEMM_GRAIN = 1 << 20
 """Multiply-adds below which a GEMM-based kernel stays on one thread (BLAS does ~8 per loop element)."""
 
 CONV_GEMM_GRAIN = 1 << 22
-"""Multiply-adds below which a tiled conv GEMM (conv.py: im2col or 1x1) stays on one thread.
-Measured with benchmarks/grain.py (docs/tuning.md, "Thread grain"; 2-core EPYC VM, shared,
+"""Multiply-adds below which a conv kernel built on GEMM (im2col, 1x1, direct, packed) stays on one
+thread. Measured with benchmarks/grain.py (docs/tuning.md, "Thread grain"; 2-core EPYC VM, shared,
 OMP_WAIT_POLICY=PASSIVE, the order of the 1- and 2-thread calls turning every round): SqueezeNet's
 1x1 layers of 1.5-3.1 M multiply-adds (0.1-0.2 ms) ran 0.86-1.18x as fast on two threads as on one
 (about 1.0 on average: the second thread only burns CPU), those of 4.2-6.2 M 1.04-1.22x, every
@@ -253,6 +246,12 @@ def is_small(work: int) -> bool:
     return work < GRAIN
 
 
+def small_conv(macs: int) -> bool:
+    """Whether a GEMM-based conv layer of ``macs`` multiply-adds should stay on one thread (read at
+    call time, so benchmarks can patch the module's CONV_GEMM_GRAIN)."""
+    return macs < CONV_GEMM_GRAIN
+
+
 def _thread_api() -> tuple[Callable[[], int], Callable[[int], None]]:
     """Getter and setter of the calling thread's numba thread count, as cheap as they can be.
 
@@ -262,26 +261,12 @@ def _thread_api() -> tuple[Callable[[], int], Callable[[int], None]]:
     functions if this numba version lays them out differently."""
     from numba.np.ufunc import parallel
 
-    _start_pool()
+    numba.get_num_threads()  # starts the pool: the layer's functions exist from here on
     getter = getattr(parallel, "_get_num_threads", None)
     setter = getattr(parallel, "_set_num_threads", None)
     if callable(getter) and callable(setter) and getter() == numba.get_num_threads():
         return getter, setter
     return numba.get_num_threads, numba.set_num_threads
-
-
-def _start_pool() -> None:
-    """Start numba's pool with SPIN_COUNT in the environment of the OpenMP runtime it loads, and
-    restore the environment after, so that runtimes loaded later (other engines in the process)
-    keep their own settings. No effect if the pool has already started."""
-    chosen = "GOMP_SPINCOUNT" in os.environ or os.environ.get("OMP_WAIT_POLICY", "PASSIVE") != "PASSIVE"
-    if not chosen:
-        os.environ["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
-    try:
-        numba.get_num_threads()  # starts the pool: the layer's functions exist from here on
-    finally:
-        if not chosen:
-            del os.environ["GOMP_SPINCOUNT"]
 
 
 def _first_get() -> int:
