@@ -1,8 +1,9 @@
-"""What a parallel region costs numba's OpenMP pool, with its workers spinning between regions
-(libgomp's ``GOMP_SPINCOUNT``) and without: why kernels/cpu/threads.py leaves the pool asleep.
+"""What a parallel region costs numba's pool: on TBB (edgecnn's default where the ``tbb`` package
+is installed), and on OpenMP with its workers asleep between regions or spinning (libgomp's
+``GOMP_SPINCOUNT``): why kernels/cpu/threads.py loads TBB and does not make OpenMP spin.
 
-Each setting runs in its own child process (the OpenMP runtime reads its spin count once, when
-numba's pool starts). A child starts the pool the way a run does (``threads.current_threads()``),
+Each setting runs in its own child process (the threading layer and OpenMP's spin count are fixed
+when numba's pool starts). A child starts the pool the way a run does (``threads.current_threads()``),
 then times a compiled function whose parallel region gives each of two threads one element: after
 busy Python pauses as long as the Python between a run's steps, and, as a run after an idle spell
 (`edgecnn bench` pauses 20 ms between runs; a camera pipeline waits for its next frame), the first
@@ -19,6 +20,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from sections import replace_section
 
@@ -26,7 +28,12 @@ from edgecnn.bench.machine import cpu_model
 
 DOC = Path(__file__).parent.parent / "docs" / "tuning.md"
 PAUSES_US = (0, 20, 50, 200)
-SPINS = ("0", "3000", "10000")
+SETTINGS = {
+    "TBB (default)": {"NUMBA_THREADING_LAYER": "tbb"},
+    "OpenMP, GOMP_SPINCOUNT=0": {"NUMBA_THREADING_LAYER": "omp", "GOMP_SPINCOUNT": "0"},
+    "OpenMP, GOMP_SPINCOUNT=3000": {"NUMBA_THREADING_LAYER": "omp", "GOMP_SPINCOUNT": "3000"},
+    "OpenMP, GOMP_SPINCOUNT=10000": {"NUMBA_THREADING_LAYER": "omp", "GOMP_SPINCOUNT": "10000"},
+}
 
 _CHILD = """
 import json, sys, time
@@ -63,13 +70,16 @@ for _ in range(rounds):
     time.sleep(0.02)
     for key in ("sleep1", "sleep2", "sleep3"):
         timed(key)
-print(json.dumps({key: float(np.median(values)) * 1e6 for key, values in times.items()}))
+result = {key: float(np.median(values)) * 1e6 for key, values in times.items()}
+result["layer"] = numba.threading_layer()
+print(json.dumps(result))
 """
 
 
-def measure(spin: str, rounds: int) -> dict[str, float]:
-    """Median microseconds per case in a child with GOMP_SPINCOUNT=spin."""
-    env = dict(os.environ, GOMP_SPINCOUNT=spin)
+def measure(setting: dict[str, str], rounds: int) -> dict[str, Any]:
+    """Median microseconds per case in a child with ``setting`` in its environment."""
+    env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "NUMBA_THREADING_LAYER")}
+    env.update(setting)
     child = [sys.executable, "-c", _CHILD, json.dumps(PAUSES_US), str(rounds)]
     result = subprocess.run(child, env=env, capture_output=True, text=True, check=True)
     return json.loads(result.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
@@ -81,7 +91,7 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=DOC)
     args = parser.parse_args()
     load = os.getloadavg()[0]
-    rows = {spin: measure(spin, args.rounds) for spin in SPINS}
+    rows = {label: measure(setting, args.rounds) for label, setting in SETTINGS.items()}
     lines = [
         "### Waking the pool",
         "",
@@ -90,19 +100,18 @@ def main() -> None:
         "",
         f"Command: `.venv/bin/python benchmarks/wake.py --rounds {args.rounds}`",
         "",
-        "Median us of one parallel region over 2 threads, by GOMP_SPINCOUNT (0: what edgecnn runs with): "
-        "after a busy pause of the calling thread, and the first three regions after a 20 ms sleep:",
+        "Median us of one parallel region over 2 threads, by threading layer (in brackets the layer each child "
+        "actually ran on): after a busy pause of the calling thread, and the first three "
+        "regions after a 20 ms sleep:",
         "",
-        "| GOMP_SPINCOUNT | "
-        + " | ".join(f"after {p} us" for p in PAUSES_US)
-        + " | 1st after sleep | 2nd | 3rd |",
+        "| pool | " + " | ".join(f"after {p} us" for p in PAUSES_US) + " | 1st after sleep | 2nd | 3rd |",
         "|---|" + "---:|" * (len(PAUSES_US) + 3),
     ]
-    for spin, times in rows.items():
+    for label, times in rows.items():
         cells = [f"{times[str(p)]:.1f}" for p in PAUSES_US] + [
             f"{times[k]:.1f}" for k in ("sleep1", "sleep2", "sleep3")
         ]
-        lines.append(f"| {spin} | " + " | ".join(cells) + " |")
+        lines.append(f"| {label} [{times['layer']}] | " + " | ".join(cells) + " |")
     print("\n".join(lines))
     args.output.write_text(replace_section(args.output.read_text(), "tuning:pool-wake", lines))
 

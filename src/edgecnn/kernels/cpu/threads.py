@@ -1,6 +1,7 @@
 """One thread pool for the compiled kernels (issue 4: no oversubscription).
 
-Numba's pool runs every parallel kernel; GEMMs are called from its threads, tile by tile, with the
+Numba's pool runs every parallel kernel, on Intel TBB where the ``tbb`` package is installed (a
+dependency: ``_load_tbb``), else on OpenMP; GEMMs are called from its threads, tile by tile, with the
 BLAS library held to one thread (blas.py). Two pools that spin-wait on the same cores — numba's
 OpenMP workers and OpenBLAS's — slow each other down several-fold on a 2-core machine.
 
@@ -13,13 +14,46 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib.metadata
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import numba
+
+_TBB_LIBRARY = re.compile(r"^(lib)?tbb(\.so\.12|\.12\.dylib|12\.dll)$")
+
+
+def _load_tbb() -> str | None:
+    """Load the ``tbb`` wheel's runtime library so that numba's TBB threading layer finds it.
+
+    Numba prefers TBB to OpenMP when it can load it, but pip puts the library in the environment's
+    lib directory, outside the loader's search path. A TBB region costs a few microseconds where an
+    OpenMP one whose worker sleeps costs ~20, and TBB's idle workers yield their core instead of
+    spinning on it (docs/tuning.md, "Why the pool does not spin"). Returns the path loaded, or None
+    (no tbb package, or NUMBA_THREADING_LAYER names another layer): numba then runs on OpenMP."""
+    if os.environ.get("NUMBA_THREADING_LAYER", "default") not in ("default", "tbb", "safe", "threadsafe"):
+        return None
+    try:
+        files = importlib.metadata.files("tbb") or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for file in files:
+        if _TBB_LIBRARY.match(file.name):
+            path = str(file.locate())
+            try:
+                ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            except OSError:
+                return None
+            return path
+    return None
+
+
+TBB_LIBRARY = _load_tbb()
+"""The TBB runtime loaded for numba's pool (None: OpenMP)."""
 
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     # Numba's OpenMP workers sleep between parallel regions instead of spinning: a spinning worker
