@@ -178,7 +178,7 @@ def layer_timers(
 def ort_node_times(
     model: onnx.ModelProto, name: str, x: np.ndarray, threads: int, runs: int
 ) -> dict[str, float]:
-    """Median ms per executed node name, from onnxruntime's profiler (spinning off, as `edgecnn bench`)."""
+    """Median ms per executed node name, from onnxruntime's profiler (options as `edgecnn bench`)."""
     import onnxruntime as ort
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -230,8 +230,8 @@ def ort_conv_time(chain: list[str], ort_times: dict[str, float]) -> float | None
 
 
 def ort_options(threads: int):
-    """onnxruntime's options as `edgecnn bench` sets them (sequential, all graph optimisations, no
-    spinning workers that would take the cores edgecnn is timed on next)."""
+    """onnxruntime's options as `edgecnn bench` sets them (sequential, all graph optimisations, its
+    workers spinning only while a run is under way)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -239,7 +239,7 @@ def ort_options(threads: int):
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.force_spinning_stop", "1")
     return options
 
 

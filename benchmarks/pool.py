@@ -89,7 +89,9 @@ def ort_session(model: onnx.ModelProto, threads: int) -> Any:
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # see docs/interleaved.md
+    options.add_session_config_entry(
+        "session.force_spinning_stop", "1"
+    )  # as `edgecnn bench`: docs/interleaved.md
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 

@@ -10,7 +10,7 @@ with the same pause and the same onnxruntime settings as the bench adapter:
   first call);
 - ``edgecnn checked``: the general path every call took before the cache — ``check_feeds``, the
   plan lookup, ``cpu_threads`` and ``execute`` — on the same model and plan;
-- ``onnxruntime``: intra-op spinning off (as in `edgecnn bench`).
+- ``onnxruntime``: the bench adapter's settings (its workers spin only while a run is under way).
 
 It then splits edgecnn's cold run into its steps (each kernel call timed) and the rest. With
 ``--before COMMIT`` it also compares this working tree with the package as of COMMIT (``git archive``

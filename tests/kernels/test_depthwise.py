@@ -87,3 +87,43 @@ def test_mobilenet_layers_on_two_workers() -> None:
         }
         actual = run(x, w, b, geometry, True, 2)
         assert_matches(actual, reference(x, w, b, geometry, True), 10.0)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pads=st.tuples(*[st.integers(0, 2)] * 4),
+    height=st.integers(1, 31),
+    width=st.integers(1, 31),
+    channels=st.integers(1, 6),
+    multiplier=st.integers(1, 2),
+    workers=st.integers(1, 3),
+    relu6=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_stride_two_phases_match_reference(
+    pads: tuple[int, int, int, int],
+    height: int,
+    width: int,
+    channels: int,
+    multiplier: int,
+    workers: int,
+    relu6: bool,
+    seed: int,
+) -> None:
+    """3x3 at stride 2 (the four-phase path) on odd and even sizes, every padding up to 2 per side."""
+    if height + pads[0] + pads[2] < 3 or width + pads[1] + pads[3] < 3:
+        return
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((1, channels, height, width), dtype=np.float32)
+    w = rng.standard_normal((channels * multiplier, 3, 3), dtype=np.float32)
+    b = rng.standard_normal(channels * multiplier, dtype=np.float32)
+    geometry = {
+        "kernel_shape": (3, 3),
+        "strides": (2, 2),
+        "dilations": (1, 1),
+        "pads": pads,
+        "group": channels,
+    }
+    actual = run(x, w, b, geometry, relu6, workers)
+    magnitude = reference(np.abs(x), np.abs(w), np.abs(b), geometry, False).max()
+    assert_matches(actual, reference(x, w, b, geometry, relu6), magnitude)

@@ -80,6 +80,33 @@ def _deal_pairs(row: np.ndarray, x0: int, x1: int, pad_left: int, phase_w: int, 
 
 
 @numba.njit(cache=True)
+def fill_phases(src: np.ndarray, pad_top: int, pad_left: int, phases: np.ndarray) -> None:
+    """Deal the zero-padded plane into its four stride-2 phases: phases[2 * (Y % 2) + X % 2, Y // 2,
+    X // 2] = padded[Y, X], for the rows and columns the buffer holds. Cells outside the plane keep
+    their zeros (written once when the buffer was made, the same cells every plane). Flat unsigned
+    offsets, no views: per-row views cost as much as dealing a 28-wide row."""
+    height, width = src.shape
+    rows, columns = phases.shape[1], phases.shape[2]
+    source = src.reshape(-1)
+    target = phases.reshape(-1)
+    plane = rows * columns
+    for iy in range(height):
+        y = iy + pad_top
+        if y >= 2 * rows:
+            break
+        row = np.uint64(iy * width)
+        for parity in range(2):  # input columns whose padded column X = ix + pad_left has this parity
+            first = (parity - pad_left) % 2
+            count = min((width - first + 1) // 2, columns - (first + pad_left) // 2)
+            if count <= 0:
+                continue
+            start = np.uint64(((y % 2) * 2 + parity) * plane + (y // 2) * columns + (first + pad_left) // 2)
+            at = row + np.uint64(first)
+            for k in range(np.uint64(count)):
+                target[start + k] = source[at + k + k]
+
+
+@numba.njit(cache=True)
 def tap_column(offset: int, stride: int, phase_w: int) -> int:
     """Where padded column ``offset`` (a tap's, for output column 0) sits in a phased row."""
     return offset % stride * phase_w + offset // stride
@@ -266,15 +293,42 @@ def depthwise_conv_2d(
     # reads element 2q + tap offset; half the positions per row are dropped, but outputs of
     # 14x14 and smaller are dominated by per-row costs otherwise (576x14x14 -> 7x7: 314 -> 253 us).
     flat_s2 = stride_h == 2 and stride_w == 2 and three and out_w <= FLAT_S2_MAX_WIDTH
+    # Stride 2, 3x3 without dilation (MobileNetV2's and ShuffleNetV2's downsampling layers): the
+    # padded plane dealt into its four stride-2 phases (fill_phases), each (OH + 1) x (OW + 1). Output
+    # (oy, ox) then reads every tap at phase offset oy * (OW + 1) + ox + {0, 1, OW + 1, OW + 2}: one
+    # flat pass of contiguous loads, like stride 1 (one position per row is computed and dropped).
+    phased = stride_h == 2 and stride_w == 2 and three and dilation_h == 1 and dilation_w == 1
+    flat_s2 = flat_s2 and not phased
+    pitch = out_w + 1  # phased: columns of a phase plane
     width = phase_w * stride_w
     useful = (out_h - 1) * width + out_w  # flat_s2: positions up to the last output
     for worker in numba.prange(workers):
         # slack after the last row: the dropped positions of the last output row read past it
-        storage = np.zeros(rows * width + 2 * dilation_w + 1, dtype=np.float32)
-        padded = storage[: rows * width].reshape(rows, width)
-        work = np.empty(out_h * width if flat_rows or flat_s2 else 0, dtype=np.float32)
+        padded_rows = 0 if phased else rows
+        storage = np.zeros(padded_rows * width + 2 * dilation_w + 1, dtype=np.float32)
+        padded = storage[: padded_rows * width].reshape(padded_rows, width)
+        work = np.empty(
+            out_h * width if flat_rows or flat_s2 else out_h * pitch if phased else 0, dtype=np.float32
+        )
+        phases = np.zeros((4, out_h + 1, pitch) if phased else (4, 0, 0), dtype=np.float32)
+        flat = phases.reshape(-1)
+        plane = (out_h + 1) * pitch
         for job in range(worker * planes // workers, (worker + 1) * planes // workers):
             n, m = job // out_channels, job % out_channels
+            if phased:
+                fill_phases(x[n, m // multiplier], pad_top, pad_left, phases)
+                b = bias[m] if has_bias else np.float32(0.0)
+                p01, p10, p11 = plane, 2 * plane, 3 * plane
+                _taps3(
+                    flat[0:], flat[p01:], flat[1:],
+                    flat[p10:], flat[p11:], flat[p10 + 1 :],
+                    flat[pitch:], flat[p01 + pitch :], flat[pitch + 1 :],
+                    weights[m], b, work[: out_h * pitch - 1],
+                )  # fmt: skip
+                dest = out[n, m]
+                for oy in range(out_h):
+                    _finish_row(work[oy * pitch :], kind, alpha, low, high, dest[oy])
+                continue
             fill_padded(x[n, m // multiplier], pad_top, pad_left, 1 if flat_s2 else stride_w, padded)
             b = bias[m] if has_bias else np.float32(0.0)
             dest = out[n, m]
