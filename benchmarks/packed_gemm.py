@@ -43,10 +43,10 @@ SHAPES = [
 
 
 @numba.njit(parallel=True, nogil=True)
-def _blocks(depth: int, a: np.ndarray, b: np.ndarray, c: np.ndarray, repeats: int) -> None:
+def _blocks(depth: int, a: np.ndarray, b: np.ndarray, c: np.ndarray, repeats: int, count: int) -> None:
     for worker in numba.prange(c.shape[0]):
         for _ in range(repeats):
-            micro_kernel(depth, a, 0, b, 0, COLUMNS, c[worker], 0, COLUMNS, False, ROWS, COLUMNS)
+            micro_kernel(depth, a, 0, b, 0, COLUMNS, c[worker], 0, COLUMNS, False, count, COLUMNS)
 
 
 @numba.njit(nogil=True)
@@ -54,16 +54,20 @@ def _sgemm(w: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     gemm_into(w, b, False, c)
 
 
-def micro_rate(threads: int, depth: int = 256, repeats: int = 40000) -> float:
-    """GFLOP/s of ``threads`` micro-kernels on blocks in L1 (best of 5)."""
+def micro_seconds(threads: int, count: int = ROWS, depth: int = 256, repeats: int = 40000) -> float:
+    """Seconds per block of ``count`` stored rows, ``threads`` micro-kernels on blocks in L1 (best of 5)."""
     rng = np.random.default_rng(0)
     a = rng.standard_normal(depth * ROWS).astype(np.float32)
     b = rng.standard_normal(depth * COLUMNS).astype(np.float32)
     c = np.zeros((threads, ROWS * COLUMNS), np.float32)
     numba.set_num_threads(threads)
-    _blocks(depth, a, b, c, 10)
-    best = min(_seconds(lambda: _blocks(depth, a, b, c, repeats)) for _ in range(5))
-    return 2 * ROWS * COLUMNS * depth * repeats * threads / best / 1e9
+    _blocks(depth, a, b, c, 10, count)
+    return min(_seconds(lambda: _blocks(depth, a, b, c, repeats, count)) for _ in range(5)) / repeats
+
+
+def micro_rate(threads: int, depth: int = 256) -> float:
+    """GFLOP/s of ``threads`` micro-kernels on full blocks in L1."""
+    return 2 * ROWS * COLUMNS * depth * threads / micro_seconds(threads, ROWS, depth) / 1e9
 
 
 def matmul_rate(threads: int, size: int = 1024) -> float:
@@ -116,6 +120,7 @@ def main() -> None:
         f"| micro-kernel, operands in L1 | {micro_rate(1):.0f} | {micro_rate(2):.0f} |",
         f"| np.matmul 1024^3 (OpenBLAS) | {matmul_rate(1):.0f} | {matmul_rate(2):.0f} |",
     ]
+    cut = [f"| {count} | {micro_seconds(1, count) * 1e9:.0f} |" for count in (ROWS, 5, 4, 3, 2, 1)]
     rows = [gemm_row(m, k, n, args.rounds) for m, k, n in SHAPES]
     lines = [
         f"Machine: {cpu_model()}, {os.cpu_count()} cores; load average {load:.2f} at the start, "
@@ -125,6 +130,13 @@ def main() -> None:
         "| GFLOP/s | 1 thread | 2 threads |",
         "|---|---:|---:|",
         *peaks,
+        "",
+        "One thread, ns per 256-deep block by the rows it stores (a block cut by the last rows of C runs "
+        "a shorter depth loop from 4 rows down):",
+        "",
+        "| rows | ns per block |",
+        "|---:|---:|",
+        *cut,
         "",
         f"One thread, M x K x N (weights x columns), medians of {args.rounds} interleaved calls, GFLOP/s:",
         "",

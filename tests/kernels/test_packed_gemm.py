@@ -60,7 +60,9 @@ def test_micro_kernel_stores_or_adds_one_block() -> None:
     np.testing.assert_allclose(c[:, :COLUMNS], 2 * expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize(("count", "width"), [(ROWS, 5), (2, COLUMNS), (1, 1), (ROWS - 1, COLUMNS - 1)])
+@pytest.mark.parametrize(
+    ("count", "width"), [(ROWS, 5), (2, COLUMNS), (1, 1), (3, COLUMNS), (4, 7), (ROWS - 1, COLUMNS - 1)]
+)
 def test_micro_kernel_writes_only_inside_a_cut_block(count: int, width: int) -> None:
     rng = np.random.default_rng(count * 100 + width)
     depth = 9
