@@ -11,10 +11,7 @@ inputs; outputs are checked equal. Writes the table into docs/tuning.md between 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -23,6 +20,7 @@ from types import ModuleType
 
 import numpy as np
 from conv_gap import _input, _load, conv_layers, fused_names, ort_conv_time, ort_node_times
+from revisions import import_source, source_at
 from sections import replace_section
 
 from edgecnn.bench.machine import cpu_model
@@ -36,19 +34,8 @@ DOC = Path(__file__).parent.parent / "docs" / "tuning.md"
 
 def revision_module(revision: str) -> ModuleType:
     """kernels/cpu/depthwise.py as it was at ``revision``, imported under a name of its own."""
-    repo = Path(__file__).resolve().parent.parent
-    source = subprocess.run(
-        ["git", "show", f"{revision}:src/edgecnn/kernels/cpu/depthwise.py"],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    folder = Path(tempfile.gettempdir()) / f"edgecnn-depthwise-{revision}"
-    folder.mkdir(exist_ok=True)
-    (folder / f"depthwise_{revision}.py").write_text(source)
-    sys.path.insert(0, str(folder))
-    return importlib.import_module(f"depthwise_{revision}")
+    source = source_at(revision, "src/edgecnn/kernels/cpu/depthwise.py")
+    return import_source(f"depthwise_{revision}", source, Path(tempfile.gettempdir()) / "edgecnn-revisions")
 
 
 def time_layer(

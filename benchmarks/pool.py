@@ -17,10 +17,7 @@ import argparse
 import contextlib
 import copy
 import functools
-import importlib.util
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +28,7 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
+from revisions import import_source, source_at
 
 import edgecnn
 from edgecnn.bench.machine import cpu_model
@@ -47,26 +45,9 @@ POOL_OPS = ("MaxPool", "AveragePool", "FusedMaxPool", "FusedAveragePool")
 
 
 def base_module(revision: str) -> ModuleType:
-    """pool2d.py as it was at ``revision``, imported under a name of its own. The file is kept in
-    the bench cache (rewritten only when it changes) so numba's on-disk cache of it stays valid."""
-    source = subprocess.run(
-        ["git", "show", f"{revision}:src/edgecnn/kernels/cpu/pool2d.py"],
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    folder = default_cache_dir() / "pool-base"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"pool2d_{revision}.py"
-    if not path.exists() or path.read_text() != source:
-        path.write_text(source)
-    spec = importlib.util.spec_from_file_location(f"pool2d_{revision}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # numba resolves the module's globals through it
-    spec.loader.exec_module(module)
-    return module
+    """pool2d.py as it was at ``revision``, imported under a name of its own (kept in the bench cache)."""
+    source = source_at(revision, "src/edgecnn/kernels/cpu/pool2d.py")
+    return import_source(f"pool2d_{revision}", source, default_cache_dir() / "pool-base")
 
 
 @contextlib.contextmanager

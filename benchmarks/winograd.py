@@ -11,10 +11,8 @@ and the error of each algorithm against a float64 reference.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,6 +20,7 @@ from pathlib import Path
 from types import ModuleType
 
 import numpy as np
+from revisions import import_source, source_at
 
 import edgecnn.kernels.cpu.winograd  # noqa: F401  (registers the Winograd kernels)
 from edgecnn.bench.machine import cpu_model
@@ -230,24 +229,19 @@ def model_table(names: list[str], threads: int, batch: int, repeats: int, batch_
 def revision_module(revision: str) -> ModuleType:
     """winograd.py and winograd_transforms.py as they were at ``revision``, imported as modules of
     their own (the Winograd kernel of that tree, registered nowhere), for in-process A/B timing."""
-    repo = Path(__file__).resolve().parent.parent
-    folder = Path(tempfile.gettempdir()) / f"edgecnn-winograd-{revision}"
-    folder.mkdir(exist_ok=True)
-    names = {"winograd_transforms": f"winograd_transforms_{revision}", "winograd": f"winograd_{revision}"}
-    for original, renamed in names.items():
-        source = subprocess.run(
-            ["git", "show", f"{revision}:src/edgecnn/kernels/cpu/{original}.py"],
-            cwd=repo,
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-        source = source.replace("edgecnn.kernels.cpu.winograd_transforms", names["winograd_transforms"])
-        source = source.split("\nfor _op in (", 1)[0]  # leave the registry alone
-        (folder / f"{renamed}.py").write_text(source)
-    sys.path.insert(0, str(folder))
-    importlib.import_module(names["winograd_transforms"])
-    return importlib.import_module(names["winograd"])
+    folder = Path(tempfile.gettempdir()) / "edgecnn-revisions"
+    transforms = f"winograd_transforms_{revision}"
+
+    def own_names(text: str) -> str:
+        text = text.replace("edgecnn.kernels.cpu.winograd_transforms", transforms)
+        return text.split("\nfor _op in (", 1)[0]  # leave the registry alone
+
+    import_source(
+        transforms, source_at(revision, "src/edgecnn/kernels/cpu/winograd_transforms.py", own_names), folder
+    )
+    return import_source(
+        f"winograd_{revision}", source_at(revision, "src/edgecnn/kernels/cpu/winograd.py", own_names), folder
+    )
 
 
 def against_table(revision: str, threads: int, repeats: int) -> list[str]:
