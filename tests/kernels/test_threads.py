@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import math
+import os
+import subprocess
+import sys
 
 import numba
 import numpy as np
@@ -81,3 +85,33 @@ def test_results_do_not_depend_on_threads() -> None:
     one, _ = fast_run("Conv", attrs, [x, w], (1,), 1)
     two, _ = fast_run("Conv", attrs, [x, w], (1,), 2)
     np.testing.assert_allclose(one, two, rtol=1e-5, atol=1e-5)
+
+
+_LAYER_PROBE = """
+from edgecnn.kernels.cpu import threads
+import numba
+threads.current_threads()
+print(numba.threading_layer(), threads.TBB_LIBRARY is not None)
+"""
+
+
+def _pool_layer(environment: dict[str, str]) -> list[str]:
+    """numba's threading layer and whether TBB was loaded, in a fresh interpreter."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_THREADING_LAYER"}
+    env.update(environment)
+    result = subprocess.run(
+        [sys.executable, "-c", _LAYER_PROBE], env=env, capture_output=True, text=True, check=True
+    )
+    return result.stdout.split()
+
+
+def test_pool_runs_on_tbb_where_the_package_is_installed() -> None:
+    try:
+        importlib.metadata.version("tbb")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("the tbb package is not installed here (a dependency on x86-64 only)")
+    assert _pool_layer({}) == ["tbb", "True"]
+
+
+def test_a_chosen_threading_layer_is_left_alone() -> None:
+    assert _pool_layer({"NUMBA_THREADING_LAYER": "omp"}) == ["omp", "False"]

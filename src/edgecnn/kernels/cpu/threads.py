@@ -33,7 +33,7 @@ def _load_tbb() -> str | None:
     Numba prefers TBB to OpenMP when it can load it, but pip puts the library in the environment's
     lib directory, outside the loader's search path. A TBB region costs a few microseconds where an
     OpenMP one whose worker sleeps costs ~20, and TBB's idle workers yield their core instead of
-    spinning on it (docs/tuning.md, "Why the pool does not spin"). Returns the path loaded, or None
+    spinning on it (docs/tuning.md, "The pool's threading layer"). Returns the path loaded, or None
     (no tbb package, or NUMBA_THREADING_LAYER names another layer): numba then runs on OpenMP."""
     if os.environ.get("NUMBA_THREADING_LAYER", "default") not in ("default", "tbb", "safe", "threadsafe"):
         return None
@@ -59,8 +59,8 @@ if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     # Numba's OpenMP workers sleep between parallel regions instead of spinning: a spinning worker
     # takes the core that the other thread of the next region (or another process) needs, and
     # that costs a scheduler time slice (milliseconds) whenever the CPU is not entirely ours.
-    # Even a short spin costs more than it saves once a run follows a pause (docs/tuning.md,
-    # "Waking the pool"). Read by the OpenMP runtime when numba first starts its pool.
+    # Even a short spin costs more than it saves once a run follows a pause (docs/tuning.md, "The
+    # pool's threading layer"). Read by the OpenMP runtime when numba first starts its pool.
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 GRAIN = 200_000
