@@ -13,8 +13,9 @@ what ``threads.GEMM_GRAIN`` should be. The table goes between its markers in doc
 
 ``--whole MODELS`` instead compares whole runs in one process, alternating: each model loaded twice,
 one copy planned under the previous grains (``--old-grain`` for the GEMM-based conv kernels,
-``--old-depthwise-grain`` for the depthwise loop) and one under the current ones
-(``threads.CONV_GEMM_GRAIN``, ``threads.DEPTHWISE_GRAIN``), with onnxruntime beside them.
+``--old-loop-grain`` for the compiled loops that use ``threads.is_small``: depthwise, pooling, LRN)
+and one under the current ones (``threads.CONV_GEMM_GRAIN``, ``threads.GRAIN``), with onnxruntime
+beside them.
 Each conv kernel fixes its grain when it is built, so the two copies keep their rules.
 
     .venv/bin/python benchmarks/grain.py --whole squeezenet1.1,resnet18,resnet50 --whole-rounds 30
@@ -283,7 +284,7 @@ def _load(model: onnx.ModelProto, threads: int) -> edgecnn.Model:
 
 
 def whole_ab(
-    model_name: str, rounds: int, old_grain: int, old_depthwise: int
+    model_name: str, rounds: int, old_grain: int, old_loop_grain: int
 ) -> dict[str, tuple[float, float]]:
     """Median (wall ms, process CPU ms) of the old-rules copy, the current copy and onnxruntime."""
     import onnxruntime as ort
@@ -295,7 +296,7 @@ def whole_ab(
     old = _load(model, 2)
     with (
         mock.patch.object(thread_budget, "CONV_GEMM_GRAIN", old_grain),
-        mock.patch.object(thread_budget, "DEPTHWISE_GRAIN", old_depthwise),
+        mock.patch.object(thread_budget, "GRAIN", old_loop_grain),
     ):
         old(x)  # plans and runs: every conv kernel fixes its grain now
     new = _load(model, 2)
@@ -326,15 +327,15 @@ def whole_ab(
     }
 
 
-def whole_section(models: list[str], rounds: int, old_grain: int, old_depthwise: int) -> list[str]:
+def whole_section(models: list[str], rounds: int, old_grain: int, old_loop_grain: int) -> list[str]:
     load = os.getloadavg()
     lines = [
         "### Whole models: previous grains against the current ones",
         "",
         f"Batch 1, 2 threads, medians of {rounds} rounds of old / new / onnxruntime in one process (the order",
         "turning every round).",
-        f"Old: conv grain {old_grain:,} multiply-adds, depthwise grain {old_depthwise:,} outputs x taps;",
-        f"new: {thread_budget.CONV_GEMM_GRAIN:,} and {thread_budget.DEPTHWISE_GRAIN:,}.",
+        f"Old: conv grain {old_grain:,} multiply-adds, loop grain {old_loop_grain:,} elements;",
+        f"new: {thread_budget.CONV_GEMM_GRAIN:,} and {thread_budget.GRAIN:,}.",
         "CPU = process CPU time (both threads).",
         f"Machine: {cpu_model()}, {os.cpu_count()} cores, load average {load[0]:.2f} / {load[1]:.2f} at start",
         "(shared machine if above ~0.5).",
@@ -345,7 +346,7 @@ def whole_section(models: list[str], rounds: int, old_grain: int, old_depthwise:
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for model_name in models:
-        t = whole_ab(model_name, rounds, old_grain, old_depthwise)
+        t = whole_ab(model_name, rounds, old_grain, old_loop_grain)
         (old, old_cpu), (new, new_cpu), (ort_ms, _) = t["old"], t["new"], t["onnxruntime"]
         lines.append(
             f"| {model_name} | {old:.2f} | {new:.2f} | {new / old:.2f}x | {old_cpu:.2f} | {new_cpu:.2f} | "
@@ -365,14 +366,14 @@ def main() -> None:
         "--old-grain", type=int, default=1 << 22, help="the conv grain before this measurement"
     )
     parser.add_argument(
-        "--old-depthwise-grain", type=int, default=200_000, help="the depthwise grain before this measurement"
+        "--old-loop-grain", type=int, default=200_000, help="threads.GRAIN before this measurement"
     )
     parser.add_argument("--output", type=Path, default=Path(__file__).parent.parent / "docs" / "tuning.md")
     args = parser.parse_args()
     text = args.output.read_text(encoding="utf-8") if args.output.exists() else "# Tuning\n"
     if args.whole:
         models = args.whole.split(",")
-        body = whole_section(models, args.whole_rounds, args.old_grain, args.old_depthwise_grain)
+        body = whole_section(models, args.whole_rounds, args.old_grain, args.old_loop_grain)
         text = replace_section(text, f"{MARK}-whole", body)
     else:
         load = os.getloadavg()
