@@ -88,7 +88,8 @@ def conv_cases(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def expected_kernel(case: dict[str, Any]) -> str:
-    """The heuristic: depthwise for group == C_in > 1, direct GEMM for unpadded 1x1 stride 1, the
+    """The heuristic: depthwise for group == C_in > 1, the in-place 1x1 kernel for ungrouped unpadded
+    1x1 stride 1 up to MAX_DEPTH channels, direct GEMM for other unpadded 1x1 stride 1, the
     packed-weight GEMM for strided 1x1, the direct kernel for shallow filters on full rows, else
     im2col + GEMM; where BLAS cannot be called, the packed-weight GEMM instead of the BLAS kernels."""
     geometry, channels = case["geometry"], case["x_shape"][1]
@@ -98,6 +99,8 @@ def expected_kernel(case: dict[str, Any]) -> str:
     unpadded = same or not any(geometry.get("pads", ()))
     strided = geometry.get("strides", (1, 1)) != (1, 1)
     if geometry["kernel_shape"] == (1, 1) and not strided and unpadded:
+        if geometry.get("group", 1) == 1 and channels <= conv_kernels.MAX_DEPTH:
+            return "pointwise"  # the input read in place by the micro-kernel
         return "gemm_1x1" if blas.AVAILABLE else "packed_gemm"
     if geometry["kernel_shape"] == (1, 1) and strided:
         return "packed_gemm"  # strided 1x1: the packed kernel copies the subsample once
@@ -256,5 +259,8 @@ def test_wide_pointwise_layer_split_by_output_channels() -> None:
     case["x_shape"] = (1, 40, 9, 9)
     case["w_shape"] = (150, 40, 1, 1)
     case["activation"] = {"activation": "relu"}
-    with mock.patch.object(thread_budget, "CONV_GEMM_GRAIN", 0):
+    with (
+        mock.patch.object(thread_budget, "CONV_GEMM_GRAIN", 0),
+        mock.patch.object(conv_kernels, "MAX_DEPTH", 0),  # the BLAS tiles, not the in-place kernel
+    ):
         assert check_conv(case) == "gemm_1x1"

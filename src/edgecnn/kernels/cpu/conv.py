@@ -22,6 +22,7 @@ from edgecnn.kernels.cpu.common import constant_float32, scratch, single_output
 from edgecnn.kernels.cpu.conv_direct import DirectConv
 from edgecnn.kernels.cpu.conv_gemm import conv_gemm_2d, conv_gemm_2d_serial
 from edgecnn.kernels.cpu.conv_packed import PackedConv
+from edgecnn.kernels.cpu.conv_pointwise import MAX_DEPTH, PointwiseConv
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, conv_setup
 from edgecnn.kernels.cpu.depthwise import depthwise_conv_2d
 from edgecnn.kernels.cpu.threads import (
@@ -77,6 +78,25 @@ def when_blas(node: Node, types: Sequence[TensorType | None], values: Sequence[n
 def can_pack(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
     """The packed-weight GEMM can run the layer (every compiled conv but depthwise)."""
     return _compiled(node, types, values) and not conv_setup(node, types).depthwise  # type: ignore[union-attr]
+
+
+def can_read_in_place(
+    node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
+) -> bool:
+    """The in-place 1x1 kernel (conv_pointwise.py) can run the layer: 1x1, unit strides, no padding,
+    one group."""
+    if not _compiled(node, types, values):
+        return False
+    s = conv_setup(node, types)
+    assert s is not None
+    return s.pointwise and s.group == 1
+
+
+def when_in_place(
+    node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
+) -> bool:
+    """The in-place 1x1 kernel for layers at most MAX_DEPTH channels deep."""
+    return can_read_in_place(node, types, values) and conv_setup(node, types).in_channels <= MAX_DEPTH  # type: ignore[union-attr]
 
 
 def when_direct(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
@@ -215,5 +235,8 @@ for _op in ("Conv", "FusedConv"):
     register_kernel(_op, when=when_depthwise, priority=30, name="depthwise")(Depthwise)
     register_kernel(_op, when=when_packed, priority=11, name="packed_gemm", applies=can_pack)(PackedConv)
     register_kernel(_op, when=when_direct, priority=12, name="direct_gemm", applies=can_pack)(DirectConv)
+    register_kernel(_op, when=when_in_place, priority=21, name="pointwise", applies=can_read_in_place)(
+        PointwiseConv
+    )
     register_kernel(_op, when=when_pointwise, priority=20, name="gemm_1x1")(TiledConvGemm)
     register_kernel(_op, when=when_blas, priority=10, name="im2col_gemm")(TiledConvGemm)

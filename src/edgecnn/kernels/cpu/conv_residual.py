@@ -63,6 +63,7 @@ class ConvResidual:
         inner, inner_types, inner_values = conv_part(node, types, values)
         self.conv = select_kernel(inner, inner_types, inner_values, backend="cpu")
         self.conv_into = getattr(self.conv.run, "run_into", None)
+        self.conv_residual_into = getattr(self.conv.run, "run_into_residual", None)
         self.conv_inputs = len(inner.inputs)
         self.out_shape = shape_of(types[3])
         self.activation = activation_args(node.attrs)  # (kind, negative slope, low, high)
@@ -83,12 +84,15 @@ class ConvResidual:
     def run_into(self, out: np.ndarray, *inputs: np.ndarray | None) -> None:
         """Writes into ``out`` (C-contiguous, the output's shape; overlaps no input)."""
         conv_inputs = inputs[: self.conv_inputs]
+        residual = inputs[3]
+        assert residual is not None
+        if self.conv_residual_into is not None:  # the sum fused into the kernel's own epilogue
+            self.conv_residual_into(out, conv_inputs[0], residual, self.activation)
+            return
         if self.conv_into is not None:
             self.conv_into(out, *conv_inputs)
         else:  # the reference convolution: no write-into form
             out[...] = self.conv.run(*conv_inputs)
-        residual = inputs[3]
-        assert residual is not None
         # small tensors: the serial twin, which starts no parallel region
         kernel = residual_activation_serial_ if self.small else residual_activation_
         kernel(out.reshape(-1), np.ascontiguousarray(residual).reshape(-1), *self.activation, self.chunk)

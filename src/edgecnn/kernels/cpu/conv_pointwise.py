@@ -1,0 +1,230 @@
+"""1x1 convolution on the micro-kernel, its input read in place: no im2col, no packing of B.
+
+A 1x1 layer's input already is the GEMM's right operand (channels x pixels, row stride H*W). The
+micro-kernel reads each depth step's 16 pixels straight from the input plane, multiplies them by
+the weights packed once at plan time, and the bias + activation run on each 6-channel block of a
+chunk of pixels while it is still in L1.
+
+Why: on the narrow layers of SqueezeNet, MobileNetV2 and ShuffleNetV2 (16 to 160 input channels)
+there are few multiply-adds per output value, so what the BLAS tiles do around the GEMM (sgemm
+packs both operands on every call, then a separate epilogue pass reads the tile back) costs as
+much as the multiplications (docs/conv-gap.md, "Pointwise layers").
+
+Tiles: (image, chunk of CHUNK_BYTES of input columns, rows of output channels); a thread takes a
+contiguous run of tiles, so consecutive 1x1 layers split their pixels the same way and each thread
+reads what it wrote. Rows are split (in multiples of ROWS) only when the chunks are fewer than
+the threads.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numba
+import numpy as np
+
+from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu.common import scratch
+from edgecnn.kernels.cpu.conv_gemm import rows_epilogue
+from edgecnn.kernels.cpu.conv_packed import pack_conv_weights
+from edgecnn.kernels.cpu.conv_setup import ConvKernel
+from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, micro_kernel
+from edgecnn.kernels.cpu.packed_gemm import DEPTH_BLOCK
+from edgecnn.kernels.cpu.threads import current_threads, small_conv
+from edgecnn.kernels.cpu.twins import parallel_and_serial
+
+CHUNK_BYTES = 64 << 10
+"""Input bytes of one chunk (its channels x pixels): re-read from L2 by every 6-channel block."""
+
+MAX_DEPTH = 256
+"""Deepest layer the heuristic gives this kernel (one depth block of the packed weights)."""
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def pointwise_tiles(batch: int, rows: int, depth: int, pixels: int, threads: int) -> tuple[int, int, int]:
+    """(output channels per tile, pixels per tile, workers)."""
+    chunk = max(COLUMNS, CHUNK_BYTES // (4 * max(depth, 1)) // COLUMNS * COLUMNS)
+    chunk = min(chunk, _round_up(pixels, COLUMNS))
+    chunks = batch * math.ceil(pixels / chunk)
+    if threads > 1 and chunks < threads:  # more tiles: narrower chunks first, then rows
+        chunk = max(COLUMNS, _round_up(math.ceil(pixels / math.ceil(threads / batch)), COLUMNS))
+        chunks = batch * math.ceil(pixels / chunk)
+    splits = 1
+    if threads > 1 and chunks < threads:
+        splits = min(math.ceil(threads / chunks), math.ceil(rows / ROWS))
+    row_step = _round_up(math.ceil(rows / splits), ROWS)
+    tasks = chunks * math.ceil(rows / row_step)
+    return row_step, chunk, max(1, min(threads, tasks))
+
+
+@numba.njit(cache=True)
+def _pointwise_tasks(
+    worker: int,
+    workers: int,
+    x: np.ndarray,  # (N, K, H, W), C-contiguous
+    packed: np.ndarray,  # pack_weights of the (M, K) matrix
+    bias: np.ndarray,
+    has_bias: bool,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    row_step: int,
+    chunk: int,
+    edge: np.ndarray,  # (workers, K * COLUMNS) scratch: each image's last, cut run of pixels
+    residual: np.ndarray,  # (N, M, H, W) added before the activation, or empty: none
+    out: np.ndarray,  # (N, M, H, W), written
+) -> None:
+    """Tiles [worker * tasks // workers, (worker + 1) * tasks // workers) of the layer."""
+    batch, depth = x.shape[0], x.shape[1]
+    rows = out.shape[1]
+    pixels = out.shape[2] * out.shape[3]
+    blocks = (rows + ROWS - 1) // ROWS
+    x_flat = x.reshape(-1)
+    c_flat = out.reshape(-1)
+    out_rows = out.reshape(batch, rows, pixels)
+    has_residual = residual.size > 0
+    z_rows = residual.reshape(-1, rows, pixels)
+    panel = edge[worker]
+    chunks = (pixels + chunk - 1) // chunk
+    row_tiles = (rows + row_step - 1) // row_step
+    tasks = batch * chunks * row_tiles
+    for task in range(worker * tasks // workers, (worker + 1) * tasks // workers):
+        m_tile = task % row_tiles
+        rest = task // row_tiles
+        p0 = (rest % chunks) * chunk
+        n = rest // chunks
+        p1 = min(p0 + chunk, pixels)
+        m0 = m_tile * row_step
+        m1 = min(m0 + row_step, rows)
+        b_base = n * depth * pixels
+        cut = p1 - (p1 - p0) % COLUMNS if p1 == pixels else p1  # runs before it read 16 in-row pixels
+        if cut < p1:  # the image's cut run, copied with zeros so no read leaves the input
+            width = p1 - cut
+            for k in range(depth):
+                for j in range(COLUMNS):
+                    panel[k * COLUMNS + j] = x_flat[b_base + k * pixels + cut + j] if j < width else 0.0
+        for r0 in range(m0, m1, ROWS):
+            count = min(ROWS, m1 - r0)
+            c_row = (n * rows + r0) * pixels
+            for k0 in range(0, depth, DEPTH_BLOCK):
+                steps = min(DEPTH_BLOCK, depth - k0)
+                a_at = k0 * blocks * ROWS + (r0 // ROWS) * steps * ROWS
+                for j0 in range(p0, cut, COLUMNS):
+                    micro_kernel(
+                        steps, packed, a_at, x_flat, b_base + k0 * pixels + j0, pixels,
+                        c_flat, c_row + j0, pixels, k0 > 0, count, COLUMNS,
+                    )  # fmt: skip
+                if cut < p1:
+                    micro_kernel(
+                        steps, packed, a_at, panel, k0 * COLUMNS, COLUMNS,
+                        c_flat, c_row + cut, pixels, k0 > 0, count, p1 - cut,
+                    )  # fmt: skip
+            if has_residual:
+                for r in range(r0, r0 + count):
+                    target = out_rows[n, r]
+                    source = z_rows[n, r]
+                    for p in range(p0, p1):
+                        target[p] += source[p]
+            if has_bias or kind != 0:
+                rows_epilogue(out_rows[n], r0, r0 + count, p0, p1, bias, has_bias, kind, alpha, low, high)
+
+
+def _pointwise_conv_2d(
+    x: np.ndarray,
+    packed: np.ndarray,
+    bias: np.ndarray,
+    has_bias: bool,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    row_step: int,
+    chunk: int,
+    edge: np.ndarray,
+    residual: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """All tiles, ``edge.shape[0]`` workers side by side (one parallel region per layer)."""
+    workers = edge.shape[0]
+    for worker in numba.prange(workers):
+        _pointwise_tasks(
+            worker,
+            workers,
+            x,
+            packed,
+            bias,
+            has_bias,
+            kind,
+            alpha,
+            low,
+            high,
+            row_step,
+            chunk,
+            edge,
+            residual,
+            out,
+        )
+
+
+pointwise_conv_2d, pointwise_conv_2d_serial = parallel_and_serial(_pointwise_conv_2d, "pointwise_conv_2d")
+
+
+class PointwiseConv(ConvKernel):
+    """A 1x1 layer's packed weights and tiling; runs the tiles on numba's threads."""
+
+    def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
+        super().__init__(node, types, values)
+        s = self.setup
+        w = values[1]
+        assert w is not None and s.pointwise and s.group == 1
+        self.packed = pack_conv_weights(w, s)[0]
+        self.small = small_conv(s.batch * s.out_channels * self.pixels * s.in_channels)
+        self._tiles: dict[int, tuple[int, int, int]] = {}
+
+    def tiles(self, threads: int) -> tuple[int, int, int]:
+        plan = self._tiles.get(threads)
+        if plan is None:
+            s = self.setup
+            plan = pointwise_tiles(s.batch, s.out_channels, s.in_channels, self.pixels, threads)
+            self._tiles[threads] = plan
+        return plan
+
+    def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
+        """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
+        self._run(out, x, _NO_RESIDUAL, self.activation)
+
+    def run_into_residual(
+        self,
+        out: np.ndarray,
+        x: np.ndarray,
+        residual: np.ndarray,
+        activation: tuple[int, float, float, float],
+    ) -> None:
+        """out = activation(conv(x) + residual), the sum and activation applied to each block while it
+        is in L1 (conv_residual.py; this layer's own activation must be the identity)."""
+        assert self.kind == 0
+        self._run(out, x, np.ascontiguousarray(residual), activation)
+
+    def _run(
+        self,
+        out: np.ndarray,
+        x: np.ndarray,
+        residual: np.ndarray,
+        activation: tuple[int, float, float, float],
+    ) -> None:
+        row_step, chunk, workers = self.tiles(1 if self.small else current_threads())
+        per_worker = self.setup.in_channels * COLUMNS
+        edge = scratch(workers * per_worker).reshape(workers, per_worker)
+        kernel = pointwise_conv_2d_serial if workers == 1 else pointwise_conv_2d
+        kernel(
+            np.ascontiguousarray(x), self.packed, self.bias, self.has_bias, *activation, row_step, chunk, edge,
+            residual, out,
+        )  # fmt: skip
+
+
+_NO_RESIDUAL = np.empty(0, dtype=np.float32)
