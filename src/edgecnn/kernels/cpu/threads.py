@@ -69,14 +69,13 @@ GRAIN = 200_000
 GEMM_GRAIN = 1 << 20
 """Multiply-adds below which a GEMM-based kernel stays on one thread (BLAS does ~8 per loop element)."""
 
-CONV_GEMM_GRAIN = 1 << 22
+CONV_GEMM_GRAIN = 1 << 20
 """Multiply-adds below which a conv kernel built on GEMM (im2col, 1x1, direct, packed) stays on one
-thread. Measured with benchmarks/grain.py (docs/tuning.md, "Thread grain"; 2-core EPYC VM, shared,
-OMP_WAIT_POLICY=PASSIVE, the order of the 1- and 2-thread calls turning every round): SqueezeNet's
-1x1 layers of 1.5-3.1 M multiply-adds (0.1-0.2 ms) ran 0.86-1.18x as fast on two threads as on one
-(about 1.0 on average: the second thread only burns CPU), those of 4.2-6.2 M 1.04-1.22x, every
-layer from 12.8 M on 1.24-1.8x. (Runs that always timed the two-thread call right after the
-one-thread one, whose second worker had slept longer, put the crossover at 3-13 M.)"""
+thread. Layer by layer (benchmarks/grain.py, docs/tuning.md "Thread grain"), SqueezeNet's 1x1
+layers of 1.5-3.1 M multiply-adds ran about as fast on two threads as on one; but a layer timed
+alone finds the second worker asleep, and inside a model run it does not: on numba's TBB pool,
+whole models run faster with the grain at 1 M than at 4 M (``grain.py --whole --old-grain
+4194304``, docs/tuning.md "Whole models": ShuffleNetV2, SqueezeNet and SimpleCNN)."""
 
 
 BlasPool = tuple[Callable[[], int], Callable[[int], None], Callable[[int], int]]
