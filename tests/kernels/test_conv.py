@@ -89,7 +89,8 @@ def conv_cases(draw: st.DrawFn) -> dict[str, Any]:
 
 def expected_kernel(case: dict[str, Any]) -> str:
     """The heuristic: depthwise for group == C_in > 1, the in-place 1x1 kernel for ungrouped unpadded
-    1x1 stride 1 up to MAX_DEPTH channels, direct GEMM for other unpadded 1x1 stride 1, the
+    1x1 stride 1 up to MAX_DEPTH channels (or NARROW_DEPTH with few outputs), direct GEMM for other
+    unpadded 1x1 stride 1, the
     packed-weight GEMM for strided 1x1, the direct kernel for shallow filters on full rows, else
     im2col + GEMM; where BLAS cannot be called, the packed-weight GEMM instead of the BLAS kernels."""
     geometry, channels = case["geometry"], case["x_shape"][1]
@@ -99,7 +100,9 @@ def expected_kernel(case: dict[str, Any]) -> str:
     unpadded = same or not any(geometry.get("pads", ()))
     strided = geometry.get("strides", (1, 1)) != (1, 1)
     if geometry["kernel_shape"] == (1, 1) and not strided and unpadded:
-        if geometry.get("group", 1) == 1 and channels <= conv_kernels.MAX_DEPTH:
+        outputs = case["w_shape"][0]
+        narrow = channels <= conv_kernels.NARROW_DEPTH and outputs <= conv_kernels.NARROW_OUTPUTS
+        if geometry.get("group", 1) == 1 and (channels <= conv_kernels.MAX_DEPTH or narrow):
             return "pointwise"  # the input read in place by the micro-kernel
         return "gemm_1x1" if blas.AVAILABLE else "packed_gemm"
     if geometry["kernel_shape"] == (1, 1) and strided:
@@ -261,6 +264,6 @@ def test_wide_pointwise_layer_split_by_output_channels() -> None:
     case["activation"] = {"activation": "relu"}
     with (
         mock.patch.object(thread_budget, "CONV_GEMM_GRAIN", 0),
-        mock.patch.object(conv_kernels, "MAX_DEPTH", 0),  # the BLAS tiles, not the in-place kernel
+        mock.patch.object(conv_kernels, "READ_IN_PLACE", False),  # the BLAS tiles, not the in-place kernel
     ):
         assert check_conv(case) == "gemm_1x1"

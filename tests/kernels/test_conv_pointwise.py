@@ -155,13 +155,21 @@ def test_tiles_cover_the_layer_and_give_both_threads_work() -> None:
 
 
 def test_chosen_for_narrow_layers_only() -> None:
-    """The heuristic gives it ungrouped 1x1 layers up to MAX_DEPTH channels deep."""
+    """The heuristic gives it ungrouped 1x1 layers up to MAX_DEPTH channels deep, and up to
+    NARROW_DEPTH with at most NARROW_OUTPUTS output channels."""
     from edgecnn.kernels.cpu import blas
     from edgecnn.kernels.registry import select_kernel
 
     deep = "gemm_1x1" if blas.AVAILABLE else "packed_gemm"
-    for depth, expected in [(16, "pointwise"), (conv_pointwise.MAX_DEPTH, "pointwise"), (512, deep)]:
-        node, types, values, *_ = _layer((1, depth, 7, 7), 8, "relu", True, 0)
+    cases = [
+        (16, 64, "pointwise"),
+        (conv_pointwise.MAX_DEPTH, 512, "pointwise"),
+        (conv_pointwise.MAX_DEPTH + 1, 64, deep),
+        (conv_pointwise.NARROW_DEPTH, conv_pointwise.NARROW_OUTPUTS, "pointwise"),
+        (conv_pointwise.NARROW_DEPTH + 1, 8, deep),
+    ]
+    for depth, outputs, expected in cases:
+        node, types, values, *_ = _layer((1, depth, 7, 7), outputs, "relu", True, 0)
         assert select_kernel(node, types, values, backend="cpu").name == expected
     grouped = Node("Conv", "g", ["x", "w"], ["y"], ConvAttrs(group=2))
     types = [TensorType("float32", (1, 8, 5, 5)), TensorType("float32", (4, 4, 1, 1))]

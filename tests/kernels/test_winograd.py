@@ -311,7 +311,9 @@ def test_applies_only_to_3x3_stride_1_single_group(attrs: dict[str, Any], applie
         (16, 32, 56, 1, 0),  # C*M/(C+M) = 10.7: the transforms cost more than they save
         (16, 16, 28, 1, 0),
         (16, 64, 55, 1, 0),  # SqueezeNet fire2 expand3x3: GEMMs with K = 16 are too shallow
-        (32, 128, 27, 1, 0),  # SqueezeNet fire4 expand3x3
+        (32, 128, 27, 1, 4),  # SqueezeNet fire4 expand3x3: 32-63 channels, 49 tiles on a small map
+        (32, 64, 112, 1, 0),  # tiny-YOLO conv3: the same depth on a wide map stays on im2col
+        (48, 192, 13, 1, 0),  # SqueezeNet fire6 expand3x3: 16 tiles of 4x4 are too few
         (64, 256, 13, 1, 2),  # SqueezeNet fire8 expand3x3: 49 tiles of 2x2, C*M/(C+M) = 51
         (160, 320, 7, 1, 2),  # GoogLeNet 5a: 7x7, C*M/(C+M) = 107
         (1024, 1024, 7, 1, 2),  # tiny-YOLO conv8: wide enough

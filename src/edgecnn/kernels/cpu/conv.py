@@ -22,7 +22,7 @@ from edgecnn.kernels.cpu.common import constant_float32, scratch, single_output
 from edgecnn.kernels.cpu.conv_direct import DirectConv
 from edgecnn.kernels.cpu.conv_gemm import conv_gemm_2d, conv_gemm_2d_serial
 from edgecnn.kernels.cpu.conv_packed import PackedConv
-from edgecnn.kernels.cpu.conv_pointwise import MAX_DEPTH, PointwiseConv
+from edgecnn.kernels.cpu.conv_pointwise import MAX_DEPTH, NARROW_DEPTH, NARROW_OUTPUTS, PointwiseConv
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, conv_setup
 from edgecnn.kernels.cpu.depthwise import depthwise_conv_2d
 from edgecnn.kernels.cpu.threads import (
@@ -35,6 +35,9 @@ from edgecnn.kernels.cpu.threads import (
 )
 from edgecnn.kernels.cpu.tiling import Tiling, plan_tiles, prefer_rows
 from edgecnn.kernels.registry import register_kernel
+
+READ_IN_PLACE = True
+"""Whether narrow 1x1 layers get the in-place kernel (``when_in_place``; off: the BLAS tiles)."""
 
 PACK_STRIDED_POINTWISE = True
 """Whether strided 1x1 layers get the packed-weight GEMM (``when_packed``; off: the BLAS tiles)."""
@@ -95,8 +98,14 @@ def can_read_in_place(
 def when_in_place(
     node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
 ) -> bool:
-    """The in-place 1x1 kernel for layers at most MAX_DEPTH channels deep."""
-    return can_read_in_place(node, types, values) and conv_setup(node, types).in_channels <= MAX_DEPTH  # type: ignore[union-attr]
+    """The in-place 1x1 kernel for layers at most MAX_DEPTH channels deep, or NARROW_DEPTH deep with
+    at most NARROW_OUTPUTS output channels (conv_pointwise.py says where the limits come from)."""
+    if not can_read_in_place(node, types, values):
+        return False
+    s = conv_setup(node, types)
+    assert s is not None
+    narrow = s.in_channels <= NARROW_DEPTH and s.out_channels <= NARROW_OUTPUTS
+    return READ_IN_PLACE and (s.in_channels <= MAX_DEPTH or narrow)
 
 
 def when_direct(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:

@@ -37,8 +37,16 @@ from edgecnn.kernels.cpu.twins import parallel_and_serial
 CHUNK_BYTES = 64 << 10
 """Input bytes of one chunk (its channels x pixels): re-read from L2 by every 6-channel block."""
 
-MAX_DEPTH = 256
-"""Deepest layer the heuristic gives this kernel (one depth block of the packed weights)."""
+MAX_DEPTH = 144
+"""Deepest layer the heuristic gives this kernel, and (NARROW_DEPTH, NARROW_OUTPUTS) the deeper ones
+with few output channels it also takes. From benchmarks/pointwise.py's per-layer table
+(docs/conv-gap.md, "Pointwise layers"): it beat the BLAS tiles on every layer of 16-144 input
+channels (0.64-0.98x their time) but one of 96 -> 576 on a 14x14 map (1.04x), and on SqueezeNet's
+and MobileNetV2's 192 -> 32 and 256 -> 32 reductions; from 160 channels with 64 or more outputs it
+lost (1.1-1.2x): the unpacked input's 16-pixel runs, one cache line per depth step, stop fitting
+beside the weights in L1."""
+
+NARROW_DEPTH, NARROW_OUTPUTS = 256, 32
 
 
 def _round_up(value: int, multiple: int) -> int:

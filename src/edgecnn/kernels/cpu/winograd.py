@@ -63,6 +63,7 @@ the same L1 cache set (measured: the transforms ran 2-4x slower)."""
 MIN_CHANNEL_RATIO, MIN_F43_TILES = 12, 36
 WIDE_LAYER_RATIO, MIN_WIDE_F43_TILES = 192, 16
 MIN_IN_CHANNELS = 64
+SHALLOW_IN_CHANNELS, SHALLOW_MAX_WIDTH = 32, 32
 MIN_F23_RATIO, MIN_F23_TILES, WIDE_F23_RATIO = 48, 36, 96
 """The heuristic's thresholds (``preferred_tile``), measured with benchmarks/winograd.py and
 benchmarks/conv_gap.py (docs/conv-gap.md)."""
@@ -99,13 +100,18 @@ def preferred_tile(setup: ConvSetup) -> int:
     transformed filters are re-read for few tiles each. Since the Winograd GEMMs run on the
     micro-kernel (docs/tuning.md, "Speed"), F(2x2) beats im2col + GEMM on ResNet's 512->512 and
     GoogLeNet's 192->384 at 7x7 (14-17%) and SqueezeNet's 64->256 at 13x13 (22%); with BLAS GEMMs
-    those had tied or lost. Layers with 32-63 input channels stay on im2col: F(4x4) won on 27x27
-    and 28x28 maps but lost by 25% on tiny-YOLO's 32->64 @ 112x112 (`edgecnn tune` measures them).
+    those had tied or lost. Layers with SHALLOW_IN_CHANNELS (32) to 63 input channels get F(4x4) on
+    maps at most SHALLOW_MAX_WIDTH wide with MIN_F43_TILES tiles: it won on 27x27 and 28x28 maps
+    (SqueezeNet's 32->128 @ 27x27: 0.32 against 0.47 ms for im2col + GEMM on two threads,
+    docs/conv-gap.md) but lost by 25% on tiny-YOLO's 32->64 @ 112x112.
     """
     c, m = setup.in_channels, setup.out_channels
-    if c < MIN_IN_CHANNELS or c * m < MIN_CHANNEL_RATIO * (c + m):
-        return 0
     tiles = setup.batch * math.ceil(setup.out[0] / 4) * math.ceil(setup.out[1] / 4)
+    if c < MIN_IN_CHANNELS:
+        shallow = c >= SHALLOW_IN_CHANNELS and max(setup.out) <= SHALLOW_MAX_WIDTH and tiles >= MIN_F43_TILES
+        return 4 if shallow and c * m >= MIN_CHANNEL_RATIO * (c + m) else 0
+    if c * m < MIN_CHANNEL_RATIO * (c + m):
+        return 0
     if tiles >= MIN_F43_TILES:
         return 4
     wide = c * m >= WIDE_LAYER_RATIO * (c + m)  # the GEMMs dominate so much that 4x4 tiles pay anyway
