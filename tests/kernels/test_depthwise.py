@@ -127,3 +127,51 @@ def test_stride_two_phases_match_reference(
     actual = run(x, w, b, geometry, relu6, workers)
     magnitude = reference(np.abs(x), np.abs(w), np.abs(b), geometry, False).max()
     assert_matches(actual, reference(x, w, b, geometry, relu6), magnitude)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    height=st.integers(1, 30),
+    width=st.integers(1, 30),
+    channels=st.integers(1, 6),
+    multiplier=st.integers(1, 2),
+    batch=st.integers(1, 2),
+    workers=st.integers(1, 3),
+    relu6=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_same_size_planes_match_reference(
+    height: int, width: int, channels: int, multiplier: int, batch: int, workers: int, relu6: bool, seed: int
+) -> None:
+    """3x3, stride 1, pad 1 (the unpadded one-pass path up to SAME_MAX_WIDTH wide, the padded one
+    beyond): every plane edge, including 1-wide and 1-high planes."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((batch, channels, height, width), dtype=np.float32)
+    w = rng.standard_normal((channels * multiplier, 3, 3), dtype=np.float32)
+    b = rng.standard_normal(channels * multiplier, dtype=np.float32)
+    geometry = {"kernel_shape": (3, 3), "strides": (1, 1), "dilations": (1, 1), "pads": (1, 1, 1, 1)}
+    geometry["group"] = channels
+    actual = run(x, w, b, geometry, relu6, workers)
+    magnitude = reference(np.abs(x), np.abs(w), np.abs(b), geometry, False).max()
+    assert_matches(actual, reference(x, w, b, geometry, relu6), magnitude)
+
+
+def test_same_size_planes_keep_infinities_in_their_own_row() -> None:
+    """An infinity at a row's end must not leak into the next row's first output through the masked
+    left and right taps (they read the neighbouring row in the unpadded pass)."""
+    x = np.zeros((1, 1, 5, 6), dtype=np.float32)
+    x[0, 0, 1, 5] = np.inf  # last column of row 1
+    x[0, 0, 3, 0] = -np.inf  # first column of row 3
+    w = np.ones((1, 3, 3), dtype=np.float32)
+    b = np.zeros(1, dtype=np.float32)
+    geometry = {
+        "kernel_shape": (3, 3),
+        "strides": (1, 1),
+        "dilations": (1, 1),
+        "pads": (1, 1, 1, 1),
+        "group": 1,
+    }
+    actual = run(x, w, b, geometry, False, 1)
+    with np.errstate(invalid="ignore"):
+        expected = reference(x, w, b, geometry, False)
+    np.testing.assert_array_equal(actual, expected)

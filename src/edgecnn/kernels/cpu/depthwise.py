@@ -19,6 +19,11 @@ from edgecnn.kernels.cpu.epilogue import activate
 FLAT_S2_MAX_WIDTH = 14
 """Widest stride-2 output row computed as one long row (wider rows waste more than they save)."""
 
+SAME_MAX_WIDTH = 16
+"""Widest plane the unpadded stride-1 pass takes (_same_plane_3x3). benchmarks/depthwise.py against
+the padded pass (docs/tuning.md, "Depthwise"): 0.44-0.54x its time on 7x7 planes, 0.74-0.77x on
+14x14, 1.05x on 28x28 (there the masked taps cost more than the per-row work they save)."""
+
 
 @numba.njit(cache=True)
 def fill_padded(src: np.ndarray, pad_top: int, pad_left: int, stride: int, padded: np.ndarray) -> None:
@@ -231,6 +236,75 @@ def _rows_any(
                 _axpy(w[ki, kj], row[tap_column(kj * dil_w, stride_w, phase_w) :], out)
 
 
+@numba.njit(cache=True)
+def column_masks(height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per flat position of an H x W plane: whether a left (ox > 0) and a right (ox < W - 1)
+    neighbour exists in its row."""
+    left = np.ones(height * width, dtype=np.bool_)
+    right = np.ones(height * width, dtype=np.bool_)
+    for oy in range(height):
+        left[oy * width] = False
+        right[oy * width + width - 1] = False
+    return left, right
+
+
+@numba.njit(inline="always", cache=True)
+def _same_plane_3x3(
+    x: np.ndarray,  # flat input
+    x_at: np.uint64,  # offset of the H x W input plane
+    width: np.uint64,
+    size: np.uint64,  # H * W
+    left: np.ndarray,
+    right: np.ndarray,
+    w: np.ndarray,  # flat (M * 9) filters
+    w_at: np.uint64,  # offset of this plane's nine taps
+    b: np.float32,
+    buf: np.ndarray,  # H * W + 2 * (W + 1) floats; its first and last W + 1 are zeros
+    out: np.ndarray,  # flat output
+    out_at: np.uint64,  # offset of the H x W output plane, written
+) -> None:
+    """out[q] = b + the nine taps at q for a 3x3, stride 1, pad 1 window: the plane copied once into
+    ``buf`` between one zero row (and one cell) on each side, so the taps above the first row and
+    below the last read zeros, and the taps left of column 0 and right of column W - 1 (which would
+    read the neighbouring row's end) are masked. One flat pass per plane, no per-row work, and no
+    array views: unsigned offsets into flat arrays (a view costs about as much as a 7x7 plane's
+    arithmetic)."""
+    one, two = np.uint64(1), np.uint64(2)
+    start = width + one
+    for i in range(size):
+        buf[start + i] = x[x_at + i]
+    below = width + width
+    w00, w01, w02 = w[w_at], w[w_at + one], w[w_at + two]
+    w10, w11, w12 = w[w_at + np.uint64(3)], w[w_at + np.uint64(4)], w[w_at + np.uint64(5)]
+    w20, w21, w22 = w[w_at + np.uint64(6)], w[w_at + np.uint64(7)], w[w_at + np.uint64(8)]
+    zero = np.float32(0.0)
+    for i in range(size):  # buf[i], buf[width + i], buf[below + i]: the rows above, at, below q - 1
+        west = w00 * buf[i] + w10 * buf[width + i] + w20 * buf[below + i]
+        east = w02 * buf[i + two] + w12 * buf[width + i + two] + w22 * buf[below + i + two]
+        centre = w01 * buf[i + one] + w11 * buf[width + i + one] + w21 * buf[below + i + one]
+        out[out_at + i] = b + centre + (west if left[i] else zero) + (east if right[i] else zero)
+
+
+@numba.njit(inline="always", cache=True)
+def _activate_flat(
+    out: np.ndarray, at: np.uint64, size: np.uint64, kind: int, alpha: float, low: float, high: float
+) -> None:
+    """out[at:at + size] = act(out[at:at + size]) in place, without a view (see _same_plane_3x3)."""
+    zero = np.float32(0.0)
+    if kind == 1:
+        for i in range(size):
+            v = out[at + i]
+            out[at + i] = zero if v <= zero else v
+    elif kind == 3:
+        lo, hi = np.float32(low), np.float32(high)
+        for i in range(size):
+            v = out[at + i]
+            out[at + i] = v if v != v else min(max(v, lo), hi)
+    elif kind != 0:
+        for i in range(size):
+            out[at + i] = activate(out[at + i], kind, alpha, low, high)
+
+
 @numba.njit(inline="always", cache=True)
 def _finish_row(
     values: np.ndarray, kind: int, alpha: float, low: float, high: float, out: np.ndarray
@@ -289,6 +363,19 @@ def depthwise_conv_2d(
     # out_h * cols positions (the cols - out_w extra ones per row are computed and dropped) replaces
     # out_h short rows, each with its own views and loop remainders: 2-3x faster on 14x14 and 7x7.
     flat_rows = stride_h == 1 and stride_w == 1 and three
+    # Stride 1, 3x3, one pixel of padding all round and no dilation on planes up to SAME_MAX_WIDTH
+    # wide (MobileNetV2's and ShuffleNetV2's 14x14 and 7x7 layers): no padded rows and no views, see
+    # _same_plane_3x3; the activation runs over the whole plane at once.
+    same = (
+        flat_rows
+        and dilation_h == 1
+        and dilation_w == 1
+        and pad_top == 1
+        and pad_left == 1
+        and out_h == x.shape[2]
+        and out_w == x.shape[3]
+        and out_w <= SAME_MAX_WIDTH
+    )
     # Stride 2 likewise on small planes, with the rows left unphased: output q = oy * width + ox
     # reads element 2q + tap offset; half the positions per row are dropped, but outputs of
     # 14x14 and smaller are dominated by per-row costs otherwise (576x14x14 -> 7x7: 314 -> 253 us).
@@ -302,6 +389,23 @@ def depthwise_conv_2d(
     pitch = out_w + 1  # phased: columns of a phase plane
     width = phase_w * stride_w
     useful = (out_h - 1) * width + out_w  # flat_s2: positions up to the last output
+    if same:
+        x_flat, out_flat, w_flat = x.reshape(-1), out.reshape(-1), weights.reshape(-1)
+        size = np.uint64(out_h * out_w)
+        for worker in numba.prange(workers):
+            left, right = column_masks(out_h, out_w)
+            buf = np.zeros(out_h * out_w + 2 * (out_w + 1), dtype=np.float32)
+            for job in range(worker * planes // workers, (worker + 1) * planes // workers):
+                n, m = job // out_channels, job % out_channels
+                b = bias[m] if has_bias else np.float32(0.0)
+                x_at = np.uint64((n * channels + m // multiplier) * out_h * out_w)
+                out_at = np.uint64(job) * size
+                _same_plane_3x3(
+                    x_flat, x_at, np.uint64(out_w), size, left, right, w_flat, np.uint64(m * 9), b, buf,
+                    out_flat, out_at,
+                )  # fmt: skip
+                _activate_flat(out_flat, out_at, size, kind, alpha, low, high)
+        return
     for worker in numba.prange(workers):
         # slack after the last row: the dropped positions of the last output row read past it
         padded_rows = 0 if phased else rows
