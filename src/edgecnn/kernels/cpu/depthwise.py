@@ -286,6 +286,71 @@ def _same_plane_3x3(
 
 
 @numba.njit(inline="always", cache=True)
+def _phased_plane_3x3(
+    phases: np.ndarray,  # flat (4, OH + 1, pitch): fill_phases' four stride-2 phases
+    plane: int,  # (OH + 1) * pitch
+    pitch: int,  # OW + 1
+    w: np.ndarray,  # flat (M * 9) filters
+    w_at: np.uint64,
+    b: np.float32,
+    work: np.ndarray,  # >= count floats, written
+    count: int,  # OH * pitch - 1
+) -> None:
+    """work[q] = b + the nine taps of output q = oy * pitch + ox (ox == OW computed and dropped), every
+    tap a contiguous run of one phase, on unsigned offsets (no views: see _same_plane_3x3)."""
+    one = np.uint64(1)
+    p = np.uint64(pitch)
+    q01, q10 = np.uint64(plane), np.uint64(2 * plane)
+    q11 = q10 + q01
+    w00, w01, w02 = w[w_at], w[w_at + one], w[w_at + np.uint64(2)]
+    w10, w11, w12 = w[w_at + np.uint64(3)], w[w_at + np.uint64(4)], w[w_at + np.uint64(5)]
+    w20, w21, w22 = w[w_at + np.uint64(6)], w[w_at + np.uint64(7)], w[w_at + np.uint64(8)]
+    for i in range(np.uint64(count)):
+        work[i] = (
+            b
+            + (w00 * phases[i] + w01 * phases[q01 + i] + w02 * phases[i + one])
+            + (w10 * phases[q10 + i] + w11 * phases[q11 + i] + w12 * phases[q10 + i + one])
+            + (w20 * phases[p + i] + w21 * phases[q01 + p + i] + w22 * phases[p + i + one])
+        )
+
+
+@numba.njit(inline="always", cache=True)
+def _finish_rows(
+    work: np.ndarray,
+    pitch: int,
+    out: np.ndarray,  # flat output
+    at: np.uint64,  # offset of the OH x OW output plane
+    out_h: int,
+    out_w: int,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+) -> None:
+    """out plane[oy, ox] = act(work[oy * pitch + ox]) on unsigned offsets, one kind's loop for all rows."""
+    zero = np.float32(0.0)
+    lo, hi = np.float32(low), np.float32(high)
+    width = np.uint64(out_w)
+    for oy in range(np.uint64(out_h)):
+        source = oy * np.uint64(pitch)
+        target = at + oy * width
+        if kind == 0:
+            for i in range(width):
+                out[target + i] = work[source + i]
+        elif kind == 1:
+            for i in range(width):
+                v = work[source + i]
+                out[target + i] = zero if v <= zero else v
+        elif kind == 3:
+            for i in range(width):
+                v = work[source + i]
+                out[target + i] = v if v != v else min(max(v, lo), hi)
+        else:
+            for i in range(width):
+                out[target + i] = activate(work[source + i], kind, alpha, low, high)
+
+
+@numba.njit(inline="always", cache=True)
 def _activate_flat(
     out: np.ndarray, at: np.uint64, size: np.uint64, kind: int, alpha: float, low: float, high: float
 ) -> None:
@@ -417,21 +482,25 @@ def depthwise_conv_2d(
         phases = np.zeros((4, out_h + 1, pitch) if phased else (4, 0, 0), dtype=np.float32)
         flat = phases.reshape(-1)
         plane = (out_h + 1) * pitch
+        out_flat, w_flat = out.reshape(-1), weights.reshape(-1)
         for job in range(worker * planes // workers, (worker + 1) * planes // workers):
             n, m = job // out_channels, job % out_channels
             if phased:
                 fill_phases(x[n, m // multiplier], pad_top, pad_left, phases)
                 b = bias[m] if has_bias else np.float32(0.0)
-                p01, p10, p11 = plane, 2 * plane, 3 * plane
-                _taps3(
-                    flat[0:], flat[p01:], flat[1:],
-                    flat[p10:], flat[p11:], flat[p10 + 1 :],
-                    flat[pitch:], flat[p01 + pitch :], flat[pitch + 1 :],
-                    weights[m], b, work[: out_h * pitch - 1],
-                )  # fmt: skip
-                dest = out[n, m]
-                for oy in range(out_h):
-                    _finish_row(work[oy * pitch :], kind, alpha, low, high, dest[oy])
+                _phased_plane_3x3(flat, plane, pitch, w_flat, np.uint64(m * 9), b, work, out_h * pitch - 1)
+                _finish_rows(
+                    work,
+                    pitch,
+                    out_flat,
+                    np.uint64(job * out_h * out_w),
+                    out_h,
+                    out_w,
+                    kind,
+                    alpha,
+                    low,
+                    high,
+                )
                 continue
             fill_padded(x[n, m // multiplier], pad_top, pad_left, 1 if flat_s2 else stride_w, padded)
             b = bias[m] if has_bias else np.float32(0.0)
