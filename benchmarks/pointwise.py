@@ -5,7 +5,7 @@ distinct shape once; its time, the BLAS tiles' (``gemm_1x1``) and the packed-wei
 `edgecnn tune` prepares them, interleaved with the order turned every round (medians).
 
 Whole models: each model planned twice in one process, with the heuristic as it is and with
-``conv.MAX_DEPTH = 0`` (every 1x1 layer back on the BLAS tiles, residual sums in their own pass),
+``conv.READ_IN_PLACE = False`` (every 1x1 layer back on the BLAS tiles, residual sums in their own pass),
 and an onnxruntime session beside them; runs alternate with the order turned every round
 (medians); outputs are checked equal. Both tables go into docs/conv-gap.md between their markers.
 
@@ -69,15 +69,15 @@ def layer_rows(models: list[str], threads: int, rounds: int) -> list[str]:
     return rows
 
 
-def planned(model: onnx.ModelProto, x: np.ndarray, threads: int, max_depth: int) -> edgecnn.Model:
-    """The model planned with ``conv.MAX_DEPTH`` at ``max_depth`` (kernels are chosen at planning)."""
-    kept = conv.MAX_DEPTH
-    conv.MAX_DEPTH = max_depth
+def planned(model: onnx.ModelProto, x: np.ndarray, threads: int, in_place: bool) -> edgecnn.Model:
+    """The model planned with or without the in-place 1x1 kernel (kernels are chosen at planning)."""
+    kept = conv.READ_IN_PLACE
+    conv.READ_IN_PLACE = in_place
     try:
         net = _load(model, threads)
         net(x)
     finally:
-        conv.MAX_DEPTH = kept
+        conv.READ_IN_PLACE = kept
     return net
 
 
@@ -87,8 +87,8 @@ def whole_row(model_name: str, threads: int, rounds: int) -> str:
 
     model = build_model(model_name)
     name, x = _input(model)
-    after = planned(model, x, threads, conv.MAX_DEPTH)
-    before = planned(model, x, threads, 0)
+    after = planned(model, x, threads, True)
+    before = planned(model, x, threads, False)
     expected = before(x)
     np.testing.assert_allclose(after(x), expected, rtol=1e-3, atol=1e-4 * float(np.abs(expected).max()))
     session = ort.InferenceSession(
@@ -154,7 +154,7 @@ def main() -> None:
                 "",
                 f"Command: {command}",
                 "",
-                "Before: every 1x1 layer on the BLAS tiles (`conv.MAX_DEPTH = 0`); after: the heuristic as it is.",
+                "Before: every 1x1 layer on the BLAS tiles (`conv.READ_IN_PLACE = False`); after: the heuristic as it is.",
                 "",
                 "| model | before ms | after ms | after / before | onnxruntime ms | before / ORT | after / ORT |",
                 "|---|---:|---:|---:|---:|---:|---:|",
