@@ -340,7 +340,8 @@ def whole_section(models: list[str], rounds: int, old_grain: int, old_loop_grain
         f"Machine: {cpu_model()}, {os.cpu_count()} cores, load average {load[0]:.2f} / {load[1]:.2f} at start",
         "(shared machine if above ~0.5).",
         "",
-        f"Command: `.venv/bin/python benchmarks/grain.py --whole {','.join(models)} --whole-rounds {rounds}`",
+        f"Command: `.venv/bin/python benchmarks/grain.py --whole {','.join(models)} --whole-rounds {rounds} "
+        f"--old-grain {old_grain} --old-loop-grain {old_loop_grain}`",
         "",
         "| model | old ms | new ms | new/old | old CPU ms | new CPU ms | onnxruntime ms | new/onnxruntime | load |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
