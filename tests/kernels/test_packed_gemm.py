@@ -213,7 +213,7 @@ def test_direct_conv_matches_reference(case: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("x_shape", "w_shape", "geometry"),
     [
-        ((1, 40, 30, 30), (70, 40, 3, 3), {"kernel_shape": (3, 3), "pads": (1, 1, 1, 1)}),  # depth 360
+        ((1, 40, 34, 34), (70, 40, 3, 3), {"kernel_shape": (3, 3), "pads": (1, 1, 1, 1)}),  # depth 360
         ((1, 300, 7, 7), (130, 300, 1, 1), {"kernel_shape": (1, 1)}),  # 1x1, 2 depth blocks, row split
         ((2, 3, 41, 37), (17, 3, 7, 7), {"kernel_shape": (7, 7), "strides": (2, 2), "pads": (3, 3, 3, 3)}),
     ],
