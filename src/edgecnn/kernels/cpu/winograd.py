@@ -102,8 +102,8 @@ def preferred_tile(setup: ConvSetup) -> int:
     GoogLeNet's 192->384 at 7x7 (14-17%) and SqueezeNet's 64->256 at 13x13 (22%); with BLAS GEMMs
     those had tied or lost. Layers with SHALLOW_IN_CHANNELS (32) to 63 input channels get F(4x4) on
     maps at most SHALLOW_MAX_WIDTH wide with MIN_F43_TILES tiles: it won on 27x27 and 28x28 maps
-    (SqueezeNet's 32->128 @ 27x27: 0.32 against 0.47 ms for im2col + GEMM on two threads,
-    docs/conv-gap.md) but lost by 25% on tiny-YOLO's 32->64 @ 112x112.
+    (SqueezeNet's two 32->128 @ 27x27: 0.38 and 0.42 ms against 0.49 for im2col + GEMM on two
+    threads, docs/conv-gap.md's per-layer table) but lost by 25% on tiny-YOLO's 32->64 @ 112x112.
     """
     c, m = setup.in_channels, setup.out_channels
     tiles = setup.batch * math.ceil(setup.out[0] / 4) * math.ceil(setup.out[1] / 4)
