@@ -1,8 +1,9 @@
 """The in-place 1x1 kernel (kernels/cpu/conv_pointwise.py) against the BLAS tiles it replaces.
 
-Layers: every ungrouped 1x1 stride-1 layer the heuristic gives it in the zoo models (batch 1), each
-distinct shape once; its time, the BLAS tiles' (``gemm_1x1``) and the packed-weight GEMM's, as
-`edgecnn tune` prepares them, interleaved with the order turned every round (medians).
+Layers: every ungrouped, unpadded 1x1 stride-1 layer of the zoo models (batch 1), each distinct
+shape once, with the kernel the heuristic chose; its time on this kernel, the BLAS tiles'
+(``gemm_1x1``) and the packed-weight GEMM's, as `edgecnn tune` prepares them, interleaved with the
+order turned every round (medians).
 
 Whole models: each model planned twice in one process, with the heuristic as it is and with
 ``conv.READ_IN_PLACE = False`` (every 1x1 layer back on the BLAS tiles, residual sums in their own pass),
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -55,7 +57,7 @@ def layer_rows(models: list[str], threads: int, rounds: int) -> list[str]:
         model = build_model(model_name)
         _, x = _input(model)
         for node, types, values, chosen in conv_layers(_load(model, threads), x):
-            if chosen != "pointwise":
+            if not conv.can_read_in_place(node, types, values):
                 continue
             timers, _, shape, gflop = layer_timers(node, types, values, threads)
             if shape in seen:
@@ -64,7 +66,7 @@ def layer_rows(models: list[str], threads: int, rounds: int) -> list[str]:
             times = rotated({k: timers[k] for k in KERNELS if k in timers}, rounds)
             cells = " | ".join(f"{times[k]:.3f}" if k in times else "-" for k in KERNELS)
             ratio = times["pointwise"] / times["gemm_1x1"] if "gemm_1x1" in times else float("nan")
-            rows.append(f"| {model_name} | {shape} | {gflop * 1e3:.1f} | {cells} | {ratio:.2f} |")
+            rows.append(f"| {model_name} | {shape} | {gflop * 1e3:.1f} | {chosen} | {cells} | {ratio:.2f} |")
             print(rows[-1], flush=True)
     return rows
 
@@ -117,8 +119,8 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=DOC)
     args = parser.parse_args()
     command = (
-        f"`.venv/bin/python benchmarks/pointwise.py --models {args.models} --whole {args.whole} "
-        f"--threads {args.threads} --rounds {args.rounds}`"
+        f"`.venv/bin/python benchmarks/pointwise.py --models {shlex.quote(args.models)} "
+        f"--whole {shlex.quote(args.whole)} --threads {args.threads} --rounds {args.rounds}`"
     )
     load = os.getloadavg()[0]
     layers = layer_rows(args.models.split(","), args.threads, args.rounds) if args.models else []
@@ -140,8 +142,8 @@ def main() -> None:
                 "",
                 f"Command: {command}",
                 "",
-                "| model | layer | MFLOP | pointwise ms | gemm_1x1 ms | packed_gemm ms | pointwise / gemm_1x1 |",
-                "|---|---|---:|---:|---:|---:|---:|",
+                "| model | layer | MFLOP | chosen | pointwise ms | gemm_1x1 ms | packed_gemm ms | pointwise / gemm_1x1 |",
+                "|---|---|---:|---|---:|---:|---:|---:|",
                 *layers,
             ],
         )

@@ -40,11 +40,11 @@ CHUNK_BYTES = 64 << 10
 MAX_DEPTH = 144
 """Deepest layer the heuristic gives this kernel, and (NARROW_DEPTH, NARROW_OUTPUTS) the deeper ones
 with few output channels it also takes. From benchmarks/pointwise.py's per-layer table
-(docs/conv-gap.md, "Pointwise layers"): it beat the BLAS tiles on every layer of 16-144 input
-channels (0.64-0.98x their time) but one of 96 -> 576 on a 14x14 map (1.04x), and on SqueezeNet's
-and MobileNetV2's 192 -> 32 and 256 -> 32 reductions; from 160 channels with 64 or more outputs it
-lost (1.1-1.2x): the unpacked input's 16-pixel runs, one cache line per depth step, stop fitting
-beside the weights in L1."""
+(docs/conv-gap.md, "Pointwise layers"): on the layers of 16-144 input channels it took 0.70-0.97x
+the BLAS tiles' time but on MobileNetV2's 96 -> 576 @ 14x14 (1.12-1.35x), and 0.75-0.89x on the
+192 -> 16 to 256 -> 32 reductions; deeper layers with more outputs mostly lost (up to 1.75x on
+7x7 maps): unpacked, each depth step of a 16-pixel run is a cache line of its own, and from about
+160 steps those lines and the weights no longer fit in L1 together."""
 
 NARROW_DEPTH, NARROW_OUTPUTS = 256, 32
 
