@@ -129,9 +129,8 @@ def conv_steps(model: onnx.ModelProto) -> list[tuple[Node, list, list, str]]:
 
 
 def _tiling_text(kernel: object, threads: int) -> str:
-    tiling = getattr(kernel, "tiling", None)
-    if callable(tiling):
-        t = tiling(threads)
+    if isinstance(kernel, conv_kernels.TiledConvGemm):
+        t = kernel.tiles(threads)
         return f"{t.tasks} tiles {t.row_step}x{t.column_step}"
     chunking = getattr(kernel, "chunking", None)
     if callable(chunking):
@@ -164,7 +163,7 @@ def measure(model_name: str, rounds: int) -> list[Row]:
 
         timers = {"1": runner(one, 1, out, inputs), "2": runner(two, 2, out, inputs)}
         tiling = _tiling_text(two, 2)
-        if callable(getattr(two, "tiling", None)) and conv_kernels.prefer_rows(
+        if isinstance(two, conv_kernels.TiledConvGemm) and conv_kernels.prefer_rows(
             s.out_channels // s.group, s.out[0] * s.out[1], im2col=not s.pointwise
         ):  # the channel cut against the pixel cut (tiling.prefer_rows)
             by_pixels = entry.factory(node, types, values)

@@ -159,31 +159,25 @@ class TiledConvGemm(ConvKernel):
         self.pointwise = s.pointwise
         macs = s.batch * s.out_channels * self.pixels * self.group_rows
         self.small = small_conv(macs)
-        self._tilings: dict[int, Tiling] = {}
         self._no_columns = np.empty((max_threads(), 1, 1), dtype=np.float32)  # 1x1: never read
 
-    def tiling(self, threads: int) -> Tiling:
-        """The tiles for a thread count (computed once per count)."""
-        tiling = self._tilings.get(threads)
-        if tiling is None:
-            s = self.setup
-            tiling = plan_tiles(
-                s.batch * s.group,
-                s.out_channels // s.group,
-                self.pixels,
-                self.group_rows,
-                threads,
-                limit_columns=not self.pointwise,
-                weight_bytes=self.weights[0].nbytes,
-                rows_first=prefer_rows(s.out_channels // s.group, self.pixels, im2col=not self.pointwise),
-            )
-            self._tilings[threads] = tiling
-        return tiling
+    def plan_tiles(self, threads: int) -> Tiling:
+        s = self.setup
+        return plan_tiles(
+            s.batch * s.group,
+            s.out_channels // s.group,
+            self.pixels,
+            self.group_rows,
+            threads,
+            limit_columns=not self.pointwise,
+            weight_bytes=self.weights[0].nbytes,
+            rows_first=prefer_rows(s.out_channels // s.group, self.pixels, im2col=not self.pointwise),
+        )
 
     def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
         """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
         s = self.setup
-        tiling = self.tiling(1 if self.small else current_threads())
+        tiling = self.tiles(1 if self.small else current_threads())
         if self.pointwise:
             columns = self._no_columns[: tiling.workers]
         else:

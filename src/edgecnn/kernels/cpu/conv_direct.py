@@ -267,15 +267,10 @@ class DirectConv(ConvKernel):
         rows, phases, columns = frame_shape(s)
         self.frame = (s.batch * s.in_channels * rows, phases, columns)
         self.small = small_conv(s.batch * s.out_channels * self.pixels * self.depth)
-        self._tiles: dict[int, tuple[int, int, int]] = {}
 
-    def tiles(self, threads: int) -> tuple[int, int, int]:
-        plan = self._tiles.get(threads)
-        if plan is None:
-            s = self.setup
-            plan = direct_tiles(s.batch * s.group, s.out_channels // s.group, s.out[0], s.out[1], threads)
-            self._tiles[threads] = plan
-        return plan
+    def plan_tiles(self, threads: int) -> tuple[int, int, int]:
+        s = self.setup
+        return direct_tiles(s.batch * s.group, s.out_channels // s.group, s.out[0], s.out[1], threads)
 
     def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
         """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""

@@ -245,15 +245,10 @@ class PackedConv(ConvKernel):
         self.packed = pack_conv_weights(w, s)
         self.depth = s.in_channels // s.group * s.kernel[0] * s.kernel[1]
         self.small = small_conv(s.batch * s.out_channels * self.pixels * self.depth)
-        self._tiles: dict[int, tuple[int, int, int]] = {}
 
-    def tiles(self, threads: int) -> tuple[int, int, int]:
-        plan = self._tiles.get(threads)
-        if plan is None:
-            s = self.setup
-            plan = packed_tiles(s.batch * s.group, s.out_channels // s.group, self.pixels, threads)
-            self._tiles[threads] = plan
-        return plan
+    def plan_tiles(self, threads: int) -> tuple[int, int, int]:
+        s = self.setup
+        return packed_tiles(s.batch * s.group, s.out_channels // s.group, self.pixels, threads)
 
     def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
         """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""

@@ -199,15 +199,10 @@ class PointwiseConv(ConvKernel):
         assert w is not None and s.pointwise and s.group == 1
         self.packed = pack_conv_weights(w, s)[0]
         self.small = small_conv(s.batch * s.out_channels * self.pixels * s.in_channels)
-        self._tiles: dict[int, tuple[int, int, int]] = {}
 
-    def tiles(self, threads: int) -> tuple[int, int, int]:
-        plan = self._tiles.get(threads)
-        if plan is None:
-            s = self.setup
-            plan = pointwise_tiles(s.batch, s.out_channels, s.in_channels, self.pixels, threads)
-            self._tiles[threads] = plan
-        return plan
+    def plan_tiles(self, threads: int) -> tuple[int, int, int]:
+        s = self.setup
+        return pointwise_tiles(s.batch, s.out_channels, s.in_channels, self.pixels, threads)
 
     def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
         """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""

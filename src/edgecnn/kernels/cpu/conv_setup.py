@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -102,6 +103,18 @@ class ConvKernel:
         self.bias = np.ascontiguousarray(bias if bias is not None else np.zeros(1), dtype=np.float32)
         self.out_shape = (setup.batch, setup.out_channels, *setup.out)
         self.pixels = setup.out[0] * setup.out[1]
+        self._tiles: dict[int, Any] = {}
+
+    def tiles(self, threads: int) -> Any:
+        """The layer's tiling on ``threads`` threads (``plan_tiles``), computed once per count."""
+        plan = self._tiles.get(threads)
+        if plan is None:
+            plan = self._tiles[threads] = self.plan_tiles(threads)
+        return plan
+
+    def plan_tiles(self, threads: int) -> Any:
+        """How the kernels that cut the layer into tiles cut it (each defines its own)."""
+        raise NotImplementedError
 
     def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
         """The output in a new array: ``run_into``, which every kernel defines, on a fresh buffer."""
