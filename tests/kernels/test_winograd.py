@@ -302,10 +302,10 @@ def test_applies_only_to_3x3_stride_1_single_group(attrs: dict[str, Any], applie
     ("c", "m", "size", "batch", "tile"),
     [
         (64, 64, 56, 1, 4),  # ResNet conv2_x
-        (256, 256, 14, 1, 2),  # ResNet conv4_x: 16 tiles of 4x4 are too few
-        (512, 512, 7, 1, 2),  # ResNet conv5_x: 16 tiles of 2x2, wide enough (C*M/(C+M) = 256)
-        (512, 512, 14, 1, 4),  # VGG conv5_2: 16 tiles, but so wide that the GEMMs dominate
-        (256, 256, 14, 8, 4),  # ... but at batch 8 there are enough
+        (256, 256, 14, 1, 4),  # ResNet conv4_x: 16 tiles of 4x4 on a 14x14 map
+        (512, 512, 7, 1, 2),  # ResNet conv5_x: 4 tiles of 4x4 are too few; wide enough for 2x2
+        (512, 512, 14, 1, 4),  # VGG conv5_2
+        (256, 256, 14, 8, 4),  # ... and at batch 8
         (64, 24, 40, 1, 4),  # C*M/(C+M) = 17.5
         (3, 64, 112, 1, 0),  # first layer: too few input channels
         (16, 32, 56, 1, 0),  # C*M/(C+M) = 10.7: the transforms cost more than they save
@@ -313,15 +313,18 @@ def test_applies_only_to_3x3_stride_1_single_group(attrs: dict[str, Any], applie
         (16, 64, 55, 1, 0),  # SqueezeNet fire2 expand3x3: GEMMs with K = 16 are too shallow
         (32, 128, 27, 1, 4),  # SqueezeNet fire4 expand3x3: 32-63 channels, 49 tiles on a small map
         (32, 64, 112, 1, 0),  # tiny-YOLO conv3: the same depth on a wide map stays on im2col
-        (48, 192, 13, 1, 0),  # SqueezeNet fire6 expand3x3: 16 tiles of 4x4 are too few
-        (64, 256, 13, 1, 2),  # SqueezeNet fire8 expand3x3: 49 tiles of 2x2, C*M/(C+M) = 51
+        (48, 192, 13, 1, 4),  # SqueezeNet fire6 expand3x3: 32-63 channels, 16 tiles
+        (64, 256, 13, 1, 4),  # SqueezeNet fire8 expand3x3: 16 tiles of 4x4
         (160, 320, 7, 1, 2),  # GoogLeNet 5a: 7x7, C*M/(C+M) = 107
         (1024, 1024, 7, 1, 2),  # tiny-YOLO conv8: wide enough
-        (144, 288, 14, 1, 2),  # GoogLeNet 4d
+        (144, 288, 14, 1, 4),  # GoogLeNet 4d
         (192, 384, 7, 1, 2),  # GoogLeNet 5b: likewise
         (96, 128, 7, 1, 0),  # 7x7, C*M/(C+M) = 55: too few tiles for the transformed filters
-        (96, 208, 14, 1, 2),  # GoogLeNet 4a: C*M/(C+M) = 66 on a 14x14 map
-        (64, 128, 14, 1, 0),  # C*M/(C+M) = 43
+        (96, 208, 14, 1, 4),  # GoogLeNet 4a: C*M/(C+M) = 66 on a 14x14 map
+        (64, 128, 14, 1, 4),  # C*M/(C+M) = 43: past MIN_CHANNEL_RATIO
+        (64, 128, 7, 1, 0),  # ... but on a 7x7 map too narrow for 2x2 tiles (< 96)
+        (64, 256, 7, 4, 4),  # ... at batch 4: 16 tiles of 4x4
+        (96, 128, 7, 3, 2),  # batch 3 of 7x7: 12 tiles of 4x4, 48 of 2x2 (C*M/(C+M) = 55)
     ],
 )
 def test_heuristic(c: int, m: int, size: int, batch: int, tile: int) -> None:

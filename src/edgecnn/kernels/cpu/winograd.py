@@ -60,8 +60,7 @@ POINT_PAD = 16
 read or write all T points of a tile at once; blocks a multiple of 4 KiB apart would all map to
 the same L1 cache set (measured: the transforms ran 2-4x slower)."""
 
-MIN_CHANNEL_RATIO, MIN_F43_TILES = 12, 36
-WIDE_LAYER_RATIO, MIN_WIDE_F43_TILES = 192, 16
+MIN_CHANNEL_RATIO, MIN_F43_TILES = 12, 16
 MIN_IN_CHANNELS = 64
 SHALLOW_IN_CHANNELS, SHALLOW_MAX_WIDTH = 32, 32
 MIN_F23_RATIO, MIN_F23_TILES, WIDE_F23_RATIO = 48, 36, 96
@@ -88,22 +87,19 @@ def winograd_setup(
 def preferred_tile(setup: ConvSetup) -> int:
     """The output tile (4 or 2) where Winograd beats im2col + GEMM, or 0 where it does not.
 
-    Rule from benchmarks/winograd.py and benchmarks/conv_gap.py (docs/conv-gap.md): the input
-    transform costs per input channel and the output transform per output channel while the saved
-    multiplications scale with their product, so C*M / (C+M) must be large enough; with fewer than
-    MIN_IN_CHANNELS input channels the GEMMs are too shallow (K = C) for the saving to pay
-    (SqueezeNet's 16->64 @ 55x55: im2col + GEMM 6% faster, tiny-YOLO's 16->32 @ 224x224 2x). 4x4 tiles
-    where there are enough of them to use each transformed filter (4x the size of the filter, 1.8x
-    for 2x2) many times, or, on very wide layers (512 channels), where the GEMMs dominate even on a
-    14x14 map. Else 2x2 tiles on 13x13 and 14x14 maps from C*M/(C+M) = 48 (GoogLeNet's 96->208 to
-    160->320, ResNet's 256->256, SqueezeNet's 64->256 @ 13x13), and on 7x7 maps from 96, where the
-    transformed filters are re-read for few tiles each. Since the Winograd GEMMs run on the
-    micro-kernel (docs/tuning.md, "Speed"), F(2x2) beats im2col + GEMM on ResNet's 512->512 and
-    GoogLeNet's 192->384 at 7x7 (14-17%) and SqueezeNet's 64->256 at 13x13 (22%); with BLAS GEMMs
-    those had tied or lost. Layers with SHALLOW_IN_CHANNELS (32) to 63 input channels get F(4x4) on
-    maps at most SHALLOW_MAX_WIDTH wide with MIN_F43_TILES tiles: it won on 27x27 and 28x28 maps
-    (SqueezeNet's two 32->128 @ 27x27: 0.38 and 0.42 ms against 0.49 for im2col + GEMM on two
-    threads, docs/conv-gap.md's per-layer table) but lost by 25% on tiny-YOLO's 32->64 @ 112x112.
+    Rule from benchmarks/winograd.py and benchmarks/conv_gap.py (docs/tuning.md, docs/conv-gap.md):
+    the input transform costs per input channel and the output transform per output channel while
+    the saved multiplications scale with their product, so C*M / (C+M) must be large enough; with
+    fewer than MIN_IN_CHANNELS input channels the GEMMs are too shallow (K = C) for the saving to pay
+    (SqueezeNet's 16->64 @ 55x55, tiny-YOLO's 16->32 @ 224x224). 4x4 tiles from MIN_F43_TILES (16)
+    tiles, one 13x13 or 14x14 map: on the micro-kernel GEMMs and channels-last transforms F(4x4)
+    beat F(2x2) on every such layer of the zoo (VGG's 512->512, ResNet's 256->256, GoogLeNet's 4a
+    and 4d, tiny-YOLO's 256->512, SqueezeNet's 64->256 @ 13x13; 4-20%, docs/tuning.md's per-layer
+    table). On 7x7 maps (4 tiles) the transformed filters, 2.25x as large as F(2x2)'s, are re-read
+    for too few tiles: 2x2 tiles there from C*M/(C+M) = 96 (ResNet's 512->512, GoogLeNet's 5a and 5b),
+    or from 48 where a batch gives MIN_F23_TILES tiles. Layers with SHALLOW_IN_CHANNELS (32) to 63
+    input channels get F(4x4) on maps at most SHALLOW_MAX_WIDTH wide: it won on SqueezeNet's 27x27
+    and 13x13 maps but lost by 25% on tiny-YOLO's 32->64 @ 112x112.
     """
     c, m = setup.in_channels, setup.out_channels
     tiles = setup.batch * math.ceil(setup.out[0] / 4) * math.ceil(setup.out[1] / 4)
@@ -113,9 +109,6 @@ def preferred_tile(setup: ConvSetup) -> int:
     if c * m < MIN_CHANNEL_RATIO * (c + m):
         return 0
     if tiles >= MIN_F43_TILES:
-        return 4
-    wide = c * m >= WIDE_LAYER_RATIO * (c + m)  # the GEMMs dominate so much that 4x4 tiles pay anyway
-    if wide and tiles >= MIN_WIDE_F43_TILES:
         return 4
     f23_tiles = setup.batch * math.ceil(setup.out[0] / 2) * math.ceil(setup.out[1] / 2)
     if c * m >= MIN_F23_RATIO * (c + m) and f23_tiles >= MIN_F23_TILES:

@@ -1,0 +1,155 @@
+"""Whole models under a previous rule against the current one, in one process (issue 4).
+
+Each model is planned twice: once with module settings patched to their old values while it is
+planned (``--old module.NAME=value``, repeatable: a kernel heuristic's threshold, a switch), once as
+the tree has them. Kernels are chosen and sized when a plan is built, so each copy keeps its rule.
+Both copies and an onnxruntime session (set up as `edgecnn bench` sets it) then run alternately,
+the order turning every round; medians of wall and process CPU time; outputs are checked equal.
+The only comparison this shared VM's drift allows (runs minutes apart differ by 10-40%).
+
+    .venv/bin/python benchmarks/rule_ab.py --old edgecnn.kernels.cpu.winograd.MIN_F43_TILES=36 \\
+        --models squeezenet1.1,resnet50 --rounds 30 --mark tuning:winograd-rule
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import importlib
+import os
+import shlex
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+from conv_gap import _input, _load, ort_options
+from sections import replace_section
+
+from edgecnn.bench.machine import cpu_model
+from edgecnn.bench.zoo import build_model
+
+DOCS = Path(__file__).parent.parent / "docs"
+Setting = tuple[str, str, object]  # module, attribute, old value
+
+
+def parse_setting(text: str) -> Setting:
+    """``package.module.NAME=value`` (value a Python literal) -> (module, NAME, value)."""
+    target, _, literal = text.partition("=")
+    module, _, name = target.rpartition(".")
+    if not (module and name and literal):
+        raise argparse.ArgumentTypeError(f"expected module.NAME=value, got {text!r}")
+    if not hasattr(importlib.import_module(module), name):
+        raise argparse.ArgumentTypeError(f"{module} has no attribute {name}")
+    return module, name, ast.literal_eval(literal)
+
+
+@contextlib.contextmanager
+def patched(settings: Sequence[Setting]) -> Iterator[None]:
+    """Every setting at its old value inside the block."""
+    with contextlib.ExitStack() as stack:
+        for module, name, value in settings:
+            stack.enter_context(mock.patch.object(importlib.import_module(module), name, value))
+        yield
+
+
+def rotated_times(
+    runs: dict[str, Callable[[], object]], rounds: int, warmup: int = 3
+) -> dict[str, tuple[float, float]]:
+    """Median (wall ms, process CPU ms) of each callable: one call of each per round, the first one
+    turning every round."""
+    names = list(runs)
+    samples: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for round_ in range(warmup + rounds):
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
+            wall, cpu = time.perf_counter(), time.process_time()
+            runs[name]()
+            if round_ >= warmup:
+                samples[name].append(((time.perf_counter() - wall) * 1e3, (time.process_time() - cpu) * 1e3))
+    return {
+        name: (float(np.median([w for w, _ in v])), float(np.median([c for _, c in v])))
+        for name, v in samples.items()
+    }
+
+
+def old_and_new(
+    model_name: str, threads: int, rounds: int, settings: Sequence[Setting]
+) -> dict[str, tuple[float, float]]:
+    """Median (wall ms, CPU ms) of the model planned under the old settings ("old"), as the tree has
+    it ("new"), and of onnxruntime ("onnxruntime"), their runs alternating."""
+    import onnxruntime as ort
+
+    model = build_model(model_name)
+    name, x = _input(model)
+    old = _load(model, threads)
+    with patched(settings):
+        old(x)  # plans (and runs) under the old rule
+    new = _load(model, threads)
+    expected = new(x)  # the zoo models have one output
+    scale = float(np.abs(expected).max()) or 1.0
+    np.testing.assert_allclose(old(x), expected, rtol=1e-3, atol=1e-4 * scale)
+    session = ort.InferenceSession(
+        model.SerializeToString(), ort_options(threads), providers=["CPUExecutionProvider"]
+    )
+    return rotated_times(
+        {"old": lambda: old(x), "new": lambda: new(x), "onnxruntime": lambda: session.run(None, {name: x})},
+        rounds,
+    )
+
+
+def table(
+    models: Sequence[str], threads: int, rounds: int, settings: Sequence[Setting], command: str
+) -> list[str]:
+    load = os.getloadavg()
+    old = ", ".join(f"`{module.rsplit('.', 1)[-1]}.{name} = {value!r}`" for module, name, value in settings)
+    lines = [
+        f"Old rule: {old}; new: the tree as committed. Batch 1, {threads} thread(s), medians of {rounds} rounds",
+        "of old / new / onnxruntime in one process (the order turning every round); CPU = process CPU time.",
+        f"Machine: {cpu_model()}, {os.cpu_count()} cores, load average {load[0]:.2f} / {load[1]:.2f} at the start.",
+        "",
+        f"Command: `{command}`",
+        "",
+        "| model | old ms | new ms | new/old | old CPU ms | new CPU ms | onnxruntime ms | new/onnxruntime |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for model_name in models:
+        t = old_and_new(model_name, threads, rounds, settings)
+        (old_ms, old_cpu), (new_ms, new_cpu), (ort_ms, _) = t["old"], t["new"], t["onnxruntime"]
+        lines.append(
+            f"| {model_name} | {old_ms:.2f} | {new_ms:.2f} | {new_ms / old_ms:.2f}x | {old_cpu:.2f} | "
+            f"{new_cpu:.2f} | {ort_ms:.2f} | {new_ms / ort_ms:.2f}x |"
+        )
+        print(lines[-1], flush=True)
+    lines.append("")
+    lines.append(f"Load average at the end: {os.getloadavg()[0]:.2f}.")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--old", type=parse_setting, action="append", required=True, metavar="module.NAME=value"
+    )
+    parser.add_argument("--models", default="squeezenet1.1,resnet50,resnet18,googlenet")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--mark", help="write the table between <!-- MARK:start/end --> in --doc")
+    parser.add_argument("--doc", type=Path, default=DOCS / "tuning.md")
+    args = parser.parse_args()
+    olds = " ".join(f"--old {shlex.quote(f'{m}.{n}={v!r}')}" for m, n, v in args.old)
+    command = (
+        f".venv/bin/python benchmarks/rule_ab.py {olds} --models {args.models} --threads {args.threads} "
+        f"--rounds {args.rounds}" + (f" --mark {args.mark}" if args.mark else "")
+    )
+    lines = table(args.models.split(","), args.threads, args.rounds, args.old, command)
+    if args.mark:
+        args.doc.write_text(replace_section(args.doc.read_text(), args.mark, lines))
+        print(f"wrote {args.doc}")
+
+
+if __name__ == "__main__":
+    main()
