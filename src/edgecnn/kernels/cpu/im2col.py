@@ -115,6 +115,29 @@ def im2col_range(
     )
 
 
+@numba.njit(inline="always", cache=True)
+def _copy_segment(
+    out: np.ndarray, base: int, flat: np.ndarray, source: int, stride_w: int, lo: int, hi: int
+) -> None:
+    """out[base + i] = flat[source + i * stride_w] for i in [lo, hi), both indices known to be >= 0.
+    Unit and 2 strides get loops of their own, whose constant stride LLVM can vectorise."""
+    if stride_w == 1:
+        for i in range(lo, hi):
+            out[np.uint64(base + i)] = flat[np.uint64(source + i)]
+    elif stride_w == 2:
+        for i in range(lo, hi):
+            out[np.uint64(base + i)] = flat[np.uint64(source + 2 * i)]
+    else:
+        for i in range(lo, hi):
+            out[np.uint64(base + i)] = flat[np.uint64(source + i * stride_w)]
+
+
+@numba.njit(inline="always", cache=True)
+def _fill(out: np.ndarray, begin: int, end: int, value: np.float32) -> None:
+    for i in range(begin, end):
+        out[np.uint64(i)] = value
+
+
 @numba.njit(cache=True)
 def im2col_rows(
     image: np.ndarray,  # (Cg, H, W): one group's channels of one image
@@ -138,7 +161,10 @@ def im2col_rows(
     Indices are cast to unsigned once they are known to be inside the arrays (every range below
     starts where its index is >= 0): numba then drops its negative-index wraparound and the copies
     vectorise, with no slice made per segment. Narrow rows (LeNet's, SimpleCNN's) ran 2-3x slower
-    with a view per segment."""
+    with a view per segment. The output rows that [p0, p1) covers whole (all but at most the first
+    and the last) take a shorter loop: their valid input rows and columns are found once per
+    matrix row, not per segment; on strided layers, whose segments are 7-28 floats, that cut the
+    copy by about a third (ResNet's 3x3/2 layers)."""
     channels, height, width = image.shape
     if stride_h == 1 and stride_w == 1 and out_w == width:
         shifted_rows(
@@ -147,6 +173,8 @@ def im2col_rows(
         return
     taps = kernel_h * kernel_w
     first_row, last_row = p0 // out_w, (p1 - 1) // out_w
+    whole0 = (p0 + out_w - 1) // out_w  # output rows [whole0, whole1) lie entirely in [p0, p1)
+    whole1 = max(p1 // out_w, whole0)
     zero = np.float32(0.0)
     flat = image.reshape(channels * height * width)
     for row in range(row0, row1):
@@ -156,28 +184,45 @@ def im2col_rows(
         out = dest[row - row0]
         x_offset = kj * dilation_w - pad_left
         x_lo, x_hi = valid_range(x_offset, stride_w, width, out_w)
-        for oy in range(first_row, last_row + 1):
-            base = oy * out_w - p0  # where output column 0 of row oy sits in ``out`` (may be < 0)
-            begin = max(-base, 0)  # so base + i >= 0 for every i below
-            end = min(p1 - p0 - base, out_w)
-            iy = oy * stride_h - pad_top + ki * dilation_h
-            lo = min(max(x_lo, begin), end)  # i >= x_lo: the input column is >= 0
-            hi = max(min(x_hi, end), lo)
-            if iy < 0 or iy >= height or hi == lo:
-                for i in range(begin, end):
-                    out[np.uint64(base + i)] = zero
-                continue
-            for i in range(begin, lo):
-                out[np.uint64(base + i)] = zero
-            source = (c * height + iy) * width + x_offset
-            if stride_w == 1:
-                for i in range(lo, hi):
-                    out[np.uint64(base + i)] = flat[np.uint64(source + i)]
-            else:
-                for i in range(lo, hi):
-                    out[np.uint64(base + i)] = flat[np.uint64(source + i * stride_w)]
-            for i in range(hi, end):
-                out[np.uint64(base + i)] = zero
+        y_offset = ki * dilation_h - pad_top
+        for part in range(2):  # the partial first and last output rows
+            begin_row, end_row = (
+                (first_row, min(whole0, last_row + 1)) if part == 0 else (whole1, last_row + 1)
+            )
+            for oy in range(begin_row, end_row):
+                base = oy * out_w - p0  # where output column 0 of row oy sits in ``out`` (may be < 0)
+                begin = max(-base, 0)  # so base + i >= 0 for every i below
+                end = min(p1 - p0 - base, out_w)
+                iy = oy * stride_h + y_offset
+                lo = min(max(x_lo, begin), end)  # i >= x_lo: the input column is >= 0
+                hi = max(min(x_hi, end), lo)
+                if iy < 0 or iy >= height or hi == lo:
+                    _fill(out, base + begin, base + end, zero)
+                    continue
+                _fill(out, base + begin, base + lo, zero)
+                _copy_segment(out, base, flat, (c * height + iy) * width + x_offset, stride_w, lo, hi)
+                _fill(out, base + hi, base + end, zero)
+        if whole1 == whole0:
+            continue
+        # the whole rows: those whose input row is inside the image, zeros above and below them
+        y_lo, y_hi = valid_range(y_offset, stride_h, height, whole1)
+        y_lo = min(max(y_lo, whole0), whole1)
+        y_hi = max(min(y_hi, whole1), y_lo)
+        _fill(out, whole0 * out_w - p0, y_lo * out_w - p0, zero)
+        for oy in range(y_lo, y_hi):
+            base = oy * out_w - p0
+            _fill(out, base, base + x_lo, zero)
+            _copy_segment(
+                out,
+                base,
+                flat,
+                (c * height + oy * stride_h + y_offset) * width + x_offset,
+                stride_w,
+                x_lo,
+                x_hi,
+            )
+            _fill(out, base + x_hi, base + out_w, zero)
+        _fill(out, y_hi * out_w - p0, whole1 * out_w - p0, zero)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)

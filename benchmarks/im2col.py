@@ -1,0 +1,105 @@
+"""The im2col copy of this tree against another revision's, on the zoo's layers whose im2col is
+not a shifted copy of the plane (strided, unpadded or narrower outputs: ResNet's 3x3/2 layers,
+LeNet's and SimpleCNN's, AlexNet's and GoogLeNet's stems), batch 1, one thread.
+
+Both versions of kernels/cpu/im2col.py are called directly in one process (REV's imported from
+``git show`` as a module of its own), interleaved with the order turned every call, on the same
+image, filling the whole (C*KH*KW, OH*OW) matrix; outputs are checked equal. Writes the table into
+docs/conv-gap.md between its markers.
+
+    .venv/bin/python benchmarks/im2col.py --against e02f3dc --repeats 40
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from conv_gap import _input, _load, conv_layers
+from revisions import import_source, source_at
+from sections import replace_section
+
+from edgecnn.bench.machine import cpu_model
+from edgecnn.bench.zoo import build_model
+from edgecnn.kernels.cpu.conv_setup import ConvSetup, conv_setup
+from edgecnn.kernels.cpu.im2col import im2col_range
+
+DOC = Path(__file__).parent.parent / "docs" / "conv-gap.md"
+
+
+def copies_rows(s: ConvSetup) -> bool:
+    """Whether the layer's im2col takes the per-output-row path (not the shifted-plane copy, not 1x1)."""
+    shifted = s.strides == (1, 1) and s.out[1] == s.width
+    return s.kernel != (1, 1) and not shifted and not s.depthwise
+
+
+def time_layer(old, s: ConvSetup, repeats: int) -> tuple[float, float]:
+    """Median ms of REV's and this tree's im2col of one image's first group, interleaved."""
+    channels = s.in_channels // s.group
+    image = np.random.default_rng(0).standard_normal((channels, s.height, s.width)).astype(np.float32)
+    pixels = s.out[0] * s.out[1]
+    outs = {
+        k: np.empty((channels * s.kernel[0] * s.kernel[1], pixels), np.float32) for k in ("before", "after")
+    }
+    kernels = {"before": old, "after": im2col_range}
+    times: dict[str, list[float]] = {k: [] for k in kernels}
+    for repeat in range(repeats + 1):
+        for name in list(kernels) if repeat % 2 else list(kernels)[::-1]:
+            start = time.perf_counter()
+            kernels[name](image, *s.window, s.out[1], 0, pixels, outs[name])
+            if repeat:  # the first round compiles and warms up
+                times[name].append((time.perf_counter() - start) * 1e3)
+    np.testing.assert_array_equal(outs["after"], outs["before"])
+    return float(np.median(times["before"])), float(np.median(times["after"]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--against", metavar="REV", required=True)
+    parser.add_argument("--models", default="resnet18,resnet50,simplecnn,lenet5,alexnet,googlenet")
+    parser.add_argument("--repeats", type=int, default=40)
+    parser.add_argument("--output", type=Path, default=DOC)
+    args = parser.parse_args()
+    source = source_at(args.against, "src/edgecnn/kernels/cpu/im2col.py")
+    folder = Path(tempfile.gettempdir()) / "edgecnn-revisions"
+    old = import_source(f"im2col_{args.against}", source, folder).im2col_range
+    load = os.getloadavg()[0]
+    rows, seen = [], set()
+    for model_name in args.models.split(","):
+        model = build_model(model_name)
+        _, x = _input(model)
+        for node, types, _, chosen in conv_layers(_load(model, 1), x):
+            s = conv_setup(node, types)
+            if s is None or not copies_rows(s) or (s.window, s.in_channels, s.height, s.width) in seen:
+                continue
+            seen.add((s.window, s.in_channels, s.height, s.width))
+            before, after = time_layer(old, s, args.repeats)
+            shape = (
+                f"{s.in_channels // s.group} @ {s.height}x{s.width}, {s.kernel[0]}x{s.kernel[1]}/{s.strides[0]} "
+                f"-> {s.out[0]}x{s.out[1]}"
+            )
+            rows.append(
+                f"| {model_name} | {shape} | {chosen} | {before:.3f} | {after:.3f} | {after / before:.2f} |"
+            )
+            print(rows[-1], flush=True)
+    lines = [
+        f"Machine: {cpu_model()}, {os.cpu_count()} cores; load average {load:.2f} at the start, "
+        f"{os.getloadavg()[0]:.2f} at the end; one thread, the whole matrix of one image and group, medians "
+        f"of {args.repeats} interleaved calls.",
+        "",
+        f"Command: `.venv/bin/python benchmarks/im2col.py --against {args.against} --models {args.models} "
+        f"--repeats {args.repeats}`",
+        "",
+        f"| model | channels @ input, filter/stride -> output | layer's kernel | {args.against} ms | this tree ms | ratio |",
+        "|---|---|---|---:|---:|---:|",
+        *rows,
+    ]
+    args.output.write_text(replace_section(args.output.read_text(), "conv-gap:im2col", lines))
+
+
+if __name__ == "__main__":
+    main()
