@@ -35,6 +35,7 @@ from unittest import mock
 
 import numpy as np
 import onnx
+from rule_ab import table
 from sections import replace_section
 
 import edgecnn
@@ -275,85 +276,21 @@ def section(rows: list[Row], models: list[str], rounds: int, load: tuple[float, 
     return lines
 
 
-def _load(model: onnx.ModelProto, threads: int) -> edgecnn.Model:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "m.onnx"
-        onnx.save(model, str(path))
-        return edgecnn.load(str(path), threads=threads)
-
-
-def whole_ab(
-    model_name: str, rounds: int, old_grain: int, old_loop_grain: int
-) -> dict[str, tuple[float, float]]:
-    """Median (wall ms, process CPU ms) of the old-rules copy, the current copy and onnxruntime."""
-    import onnxruntime as ort
-
-    model = build_model(model_name)
-    value = model.graph.input[0]
-    shape = [d.dim_value or 1 for d in value.type.tensor_type.shape.dim]
-    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    old = _load(model, 2)
-    with (
-        mock.patch.object(thread_budget, "CONV_GEMM_GRAIN", old_grain),
-        mock.patch.object(thread_budget, "GRAIN", old_loop_grain),
-    ):
-        old(x)  # plans and runs: every conv kernel fixes its grain now
-    new = _load(model, 2)
-    new(x)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 2
-    options.inter_op_num_threads = 1
-    options.add_session_config_entry("session.force_spinning_stop", "1")  # as in `edgecnn bench`
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    runs = {
-        "old": lambda: old(x),
-        "new": lambda: new(x),
-        "onnxruntime": lambda: session.run(None, {value.name: x}),
-    }
-    samples: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    names = list(runs)
-    for round_ in range(rounds + 3):
-        shift = round_ % len(names)  # the order turns every round, as in ``interleaved``
-        for name in names[shift:] + names[:shift]:
-            run = runs[name]
-            wall, cpu = time.perf_counter(), time.process_time()
-            run()
-            if round_ >= 3:
-                samples[name].append(((time.perf_counter() - wall) * 1e3, (time.process_time() - cpu) * 1e3))
-    return {
-        name: (float(np.median([w for w, _ in v])), float(np.median([c for _, c in v])))
-        for name, v in samples.items()
-    }
-
-
 def whole_section(models: list[str], rounds: int, old_grain: int, old_loop_grain: int) -> list[str]:
-    load = os.getloadavg()
-    lines = [
+    """Whole models planned under the old grains and the current ones, in one process (rule_ab.py)."""
+    settings = [
+        ("edgecnn.kernels.cpu.threads", "CONV_GEMM_GRAIN", old_grain),
+        ("edgecnn.kernels.cpu.threads", "GRAIN", old_loop_grain),
+    ]
+    command = (
+        f".venv/bin/python benchmarks/grain.py --whole {','.join(models)} --whole-rounds {rounds} "
+        f"--old-grain {old_grain} --old-loop-grain {old_loop_grain}"
+    )
+    return [
         "### Whole models: previous grains against the current ones",
         "",
-        f"Batch 1, 2 threads, medians of {rounds} rounds of old / new / onnxruntime in one process (the order",
-        "turning every round).",
-        f"Old: conv grain {old_grain:,} multiply-adds, loop grain {old_loop_grain:,} elements;",
-        f"new: {thread_budget.CONV_GEMM_GRAIN:,} and {thread_budget.GRAIN:,}.",
-        "CPU = process CPU time (both threads).",
-        f"Machine: {cpu_model()}, {os.cpu_count()} cores, load average {load[0]:.2f} / {load[1]:.2f} at start",
-        "(shared machine if above ~0.5).",
-        "",
-        f"Command: `.venv/bin/python benchmarks/grain.py --whole {','.join(models)} --whole-rounds {rounds} "
-        f"--old-grain {old_grain} --old-loop-grain {old_loop_grain}`",
-        "",
-        "| model | old ms | new ms | new/old | old CPU ms | new CPU ms | onnxruntime ms | new/onnxruntime | load |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        *table(models, 2, rounds, settings, command),
     ]
-    for model_name in models:
-        t = whole_ab(model_name, rounds, old_grain, old_loop_grain)
-        (old, old_cpu), (new, new_cpu), (ort_ms, _) = t["old"], t["new"], t["onnxruntime"]
-        lines.append(
-            f"| {model_name} | {old:.2f} | {new:.2f} | {new / old:.2f}x | {old_cpu:.2f} | {new_cpu:.2f} | "
-            f"{ort_ms:.2f} | {new / ort_ms:.2f}x | {os.getloadavg()[0]:.2f} |"
-        )
-        print(lines[-1], flush=True)
-    return lines
 
 
 def main() -> None:

@@ -18,37 +18,18 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import time
-from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-import onnx
-from conv_gap import _input, _load, conv_layers, layer_timers, ort_options
+from conv_gap import _input, _load, conv_layers, layer_timers
+from rule_ab import old_and_new, rotated_times
 from sections import replace_section
 
-import edgecnn
 from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model
 from edgecnn.kernels.cpu import conv
 
 DOC = Path(__file__).parent.parent / "docs" / "conv-gap.md"
 KERNELS = ("pointwise", "gemm_1x1", "packed_gemm")
-
-
-def rotated(runs: dict[str, Callable[[], object]], rounds: int, warmup: int = 3) -> dict[str, float]:
-    """Median ms of each callable, one call of each per round, the starting one turning each round."""
-    names = list(runs)
-    samples: dict[str, list[float]] = defaultdict(list)
-    for round_ in range(warmup + rounds):
-        shift = round_ % len(names)
-        for name in names[shift:] + names[:shift]:
-            start = time.perf_counter()
-            runs[name]()
-            if round_ >= warmup:
-                samples[name].append((time.perf_counter() - start) * 1e3)
-    return {name: float(np.median(values)) for name, values in samples.items()}
 
 
 def layer_rows(models: list[str], threads: int, rounds: int) -> list[str]:
@@ -63,7 +44,8 @@ def layer_rows(models: list[str], threads: int, rounds: int) -> list[str]:
             if shape in seen:
                 continue
             seen.add(shape)
-            times = rotated({k: timers[k] for k in KERNELS if k in timers}, rounds)
+            measured = rotated_times({k: timers[k] for k in KERNELS if k in timers}, rounds)
+            times = {k: wall for k, (wall, _) in measured.items()}
             cells = " | ".join(f"{times[k]:.3f}" if k in times else "-" for k in KERNELS)
             ratio = times["pointwise"] / times["gemm_1x1"] if "gemm_1x1" in times else float("nan")
             rows.append(f"| {model_name} | {shape} | {gflop * 1e3:.1f} | {chosen} | {cells} | {ratio:.2f} |")
@@ -71,40 +53,14 @@ def layer_rows(models: list[str], threads: int, rounds: int) -> list[str]:
     return rows
 
 
-def planned(model: onnx.ModelProto, x: np.ndarray, threads: int, in_place: bool) -> edgecnn.Model:
-    """The model planned with or without the in-place 1x1 kernel (kernels are chosen at planning)."""
-    kept = conv.READ_IN_PLACE
-    conv.READ_IN_PLACE = in_place
-    try:
-        net = _load(model, threads)
-        net(x)
-    finally:
-        conv.READ_IN_PLACE = kept
-    return net
-
-
 def whole_row(model_name: str, threads: int, rounds: int) -> str:
-    """One table row: the model before and after, and onnxruntime, runs alternating."""
-    import onnxruntime as ort
-
-    model = build_model(model_name)
-    name, x = _input(model)
-    after = planned(model, x, threads, True)
-    before = planned(model, x, threads, False)
-    expected = before(x)
-    np.testing.assert_allclose(after(x), expected, rtol=1e-3, atol=1e-4 * float(np.abs(expected).max()))
-    session = ort.InferenceSession(
-        model.SerializeToString(), ort_options(threads), providers=["CPUExecutionProvider"]
-    )
-    runs = {
-        "before": lambda: before(x),
-        "after": lambda: after(x),
-        "ort": lambda: session.run(None, {name: x}),
-    }
-    times = rotated(runs, rounds)
+    """One table row: the model before (``conv.READ_IN_PLACE = False``) and after, and onnxruntime,
+    runs alternating (rule_ab.py)."""
+    times = old_and_new(model_name, threads, rounds, [("edgecnn.kernels.cpu.conv", "READ_IN_PLACE", False)])
+    before, after, ort = times["old"][0], times["new"][0], times["onnxruntime"][0]
     return (
-        f"| {model_name} | {times['before']:.2f} | {times['after']:.2f} | {times['after'] / times['before']:.2f} | "
-        f"{times['ort']:.2f} | {times['before'] / times['ort']:.2f} | {times['after'] / times['ort']:.2f} |"
+        f"| {model_name} | {before:.2f} | {after:.2f} | {after / before:.2f} | "
+        f"{ort:.2f} | {before / ort:.2f} | {after / ort:.2f} |"
     )
 
 
