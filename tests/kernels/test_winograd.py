@@ -302,9 +302,9 @@ def test_applies_only_to_3x3_stride_1_single_group(attrs: dict[str, Any], applie
     ("c", "m", "size", "batch", "tile"),
     [
         (64, 64, 56, 1, 4),  # ResNet conv2_x
-        (256, 256, 14, 1, 4),  # ResNet conv4_x: 16 tiles of 4x4 on a 14x14 map
+        (256, 256, 14, 1, 2),  # ResNet conv4_x: 16 tiles, but 9.4 MB of F(4x4) filters
         (512, 512, 7, 1, 2),  # ResNet conv5_x: 4 tiles of 4x4 are too few; wide enough for 2x2
-        (512, 512, 14, 1, 4),  # VGG conv5_2
+        (512, 512, 14, 1, 2),  # VGG conv5_2: likewise (38 MB)
         (256, 256, 14, 8, 4),  # ... and at batch 8
         (64, 24, 40, 1, 4),  # C*M/(C+M) = 17.5
         (3, 64, 112, 1, 0),  # first layer: too few input channels
@@ -317,7 +317,8 @@ def test_applies_only_to_3x3_stride_1_single_group(attrs: dict[str, Any], applie
         (64, 256, 13, 1, 4),  # SqueezeNet fire8 expand3x3: 16 tiles of 4x4
         (160, 320, 7, 1, 2),  # GoogLeNet 5a: 7x7, C*M/(C+M) = 107
         (1024, 1024, 7, 1, 2),  # tiny-YOLO conv8: wide enough
-        (144, 288, 14, 1, 4),  # GoogLeNet 4d
+        (144, 288, 14, 1, 2),  # GoogLeNet 4d: 6 MB of F(4x4) filters
+        (112, 224, 14, 1, 4),  # GoogLeNet 4b: 3.6 MB
         (192, 384, 7, 1, 2),  # GoogLeNet 5b: likewise
         (96, 128, 7, 1, 0),  # 7x7, C*M/(C+M) = 55: too few tiles for the transformed filters
         (96, 208, 14, 1, 4),  # GoogLeNet 4a: C*M/(C+M) = 66 on a 14x14 map

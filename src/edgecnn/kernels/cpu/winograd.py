@@ -60,7 +60,8 @@ POINT_PAD = 16
 read or write all T points of a tile at once; blocks a multiple of 4 KiB apart would all map to
 the same L1 cache set (measured: the transforms ran 2-4x slower)."""
 
-MIN_CHANNEL_RATIO, MIN_F43_TILES = 12, 16
+MIN_CHANNEL_RATIO, MIN_F43_TILES = 12, 36
+MIN_SMALL_F43_TILES, MAX_SMALL_F43_BYTES = 16, 4 << 20
 MIN_IN_CHANNELS = 64
 SHALLOW_IN_CHANNELS, SHALLOW_MAX_WIDTH = 32, 32
 MIN_F23_RATIO, MIN_F23_TILES, WIDE_F23_RATIO = 48, 36, 96
@@ -91,24 +92,28 @@ def preferred_tile(setup: ConvSetup) -> int:
     the input transform costs per input channel and the output transform per output channel while
     the saved multiplications scale with their product, so C*M / (C+M) must be large enough; with
     fewer than MIN_IN_CHANNELS input channels the GEMMs are too shallow (K = C) for the saving to pay
-    (SqueezeNet's 16->64 @ 55x55, tiny-YOLO's 16->32 @ 224x224). 4x4 tiles from MIN_F43_TILES (16)
-    tiles, one 13x13 or 14x14 map: on the micro-kernel GEMMs and channels-last transforms F(4x4)
-    beat F(2x2) on every such layer of the zoo (VGG's 512->512, ResNet's 256->256, GoogLeNet's 4a
-    and 4d, tiny-YOLO's 256->512, SqueezeNet's 64->256 @ 13x13; 4-20%, docs/tuning.md's per-layer
-    table). On 7x7 maps (4 tiles) the transformed filters, 2.25x as large as F(2x2)'s, are re-read
-    for too few tiles: 2x2 tiles there from C*M/(C+M) = 96 (ResNet's 512->512, GoogLeNet's 5a and 5b),
-    or from 48 where a batch gives MIN_F23_TILES tiles. Layers with SHALLOW_IN_CHANNELS (32) to 63
-    input channels get F(4x4) on maps at most SHALLOW_MAX_WIDTH wide: it won on SqueezeNet's 27x27
-    and 13x13 maps but lost by 25% on tiny-YOLO's 32->64 @ 112x112.
+    (SqueezeNet's 16->64 @ 55x55, tiny-YOLO's 16->32 @ 224x224). 4x4 tiles from MIN_F43_TILES (36)
+    tiles, and from MIN_SMALL_F43_TILES (16: one 13x13 or 14x14 map) where the transformed filters
+    (36 x C x M floats, 2.25x F(2x2)'s) take at most MAX_SMALL_F43_BYTES: on such maps F(4x4) beat
+    F(2x2) on every zoo layer (4-20%, docs/tuning.md's per-layer table, weights warm in cache), but
+    whole models moved within the noise (benchmarks/rule_ab.py), not worth ResNet-50's 256->256
+    layers holding 9.4 MB of filters each instead of 4.2. Else 2x2 tiles on 13x13 and 14x14 maps from
+    C*M/(C+M) = 48, and on 7x7 maps (4 tiles) from 96 (ResNet's 512->512, GoogLeNet's 5a and 5b),
+    where the larger F(4x4) filters are re-read for too few tiles. Layers with SHALLOW_IN_CHANNELS
+    (32) to 63 input channels get F(4x4) on maps at most SHALLOW_MAX_WIDTH wide: it won on
+    SqueezeNet's 27x27 and 13x13 maps but lost by 25% on tiny-YOLO's 32->64 @ 112x112.
     """
     c, m = setup.in_channels, setup.out_channels
     tiles = setup.batch * math.ceil(setup.out[0] / 4) * math.ceil(setup.out[1] / 4)
+    # 16-35 tiles (a 13x13 or 14x14 map) only where the 6x6 transformed filters are small
+    small_filters = 36 * c * m * 4 <= MAX_SMALL_F43_BYTES
+    f43_tiles = tiles >= MIN_F43_TILES or (tiles >= MIN_SMALL_F43_TILES and small_filters)
     if c < MIN_IN_CHANNELS:
-        shallow = c >= SHALLOW_IN_CHANNELS and max(setup.out) <= SHALLOW_MAX_WIDTH and tiles >= MIN_F43_TILES
+        shallow = c >= SHALLOW_IN_CHANNELS and max(setup.out) <= SHALLOW_MAX_WIDTH and f43_tiles
         return 4 if shallow and c * m >= MIN_CHANNEL_RATIO * (c + m) else 0
     if c * m < MIN_CHANNEL_RATIO * (c + m):
         return 0
-    if tiles >= MIN_F43_TILES:
+    if f43_tiles:
         return 4
     f23_tiles = setup.batch * math.ceil(setup.out[0] / 2) * math.ceil(setup.out[1] / 2)
     if c * m >= MIN_F23_RATIO * (c + m) and f23_tiles >= MIN_F23_TILES:
