@@ -22,6 +22,7 @@ import shlex
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
@@ -56,16 +57,39 @@ def patched(settings: Sequence[Setting]) -> Iterator[None]:
         yield
 
 
+@dataclass(frozen=True)
+class Cold:
+    """What happens before each timed call: ``evict_mb`` MiB written (standing in for the other
+    engines' runs in `edgecnn bench`, which leave the caches full of their own data), then a pause
+    of ``gap_ms`` (the bench's pause between runs). Both zero: calls back to back."""
+
+    evict_mb: int = 0
+    gap_ms: float = 0.0
+
+    def __call__(self, buffer: np.ndarray) -> None:
+        if buffer.size:
+            buffer += 1.0
+        if self.gap_ms:
+            time.sleep(self.gap_ms / 1e3)
+
+    def describe(self) -> str:
+        if not (self.evict_mb or self.gap_ms):
+            return "calls back to back"
+        return f"before each call {self.evict_mb} MiB written and a {self.gap_ms:g} ms pause"
+
+
 def rotated_times(
-    runs: dict[str, Callable[[], object]], rounds: int, warmup: int = 3
+    runs: dict[str, Callable[[], object]], rounds: int, warmup: int = 3, cold: Cold = Cold()
 ) -> dict[str, tuple[float, float]]:
     """Median (wall ms, process CPU ms) of each callable: one call of each per round, the first one
-    turning every round."""
+    turning every round, ``cold`` before each."""
     names = list(runs)
+    buffer = np.zeros(cold.evict_mb << 18, dtype=np.float32)
     samples: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for round_ in range(warmup + rounds):
         shift = round_ % len(names)
         for name in names[shift:] + names[:shift]:
+            cold(buffer)
             wall, cpu = time.perf_counter(), time.process_time()
             runs[name]()
             if round_ >= warmup:
@@ -77,7 +101,7 @@ def rotated_times(
 
 
 def old_and_new(
-    model_name: str, threads: int, rounds: int, settings: Sequence[Setting]
+    model_name: str, threads: int, rounds: int, settings: Sequence[Setting], cold: Cold = Cold()
 ) -> dict[str, tuple[float, float]]:
     """Median (wall ms, CPU ms) of the model planned under the old settings ("old"), as the tree has
     it ("new"), and of onnxruntime ("onnxruntime"), their runs alternating."""
@@ -98,17 +122,24 @@ def old_and_new(
     return rotated_times(
         {"old": lambda: old(x), "new": lambda: new(x), "onnxruntime": lambda: session.run(None, {name: x})},
         rounds,
+        cold=cold,
     )
 
 
 def table(
-    models: Sequence[str], threads: int, rounds: int, settings: Sequence[Setting], command: str
+    models: Sequence[str],
+    threads: int,
+    rounds: int,
+    settings: Sequence[Setting],
+    command: str,
+    cold: Cold = Cold(),
 ) -> list[str]:
     load = os.getloadavg()
     old = ", ".join(f"`{module.rsplit('.', 1)[-1]}.{name} = {value!r}`" for module, name, value in settings)
     lines = [
         f"Old rule: {old}; new: the tree as committed. Batch 1, {threads} thread(s), medians of {rounds} rounds",
-        "of old / new / onnxruntime in one process (the order turning every round); CPU = process CPU time.",
+        f"of old / new / onnxruntime in one process (the order turning every round; {cold.describe()});",
+        "CPU = process CPU time.",
         f"Machine: {cpu_model()}, {os.cpu_count()} cores, load average {load[0]:.2f} / {load[1]:.2f} at the start.",
         "",
         f"Command: `{command}`",
@@ -117,7 +148,7 @@ def table(
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for model_name in models:
-        t = old_and_new(model_name, threads, rounds, settings)
+        t = old_and_new(model_name, threads, rounds, settings, cold)
         (old_ms, old_cpu), (new_ms, new_cpu), (ort_ms, _) = t["old"], t["new"], t["onnxruntime"]
         lines.append(
             f"| {model_name} | {old_ms:.2f} | {new_ms:.2f} | {new_ms / old_ms:.2f}x | {old_cpu:.2f} | "
@@ -137,15 +168,21 @@ def main() -> None:
     parser.add_argument("--models", default="squeezenet1.1,resnet50,resnet18,googlenet")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--evict-mb", type=int, default=0, help="MiB written before each timed call")
+    parser.add_argument("--gap-ms", type=float, default=0.0, help="pause before each timed call")
     parser.add_argument("--mark", help="write the table between <!-- MARK:start/end --> in --doc")
     parser.add_argument("--doc", type=Path, default=DOCS / "tuning.md")
     args = parser.parse_args()
     olds = " ".join(f"--old {shlex.quote(f'{m}.{n}={v!r}')}" for m, n, v in args.old)
     command = (
         f".venv/bin/python benchmarks/rule_ab.py {olds} --models {args.models} --threads {args.threads} "
-        f"--rounds {args.rounds}" + (f" --mark {args.mark}" if args.mark else "")
+        f"--rounds {args.rounds}"
+        + (f" --evict-mb {args.evict_mb}" if args.evict_mb else "")
+        + (f" --gap-ms {args.gap_ms:g}" if args.gap_ms else "")
+        + (f" --mark {args.mark}" if args.mark else "")
     )
-    lines = table(args.models.split(","), args.threads, args.rounds, args.old, command)
+    cold = Cold(args.evict_mb, args.gap_ms)
+    lines = table(args.models.split(","), args.threads, args.rounds, args.old, command, cold)
     if args.mark:
         args.doc.write_text(replace_section(args.doc.read_text(), args.mark, lines))
         print(f"wrote {args.doc}")
