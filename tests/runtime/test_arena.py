@@ -17,7 +17,7 @@ from edgecnn.ir.graph import Graph, Node, TensorSpec
 from edgecnn.model import Model
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.registry import NoAttrs
-from edgecnn.ops.shape import ConcatAttrs, FlattenAttrs
+from edgecnn.ops.shape import ConcatAttrs, FlattenAttrs, SplitAttrs
 from edgecnn.runtime.arena import memory_plan
 from edgecnn.runtime.executor import execute_plain
 from edgecnn.runtime.options import RuntimeOptions
@@ -197,3 +197,38 @@ def test_an_elided_concat_returned_through_a_view() -> None:
         got = model.run(x, outputs=wanted)
         for name in wanted:
             assert_close(got[name], expected[name])
+
+
+def test_a_split_read_where_it_lies() -> None:
+    """A conv's output split by channels (ShuffleNetV2's branch split): the halves are read in the
+    conv's buffer unless the caller receives the conv's output or a half; at batch 2 they are
+    copied. Results equal the plain executor's either way."""
+    rng = np.random.default_rng(3)
+    graph = Graph(
+        inputs=[TensorSpec("x", "float32", ("N", 3, 6, 6))],
+        outputs=["y"],
+        nodes=[
+            Node("Conv", "a", ["x", "wa"], ["a"], ConvAttrs(pads=(1, 1, 1, 1))),
+            Node("Split", "split", ["a"], ["left", "right"], SplitAttrs(axis=1, num_outputs=2)),
+            Node("Conv", "b", ["right", "wb"], ["b"], ConvAttrs()),
+            Node("Relu", "r", ["b"], ["c"], NoAttrs()),
+            Node("Concat", "cat", ["left", "c"], ["y"], ConcatAttrs(axis=1)),
+        ],
+        initializers={
+            "wa": rng.standard_normal((8, 3, 3, 3)).astype(np.float32),
+            "wb": rng.standard_normal((4, 4, 1, 1)).astype(np.float32),
+        },
+    )
+    model = Model(graph, RuntimeOptions.resolve(threads=1, optimize=False))
+    for batch in (1, 2):
+        x = rng.standard_normal((batch, 3, 6, 6)).astype(np.float32)
+        plan = model.plan_for(x)
+        for wanted in (["y"], ["y", "a"], ["y", "right"], ["left", "c"]):
+            memory = memory_plan(plan, frozenset(plan.slots[n] for n in wanted))
+            split_index = [step.node.name for step in plan.steps].index("split")
+            viewed = split_index in memory.buffers.elided
+            assert viewed == (batch == 1 and not {"a", "left", "right"} & set(wanted))
+            expected = execute_plain(plan, {"x": x}, wanted)
+            got = model.run(x, outputs=wanted)
+            for name in wanted:
+                assert_close(got[name], expected[name])

@@ -120,3 +120,33 @@ def test_no_concat_elision_over_returned_viewed_or_aliased_inputs() -> None:
     assert not plan_buffers(concat_steps(viewed), tensors, sources=[0], pinned={4}).elided
     aliased = [StepIO((2,), (6,), "opaque")]
     assert not plan_buffers(concat_steps(aliased), tensors, sources=[0], pinned={4}).elided
+
+
+def split_steps(pinned_split: bool = False) -> list[StepIO]:
+    # 1 = f(0); (2, 3) = split(1), slabs at bytes 0 and 1024 of 1; 4 = g(2); 5 = h(3, 4)
+    return [
+        StepIO((0,), (1,), "into"),
+        StepIO((1,), (2, 3), "into", split_offsets=(0, 1024)),
+        StepIO((2,), (4,), "into"),
+        StepIO((3, 4), (5,), "into"),
+    ]
+
+
+def test_a_split_of_an_arena_buffer_is_read_where_it_lies() -> None:
+    tensors = {s: info() for s in range(6)}
+    tensors[1] = info(2048, (512,))
+    plan = plan_buffers(split_steps(), tensors, sources=[0], pinned={5})
+    assert plan.elided == {1}
+    assert plan.root[2] == plan.root[3] == 1
+    assert plan.offset == {2: 0, 3: 1024}
+    assert plan.lifetime[1] == (0, 3)  # the second half is read by the last step
+    assert 2 not in plan.layout.offsets and 3 not in plan.layout.offsets  # no buffers of their own
+
+
+def test_no_split_view_of_a_source_or_into_a_returned_output() -> None:
+    tensors = {s: info() for s in range(6)}
+    tensors[1] = info(2048, (512,))
+    assert not plan_buffers(split_steps(), tensors, sources=[0], pinned={5, 2}).elided
+    from_source = [StepIO((0,), (2, 3), "into", split_offsets=(0, 1024)), *split_steps()[2:]]
+    tensors[0] = info(2048, (512,))
+    assert not plan_buffers(from_source, tensors, sources=[0], pinned={5}).elided

@@ -11,7 +11,7 @@ from edgecnn.ir.graph import Node, TensorType
 from edgecnn.ops.activation import SoftmaxAttrs
 from edgecnn.ops.registry import NoAttrs, get_op
 from edgecnn.ops.shape import ConcatAttrs, SplitAttrs, TransposeAttrs
-from edgecnn.runtime.reference_into import concat_slabs, reference_adapter
+from edgecnn.runtime.reference_into import concat_slabs, reference_adapter, split_slabs
 
 rng = np.random.default_rng(0)
 x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
@@ -59,3 +59,15 @@ def test_concat_slabs_only_when_contiguous() -> None:
     assert concat_slabs(node, [typed(a), typed(b)], [out]) == (0, 2 * 9 * 4)
     batched = [TensorType("float32", (2, 2, 3, 3)), TensorType("float32", (2, 5, 3, 3))]
     assert concat_slabs(node, batched, [TensorType("float32", (2, 7, 3, 3))]) == ()
+
+
+def test_split_slabs_only_when_contiguous() -> None:
+    whole = TensorType("float32", (1, 7, 3, 3))
+    parts = [TensorType("float32", (1, 2, 3, 3)), TensorType("float32", (1, 5, 3, 3))]
+    node = Node("Split", "s", ["x"], ["a", "b"], SplitAttrs(axis=1, num_outputs=2))
+    assert split_slabs(node, [whole], parts) == (0, 2 * 9 * 4)
+    batched = [TensorType("float32", (2, 2, 3, 3)), TensorType("float32", (2, 5, 3, 3))]
+    assert split_slabs(node, [TensorType("float32", (2, 7, 3, 3))], batched) == ()
+    across_width = Node("Split", "s", ["x"], ["a", "b"], SplitAttrs(axis=3, num_outputs=2))
+    narrow = [TensorType("float32", (1, 7, 3, 1)), TensorType("float32", (1, 7, 3, 2))]
+    assert split_slabs(across_width, [whole], narrow) == ()

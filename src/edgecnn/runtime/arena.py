@@ -22,7 +22,7 @@ from edgecnn.ir.graph import TensorType
 from edgecnn.runtime.buffers import BufferPlan, StepIO, TensorInfo, plan_buffers
 from edgecnn.runtime.memory import ALIGNMENT
 from edgecnn.runtime.plan import Plan, Step
-from edgecnn.runtime.reference_into import concat_slabs, is_view_step, reference_adapter
+from edgecnn.runtime.reference_into import concat_slabs, is_view_step, reference_adapter, split_slabs
 
 MAX_IDLE_ARENAS = 4
 """Arenas a plan keeps for reuse; more concurrent runs than this allocate (and drop) their own."""
@@ -66,8 +66,10 @@ def describe_step(step: Step, plan: Plan) -> tuple[StepIO, Callable[..., Any] | 
         if step.kernel.name == "reference":
             adapter = reference_adapter(node, in_types, out_types)
             if adapter is not None:
-                offsets = concat_slabs(node, in_types, out_types)
-                return StepIO(step.inputs, step.outputs, "into", adapter.in_place, offsets), adapter.run_into
+                slabs = concat_slabs(node, in_types, out_types)
+                parts = split_slabs(node, in_types, out_types)
+                io = StepIO(step.inputs, step.outputs, "into", adapter.in_place, slabs, parts)
+                return io, adapter.run_into
     return StepIO(step.inputs, step.outputs, "opaque"), None
 
 
@@ -158,7 +160,9 @@ class MemoryPlan:
                 code = SKIP if out in static else VIEW
                 shape = self.tensors[out].shape
                 actions.append(Action(code, step, step.kernel.run, shape, releases))
-            elif len(actions) in self.buffers.elided:  # the inputs were written into their slabs
+            elif (
+                len(actions) in self.buffers.elided
+            ):  # a Concat's inputs in their slabs, a Split's outputs in its input
                 actions.append(Action(SKIP, step, step.kernel.run, (), releases))
             elif io.mode == "into":
                 assert into is not None

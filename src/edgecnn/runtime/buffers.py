@@ -13,7 +13,10 @@ Three kinds of steps (``StepIO.mode``):
 A Concat whose inputs are contiguous slabs of its output (``concat_offsets``: every dimension
 before the axis is 1, as for channels at batch 1) is *elided* when every input is an arena buffer
 of its own that nobody else aliases: the producers write straight into their slab of the output's
-buffer, and the Concat step has nothing left to do (GoogLeNet, SqueezeNet).
+buffer, and the Concat step has nothing left to do (GoogLeNet, SqueezeNet). A Split whose outputs
+are contiguous slabs of its input (``split_offsets``) is elided the same way when its input is an
+arena buffer: its outputs are read where they lie, as members of the input's buffer that extend its
+lifetime (ShuffleNetV2's channel split).
 
 Roots produced by ``into`` steps go to the arena (``plan_arena``), except those holding a tensor the
 caller receives (``pinned``): those get a fresh buffer per run ("external") so that results never
@@ -28,6 +31,10 @@ from typing import Literal
 
 from edgecnn.runtime.memory import ArenaLayout, BufferRequest, align, plan_arena
 
+VIEW_SPLITS = True
+"""Whether a Split of an arena buffer into contiguous slabs is elided (off: its outputs are copied;
+benchmarks/rule_ab.py compares the two)."""
+
 StepMode = Literal["view", "into", "opaque"]
 RootKind = Literal["source", "arena", "external", "opaque"]
 
@@ -41,6 +48,7 @@ class StepIO:
     mode: StepMode
     in_place: tuple[int, ...] = ()  # input positions an ``into`` step may overwrite with its output
     concat_offsets: tuple[int, ...] = ()  # a Concat: byte offset of each input in the output
+    split_offsets: tuple[int, ...] = ()  # a Split: byte offset of each output in the input
 
 
 @dataclass(frozen=True)
@@ -151,6 +159,16 @@ def plan_buffers(
                     members[out].append(slot)
                     offset[slot] = at
                 elided.add(index)
+            elif (
+                VIEW_SPLITS and step.split_offsets and _viewable_split(step, root, kind, referenced | pinned)
+            ):
+                r = root[step.inputs[0]]
+                base = offset.get(step.inputs[0], 0)
+                for slot, at in zip(step.outputs, step.split_offsets):
+                    root[slot] = r
+                    members[r].append(slot)
+                    offset[slot] = base + at
+                elided.add(index)
             else:
                 for slot in step.outputs:
                     new_root(slot, index, "arena")
@@ -192,6 +210,17 @@ def plan_buffers(
         offset=offset,
         elided=elided,
     )
+
+
+def _viewable_split(
+    step: StepIO, root: dict[int, int], kind: dict[int, RootKind], excluded: set[int]
+) -> bool:
+    """The Split's outputs can be read where they lie in its input: an arena buffer that no opaque
+    value may alias, outputs not returned to the caller (they would alias the input)."""
+    source = step.inputs[0] if step.inputs else -1
+    if source < 0 or source not in root or any(s < 0 or s in excluded for s in step.outputs):
+        return False
+    return kind.get(root[source]) == "arena" and root[source] not in excluded
 
 
 def _elidable(

@@ -129,20 +129,40 @@ def reference_adapter(
     return None
 
 
+def _slabs(whole: TensorType, parts: Sequence[TensorType | None], axis: int) -> tuple[int, ...]:
+    """Each part's byte offset in ``whole`` when they are contiguous slabs of it along ``axis``
+    (every dimension before the axis is 1); () otherwise."""
+    if not all(_concrete(t) for t in (whole, *parts)) or any(int(d) != 1 for d in whole.shape[:axis]):  # type: ignore[index, union-attr]
+        return ()
+    offsets, at = [], 0
+    for t in parts:
+        offsets.append(at)
+        at += int(np.prod(t.shape, dtype=np.int64)) * np.dtype(t.dtype).itemsize  # type: ignore[union-attr, arg-type]
+    return tuple(offsets)
+
+
 def concat_slabs(
     node: Node, in_types: Sequence[TensorType | None], out_types: Sequence[TensorType | None]
 ) -> tuple[int, ...]:
     """For a Concat whose inputs are contiguous slabs of its output (every dimension before the
     axis is 1), each input's byte offset in the output; () otherwise."""
     attrs: Any = node.attrs
-    if node.op != "Concat" or not isinstance(attrs, ConcatAttrs) or not all(_concrete(t) for t in in_types):
+    if node.op != "Concat" or not isinstance(attrs, ConcatAttrs) or not _concrete(out_types[0]):
         return ()
-    shape = out_types[0].shape  # type: ignore[union-attr]
-    axis = normalize_axis(attrs.axis, len(shape))  # type: ignore[arg-type]
-    if any(int(d) != 1 for d in shape[:axis]):  # type: ignore[index, union-attr]
+    axis = normalize_axis(attrs.axis, len(out_types[0].shape))  # type: ignore[union-attr, arg-type]
+    return _slabs(out_types[0], in_types, axis)  # type: ignore[arg-type]
+
+
+def split_slabs(
+    node: Node, in_types: Sequence[TensorType | None], out_types: Sequence[TensorType | None]
+) -> tuple[int, ...]:
+    """For a Split whose outputs are contiguous slabs of its input (every dimension before the axis
+    is 1, as for channels at batch 1: ShuffleNetV2's channel split), each output's byte offset in
+    the input; () otherwise. The outputs can then be read where they lie (buffers.py)."""
+    attrs: Any = node.attrs
+    if node.op != "Split" or not isinstance(attrs, SplitAttrs) or not in_types or not _concrete(in_types[0]):
         return ()
-    offsets, at = [], 0
-    for t in in_types:
-        offsets.append(at)
-        at += int(np.prod(t.shape, dtype=np.int64)) * np.dtype(t.dtype).itemsize  # type: ignore[union-attr, arg-type]
-    return tuple(offsets)
+    if not all(node.outputs) or len(out_types) != len(node.outputs):
+        return ()
+    axis = normalize_axis(attrs.axis, len(in_types[0].shape))  # type: ignore[union-attr, arg-type]
+    return _slabs(in_types[0], out_types, axis)  # type: ignore[arg-type]
