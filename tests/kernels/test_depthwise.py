@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgecnn.kernels.cpu.depthwise import depthwise_conv_2d
+from edgecnn.kernels.cpu.depthwise import depthwise_conv_2d, fill_phases
 from edgecnn.kernels.cpu.threads import cpu_threads
 from edgecnn.ops.conv import ConvAttrs, conv
 from kernels.support import assert_matches
@@ -175,3 +175,28 @@ def test_same_size_planes_keep_infinities_in_their_own_row() -> None:
     with np.errstate(invalid="ignore"):
         expected = reference(x, w, b, geometry, False)
     np.testing.assert_array_equal(actual, expected)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    height=st.integers(1, 20),
+    width=st.integers(1, 20),
+    pad_top=st.integers(0, 3),
+    pad_left=st.integers(0, 3),
+    rows=st.integers(1, 12),
+    columns=st.integers(1, 12),
+    seed=st.integers(0, 2**16),
+)
+def test_fill_phases_deals_the_padded_plane(
+    height: int, width: int, pad_top: int, pad_left: int, rows: int, columns: int, seed: int
+) -> None:
+    """Every cell the phase buffer holds is the padded plane's (zero outside the plane), whatever the
+    padding's parity and however the buffer cuts the plane off."""
+    src = np.random.default_rng(seed).standard_normal((height, width), dtype=np.float32)
+    phases = np.zeros((4, rows, columns), dtype=np.float32)
+    fill_phases(src, pad_top, pad_left, phases)
+    padded = np.zeros((2 * rows + height + pad_top, 2 * columns + width + pad_left), dtype=np.float32)
+    padded[pad_top : pad_top + height, pad_left : pad_left + width] = src
+    for phase in range(4):
+        expected = padded[phase // 2 :: 2, phase % 2 :: 2][:rows, :columns]
+        np.testing.assert_array_equal(phases[phase], expected)
