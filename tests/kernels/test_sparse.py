@@ -303,3 +303,27 @@ def test_a_pruned_model_runs_sparse_and_matches_the_reference() -> None:
     actual, expected = model.run({"input": x}), reference.run({"input": x})
     for name, value in expected.items():
         np.testing.assert_allclose(actual[name], value, rtol=1e-4, atol=1e-4 * np.abs(value).max())
+
+
+@SETTINGS
+@given(
+    size=st.integers(0, 300),
+    kept=st.floats(0.0, 1.0),
+    fraction=st.sampled_from([0.0, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.0]),
+    chunk=st.integers(1, 64),
+    nans=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_sparser_than_is_density_below(
+    size: int, kept: float, fraction: float, chunk: int, nans: bool, seed: int
+) -> None:
+    """The early-stopping count answers exactly what the full count would, whatever the chunk size
+    (NaN counts as non-zero, an empty weight is never sparse)."""
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal(size).astype(np.float32) * (rng.random(size) < kept)
+    if nans and size:
+        w[rng.integers(0, size)] = np.nan
+    with mock.patch.object(sparse_csr, "SCAN_CHUNK", chunk):
+        assert sparse_csr.sparser_than(w.reshape(-1, 1), fraction) == (
+            size > 0 and sparse_csr.density(w) < fraction
+        )

@@ -21,7 +21,7 @@ from edgecnn.kernels.cpu.conv_setup import ConvKernel, conv_setup
 from edgecnn.kernels.cpu.dense import when_dense
 from edgecnn.kernels.cpu.epilogue import activation_args
 from edgecnn.kernels.cpu.sparse_compiled import sparse_conv_2d, spmm, spmv
-from edgecnn.kernels.cpu.sparse_csr import CsrMatrix, csr_from_dense, density, row_bounds
+from edgecnn.kernels.cpu.sparse_csr import CsrMatrix, csr_from_dense, row_bounds, sparser_than
 from edgecnn.kernels.cpu.threads import GRAIN, call
 from edgecnn.kernels.registry import register_kernel
 from edgecnn.ops.dense import GemmAttrs
@@ -49,7 +49,7 @@ def when_sparse_gemm(
     weights = values[1]
     assert weights is not None
     crossover = sparse_csr.SPMV_CROSSOVER if gemm_rows(node, types) == 1 else sparse_csr.SPMM_CROSSOVER
-    return density(weights) < crossover
+    return sparser_than(weights, crossover)
 
 
 def when_sparse_conv(
@@ -65,7 +65,7 @@ def when_sparse_conv(
     setup = conv_setup(node, types)
     weights = values[1]
     assert weights is not None
-    return setup is not None and not setup.depthwise and density(weights) < sparse_csr.CONV_CROSSOVER
+    return setup is not None and not setup.depthwise and sparser_than(weights, sparse_csr.CONV_CROSSOVER)
 
 
 class SparseGemm:
