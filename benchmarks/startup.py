@@ -289,9 +289,10 @@ the first row, on this machine at this load).
 
 The same steps called one by one: `import edgecnn` (numpy, edgecnn.api); `read file` (the ONNX
 importer: the file decoded, its weights copied once); `passes` (the optimisation pipeline in `Model`); `import
-numba`; `plan` (kernel modules for the model's ops imported, kernels chosen, weights prepared:
-Winograd transforms, packing, the repeated-filter check); `numba target init` (numba's one-time
-typing and lowering registries, which import SciPy's BLAS bindings when SciPy is installed);
+numba`; `plan` (the kernel package imported, and with it numba's numpy implementations, see
+`kernels/cpu/numba_start.py`; kernel modules for the model's ops imported, kernels chosen, weights
+prepared: Winograd transforms, packing, the repeated-filter and sparsity checks); `numba target
+init` (the rest of numba's one-time typing and lowering registries);
 `kernel cache loads` (the compiled kernels the model uses, from numba's on-disk cache); `first
 run, rest` (the run itself and the thread pool's start).
 
@@ -320,14 +321,25 @@ NOTES = """
   process holds the other core, waking it for each GEMM makes them much slower.
 - The repeated-filter check (`kernels/cpu/rowstable.py`) keys each row on four blocks of adjacent
   columns instead of sixteen scattered ones (fewer cache lines per row).
+- numba's own start imports SciPy's `scipy.linalg` (when SciPy is installed) only to learn whether
+  `np.correlate` may use BLAS; SciPy's imports then pull in much of numpy's lazily loaded code, about
+  270 ms in all. `kernels/cpu/numba_start.py` imports that numba module with SciPy's BLAS bindings
+  hidden and sets its flag to what the check would have found, so nothing changes for other numba
+  code in the process (`np.dot` in a compiled function still imports them when it is compiled).
+  `startup.py --baseline` with the commit before as the baseline: 1365 against 1550 ms median, 1225
+  against 1439 ms minimum (load about 0.9).
+- The sparse kernels' rule (is a layer's weight below the density where CSR pays?) counts non-zeros
+  chunk by chunk and stops once the answer is settled (`sparse_csr.sparser_than`): a dense layer is
+  rejected after a tenth of its weights instead of all of them (ResNet-50 has 23 M).
 - The benchmark itself no longer counts the import of `edgecnn.bench.zoo` (which imports onnx to
   build models) inside the timed process, and uses Python's bytecode cache as an installed package
   does (`--no-bytecode` measures without it).
 
-What remains is mostly fixed cost: importing numpy and numba, numba's target initialisation (with
-SciPy installed, numba imports `scipy.linalg` there, and SciPy in turn all of numpy's lazily loaded
-submodules, `numpy.f2py` included; edgecnn does not depend on SciPy, the `--without scipy` row shows
-a process without it), the graph passes, and the Winograd filter transforms when the plan is built.
+What remains is mostly fixed cost: importing numpy and numba, numba's target initialisation and
+its numpy implementations, loading each compiled kernel from the cache (numba parses its LLVM
+bitcode again), the graph passes (BatchNorm folding rewrites every conv weight), and the Winograd
+filter transforms when the plan is built. The `--without scipy` row shows a process without SciPy;
+edgecnn does not depend on it.
 
 The compiled CPU kernels are cached on disk by numba (`cache=True`), so only the first process after
 installing (or after changing a kernel) pays the compilation (the cold row); later processes load

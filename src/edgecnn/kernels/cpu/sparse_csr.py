@@ -79,8 +79,8 @@ SCAN_CHUNK = 1 << 16
 def sparser_than(weights: np.ndarray, fraction: float) -> bool:
     """``density(weights) < fraction``, answered as soon as the count settles it: a dense layer is
     rejected after reading a little over ``fraction`` of its elements. Every plan asks this of every
-    conv and FC layer (the sparse kernels' rule); counting all of ResNet-50's 23 M weights took
-    20-27 ms of its first inference (benchmarks/startup.py)."""
+    conv and FC layer (the sparse kernels' rule), so on a dense model the full count was a pass over
+    all the weights in every first inference (issue 4: start-up)."""
     if not weights.size:
         return False
     flat = weights.reshape(-1)
