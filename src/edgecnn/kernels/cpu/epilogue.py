@@ -56,33 +56,6 @@ def activate(v: float, kind: int, alpha: float, low: float, high: float) -> np.f
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def bias_activation_(
-    block: np.ndarray,  # (rows, pixels): one output channel per row
-    bias: np.ndarray,  # (rows,)
-    has_bias: bool,
-    kind: int,
-    alpha: float,
-    low: float,
-    high: float,
-) -> None:
-    """block[r, p] = act(block[r, p] + bias[r]) in place; parallel over rows."""
-    rows, pixels = block.shape
-    for r in numba.prange(rows):
-        b = bias[r] if has_bias else np.float32(0.0)
-        row = block[r]
-        if kind == 0:
-            for p in range(pixels):
-                row[p] = row[p] + b
-        elif kind == 1:
-            for p in range(pixels):
-                v = row[p] + b
-                row[p] = np.float32(0.0) if v <= np.float32(0.0) else v
-        else:
-            for p in range(pixels):
-                row[p] = activate(row[p] + b, kind, alpha, low, high)
-
-
-@numba.njit(parallel=True, nogil=True, cache=True)
 def add_activation_(
     values: np.ndarray,  # (n,), written in place
     addend: np.ndarray,  # (n,)
