@@ -161,7 +161,11 @@ print(json.dumps([before, after, choice.name]))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     before, after, chosen = json.loads(out.stdout.strip().splitlines()[-1])
-    assert before == ["edgecnn.kernels.cpu.numba_start", "edgecnn.kernels.cpu.threads"]
+    assert before == [
+        "edgecnn.kernels.cpu.compile_notice",
+        "edgecnn.kernels.cpu.numba_start",
+        "edgecnn.kernels.cpu.threads",
+    ]
     assert chosen == "activation"
     assert "edgecnn.kernels.cpu.eltwise" in after
     for unused in ("conv", "int8", "lrn", "pool", "sparse", "winograd", "dense"):

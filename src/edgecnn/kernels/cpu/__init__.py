@@ -20,9 +20,11 @@ defining a compiled function changes, not when a helper it calls (``activate``, 
 changes in another file; delete those cache files after editing a helper.
 """
 
+from edgecnn.kernels.cpu import compile_notice
 from edgecnn.kernels.cpu.numba_start import import_arraymath_deferring_scipy
 
 import_arraymath_deferring_scipy()  # before anything compiles or loads a kernel
+compile_notice.install()  # one line on stderr when kernels are compiled rather than loaded
 
 from edgecnn.kernels.cpu.threads import cpu_threads  # noqa: E402
 from edgecnn.kernels.registry import register_module  # noqa: E402
