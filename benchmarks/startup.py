@@ -342,8 +342,8 @@ filter transforms when the plan is built. The `--without scipy` row shows a proc
 edgecnn does not depend on it.
 
 The compiled CPU kernels are cached on disk by numba (`cache=True`), so only the first process after
-installing (or after changing a kernel) pays the compilation (the cold row); later processes load
-the cache.
+installing (or after changing a kernel) pays the compilation (the cold row), and logs one line on
+stderr saying so (`kernels/cpu/compile_notice.py`); later processes load the cache.
 """
 
 
