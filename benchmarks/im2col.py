@@ -4,8 +4,10 @@ LeNet's and SimpleCNN's, AlexNet's and GoogLeNet's stems), batch 1, one thread.
 
 Both versions of kernels/cpu/im2col.py are called directly in one process (REV's imported from
 ``git show`` as a module of its own), interleaved with the order turned every call, on the same
-image, filling the whole (C*KH*KW, OH*OW) matrix; outputs are checked equal. Writes the table into
-docs/conv-gap.md between its markers.
+image, filling the whole (C*KH*KW, OH*OW) matrix; outputs are checked equal. This tree's copy is
+the one the im2col_gemm kernel makes: through the tap table where ``gathers_columns`` says so
+(REV's ``im2col_range`` where REV has no tap table). Writes the table into docs/conv-gap.md between
+its markers.
 
     .venv/bin/python benchmarks/im2col.py --against e02f3dc --repeats 40
 """
@@ -26,7 +28,7 @@ from sections import replace_section
 from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model
 from edgecnn.kernels.cpu.conv_setup import ConvSetup, conv_setup
-from edgecnn.kernels.cpu.im2col import im2col_range
+from edgecnn.kernels.cpu.im2col import gather_rows, gathers_columns, im2col_range, tap_table
 
 DOC = Path(__file__).parent.parent / "docs" / "conv-gap.md"
 
@@ -45,7 +47,14 @@ def time_layer(old, s: ConvSetup, repeats: int) -> tuple[float, float]:
     outs = {
         k: np.empty((channels * s.kernel[0] * s.kernel[1], pixels), np.float32) for k in ("before", "after")
     }
-    kernels = {"before": old, "after": im2col_range}
+    after = im2col_range
+    if gathers_columns(s.width, s.strides, s.out):
+        taps = tap_table(s.height, s.width, s.kernel, s.strides, s.pads[:2], s.dilations, s.out)
+
+        def after(image, *geometry_and_range):  # the same arguments: window, out_w, p0, p1, dest
+            gather_rows(image, taps, *geometry_and_range[-3:])
+
+    kernels = {"before": old, "after": after}
     times: dict[str, list[float]] = {k: [] for k in kernels}
     for repeat in range(repeats + 1):
         for name in list(kernels) if repeat % 2 else list(kernels)[::-1]:

@@ -18,6 +18,7 @@ from edgecnn.kernels.cpu import blas, tiling
 from edgecnn.kernels.cpu import conv as conv_kernels
 from edgecnn.kernels.cpu import threads as thread_budget
 from edgecnn.kernels.cpu.conv_setup import conv_setup
+from edgecnn.kernels.cpu.im2col import NO_TAP_TABLE, tap_table
 from edgecnn.ops.common import AutoPad
 from edgecnn.ops.conv import ConvAttrs, conv
 from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
@@ -241,16 +242,20 @@ def test_serial_and_parallel_gemm_loops_are_one_function_compiled_twice() -> Non
     x = rng.standard_normal((2, 6, 9, 11), dtype=np.float32)
     weights = rng.standard_normal((1, 5, 6 * 9), dtype=np.float32)
     bias = rng.standard_normal(5, dtype=np.float32)
+    taps = tap_table(9, 11, (3, 3), (1, 1), (1, 1), (1, 1), (9, 11))
     outputs = []
     for kernel in (parallel, serial):
-        out = np.empty((2, 5, 9, 11), dtype=np.float32)
-        columns = np.empty((2, 6 * 9, 40), dtype=np.float32)  # two workers, 40-pixel tiles
-        with thread_budget.blas_single_threaded():
-            kernel(
-                x, weights, bias, True, 3, 3, 1, 1, 1, 1, 1, 1, False, 1, 0.0, 0.0, 0.0, 5, 40, columns, out
-            )
-        outputs.append(out)
-    np.testing.assert_array_equal(outputs[0], outputs[1])
+        for table in (NO_TAP_TABLE, taps):  # im2col segment by segment, and through the tap table
+            out = np.empty((2, 5, 9, 11), dtype=np.float32)
+            columns = np.empty((2, 6 * 9, 40), dtype=np.float32)  # two workers, 40-pixel tiles
+            with thread_budget.blas_single_threaded():
+                kernel(
+                    x, weights, bias, True, 3, 3, 1, 1, 1, 1, 1, 1, False, 1, 0.0, 0.0, 0.0, 5, 40, table,
+                    columns, out,
+                )  # fmt: skip
+            outputs.append(out)
+    for out in outputs[1:]:
+        np.testing.assert_array_equal(outputs[0], out)
     expected = conv(ConvAttrs(pads=(1, 1, 1, 1)), x, weights.reshape(5, 6, 3, 3), bias)
     np.testing.assert_allclose(outputs[0], np.maximum(expected, 0), rtol=1e-4, atol=1e-4)
 

@@ -1,6 +1,6 @@
 """The compiled im2col (kernels/cpu/im2col.py) against a plain numpy unfold, over any range of output
-pixels: strides, dilations, asymmetric padding, and the shifted-row path taken when the output is
-as wide as the input at unit strides."""
+pixels: strides, dilations, asymmetric padding, the shifted-row path taken when the output is as
+wide as the input at unit strides, and the tap-table gather of layers with narrow outputs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgecnn.kernels.cpu.im2col import im2col_2d, im2col_range
+from edgecnn.kernels.cpu.im2col import gather_rows, gathers_columns, im2col_2d, im2col_range, tap_table
 
 
 def unfold(
@@ -101,3 +101,35 @@ def test_whole_matrix_in_parallel_blocks() -> None:
     columns = np.empty_like(expected)
     im2col_2d(image, 3, 3, 1, 1, 1, 1, 1, 1, 17, 19, columns, 3)
     np.testing.assert_array_equal(columns, expected)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layers())
+def test_gather_through_the_tap_table_matches_the_unfold(layer: dict) -> None:
+    rng = np.random.default_rng(2)
+    image = rng.standard_normal((layer["c"], layer["h"], layer["w"])).astype(np.float32)
+    expected = unfold(
+        image, layer["kernel"], layer["strides"], layer["pads"], layer["dilations"], layer["out"]
+    )
+    p0, p1 = layer["range"]
+    taps = tap_table(
+        layer["h"],
+        layer["w"],
+        layer["kernel"],
+        layer["strides"],
+        layer["pads"][:2],
+        layer["dilations"],
+        layer["out"],
+    )
+    assert taps.shape == (layer["kernel"][0] * layer["kernel"][1], layer["out"][0] * layer["out"][1])
+    dest = np.full((expected.shape[0], p1 - p0 + 3), np.nan, dtype=np.float32)
+    gather_rows(image, taps, p0, p1, dest)
+    np.testing.assert_array_equal(dest[:, : p1 - p0], expected[:, p0:p1])
+    assert np.isnan(dest[:, p1 - p0 :]).all()
+
+
+def test_which_layers_gather() -> None:
+    assert gathers_columns(15, (2, 2), (8, 8))  # SimpleCNN's 32->32 3x3/2
+    assert gathers_columns(14, (1, 1), (10, 10))  # LeNet's 5x5 without padding
+    assert not gathers_columns(13, (1, 1), (13, 13))  # SAME: one shifted copy per row
+    assert not gathers_columns(56, (2, 2), (28, 28))  # wide rows: the segments are long enough

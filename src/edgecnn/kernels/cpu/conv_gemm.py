@@ -14,7 +14,7 @@ import numpy as np
 
 from edgecnn.kernels.cpu.blas import gemm_into
 from edgecnn.kernels.cpu.epilogue import activate
-from edgecnn.kernels.cpu.im2col import im2col_range
+from edgecnn.kernels.cpu.im2col import gather_rows, im2col_range
 from edgecnn.kernels.cpu.twins import parallel_and_serial
 
 
@@ -79,6 +79,7 @@ def _gemm_tasks(
     high: float,
     m_step: int,  # output channels per tile
     p_step: int,  # output pixels per tile
+    taps: np.ndarray,  # im2col.tap_table, or NO_TAP_TABLE: unfold segment by segment
     columns: np.ndarray,  # (workers, Kg, p_step) scratch; unused when pointwise
     out: np.ndarray,  # (N, M, OH, OW), written
 ) -> None:
@@ -114,21 +115,14 @@ def _gemm_tasks(
             b = buffer.reshape(-1)[: in_per_group * kernel_h * kernel_w * (p1 - p0)].reshape(
                 in_per_group * kernel_h * kernel_w, p1 - p0
             )
-            im2col_range(
-                x[n, g * in_per_group : (g + 1) * in_per_group],
-                kernel_h,
-                kernel_w,
-                stride_h,
-                stride_w,
-                pad_top,
-                pad_left,
-                dilation_h,
-                dilation_w,
-                out_w,
-                p0,
-                p1,
-                b,
-            )
+            image = x[n, g * in_per_group : (g + 1) * in_per_group]
+            if taps.shape[0] > 0:
+                gather_rows(image, taps, p0, p1, b)
+            else:
+                im2col_range(
+                    image, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, dilation_h,
+                    dilation_w, out_w, p0, p1, b,
+                )  # fmt: skip
         first = g * out_per_group + m0
         tile = out_rows[n, first : g * out_per_group + m1, p0:p1]
         gemm_into(weights[g, m0:m1], b, False, tile)
@@ -158,6 +152,7 @@ def _conv_gemm_2d(
     high: float,
     m_step: int,  # output channels per tile
     p_step: int,  # output pixels per tile
+    taps: np.ndarray,  # im2col.tap_table, or NO_TAP_TABLE: unfold segment by segment
     columns: np.ndarray,  # (workers, Kg, p_step) scratch; unused when pointwise
     out: np.ndarray,  # (N, M, OH, OW), written
 ) -> None:
@@ -186,6 +181,7 @@ def _conv_gemm_2d(
             high,
             m_step,
             p_step,
+            taps,
             columns,
             out,
         )

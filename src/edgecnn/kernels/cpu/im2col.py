@@ -225,6 +225,71 @@ def im2col_rows(
         _fill(out, y_hi * out_w - p0, whole1 * out_w - p0, zero)
 
 
+GATHER_MAX_WIDTH = 16
+"""Output rows at most this wide are unfolded through a tap table (``tap_table``, ``gather_rows``)
+rather than segment by segment: a segment is then one output row, and finding its valid columns
+costs more than copying it. One thread, the whole matrix (exploration on the 2-core EPYC VM,
+confirmed on whole layers by benchmarks/im2col.py): 2-3x faster on 3x3/2 layers with 7x7 to 15x15
+outputs and on LeNet's 5x5 layer at 10x10, slower on 28-wide outputs (ResNet's 56 -> 28)."""
+
+
+def gathers_columns(width: int, strides: tuple[int, int], out: tuple[int, int]) -> bool:
+    """Whether a layer's im2col goes through a tap table: narrow output rows, except where each
+    matrix row is one shifted copy of the plane (``shifted_rows``: unit strides, output as wide as
+    the input)."""
+    return out[1] <= GATHER_MAX_WIDTH and not (strides == (1, 1) and out[1] == width)
+
+
+def tap_table(
+    height: int,
+    width: int,
+    kernel: tuple[int, int],
+    strides: tuple[int, int],
+    pads: tuple[int, int],
+    dilations: tuple[int, int],
+    out: tuple[int, int],
+) -> np.ndarray:
+    """(KH*KW, OH*OW) int32: for filter tap t = ky*KW + kx and output pixel p, the offset within a
+    channel plane of the input value that im2col copies to row (c, t), column p; -1 where the tap
+    falls in the padding. The same for every channel, so it is small (9 x 64 for a 3x3 layer with
+    an 8x8 output)."""
+    ky, kx = np.divmod(np.arange(kernel[0] * kernel[1]), kernel[1])
+    oy, ox = np.divmod(np.arange(out[0] * out[1]), out[1])
+    iy = oy[None, :] * strides[0] - pads[0] + ky[:, None] * dilations[0]
+    ix = ox[None, :] * strides[1] - pads[1] + kx[:, None] * dilations[1]
+    inside = (iy >= 0) & (iy < height) & (ix >= 0) & (ix < width)
+    return np.ascontiguousarray(np.where(inside, iy * width + ix, -1), dtype=np.int32)
+
+
+NO_TAP_TABLE = np.empty((0, 0), dtype=np.int32)
+"""What a layer unfolded segment by segment passes for its tap table."""
+
+
+@numba.njit(cache=True)
+def gather_rows(
+    image: np.ndarray,  # (Cg, H, W): one group's channels of one image
+    taps: np.ndarray,  # (KH*KW, OH*OW) from tap_table
+    p0: int,
+    p1: int,
+    dest: np.ndarray,  # (Cg*KH*KW, >= p1 - p0): columns p0..p1 of the im2col matrix
+) -> None:
+    """Columns p0..p1 of the im2col matrix, each value fetched through the tap table: one flat loop
+    per matrix row, with no per-segment bounds arithmetic."""
+    channels = image.shape[0]
+    plane = image.shape[1] * image.shape[2]
+    flat = image.reshape(channels * plane)
+    count = taps.shape[0]
+    zero = np.float32(0.0)
+    for c in range(channels):
+        base = c * plane
+        for t in range(count):
+            out = dest[c * count + t]
+            offsets = taps[t]
+            for i in range(p1 - p0):
+                at = offsets[p0 + i]
+                out[i] = flat[np.uint64(base + at)] if at >= 0 else zero
+
+
 @numba.njit(parallel=True, nogil=True, cache=True)
 def im2col_2d(
     image: np.ndarray,  # (C, H, W)
