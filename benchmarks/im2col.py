@@ -6,8 +6,9 @@ Both versions of kernels/cpu/im2col.py are called directly in one process (REV's
 ``git show`` as a module of its own), interleaved with the order turned every call, on the same
 image, filling the whole (C*KH*KW, OH*OW) matrix; outputs are checked equal. This tree's copy is
 the one the im2col_gemm kernel makes: through the tap table where ``gathers_columns`` says so
-(REV's ``im2col_range`` where REV has no tap table). Writes the table into docs/conv-gap.md between
-its markers.
+(REV's ``im2col_range`` where REV has no tap table). Layers the direct kernel takes are timed on
+the copy it makes instead: the phase-split frame (conv_direct.fill_frame), REV's against this
+tree's. Writes the table into docs/conv-gap.md between its markers.
 
     .venv/bin/python benchmarks/im2col.py --against e02f3dc --repeats 40
 """
@@ -18,7 +19,9 @@ import argparse
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 from conv_gap import _input, _load, conv_layers
@@ -27,6 +30,7 @@ from sections import replace_section
 
 from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model
+from edgecnn.kernels.cpu.conv_direct import fill_frame, frame_shape
 from edgecnn.kernels.cpu.conv_setup import ConvSetup, conv_setup
 from edgecnn.kernels.cpu.im2col import gather_rows, gathers_columns, im2col_range, tap_table
 
@@ -39,31 +43,50 @@ def copies_rows(s: ConvSetup) -> bool:
     return s.kernel != (1, 1) and not shifted and not s.depthwise
 
 
-def time_layer(old, s: ConvSetup, repeats: int) -> tuple[float, float]:
-    """Median ms of REV's and this tree's im2col of one image's first group, interleaved."""
+def interleaved(
+    copies: dict[str, Callable[[], object]], outs: dict[str, np.ndarray], repeats: int
+) -> tuple[float, float]:
+    """Median ms of the "before" and "after" copies, called alternately; their outputs checked equal."""
+    times: dict[str, list[float]] = {k: [] for k in copies}
+    for repeat in range(repeats + 1):
+        for name in list(copies) if repeat % 2 else list(copies)[::-1]:
+            start = time.perf_counter()
+            copies[name]()
+            if repeat:  # the first round compiles and warms up
+                times[name].append((time.perf_counter() - start) * 1e3)
+    np.testing.assert_array_equal(outs["after"], outs["before"])
+    return float(np.median(times["before"])), float(np.median(times["after"]))
+
+
+def time_unfold(old: ModuleType, s: ConvSetup, repeats: int) -> tuple[float, float]:
+    """REV's and this tree's im2col of one image's first group, the whole matrix."""
     channels = s.in_channels // s.group
     image = np.random.default_rng(0).standard_normal((channels, s.height, s.width)).astype(np.float32)
     pixels = s.out[0] * s.out[1]
     outs = {
         k: np.empty((channels * s.kernel[0] * s.kernel[1], pixels), np.float32) for k in ("before", "after")
     }
-    after = im2col_range
+    arguments = (*s.window, s.out[1], 0, pixels)
+    copies = {"before": lambda: old.im2col_range(image, *arguments, outs["before"])}
     if gathers_columns(s.width, s.strides, s.out):
         taps = tap_table(s.height, s.width, s.kernel, s.strides, s.pads[:2], s.dilations, s.out)
+        copies["after"] = lambda: gather_rows(image, taps, 0, pixels, outs["after"])
+    else:
+        copies["after"] = lambda: im2col_range(image, *arguments, outs["after"])
+    return interleaved(copies, outs, repeats)
 
-        def after(image, *geometry_and_range):  # the same arguments: window, out_w, p0, p1, dest
-            gather_rows(image, taps, *geometry_and_range[-3:])
 
-    kernels = {"before": old, "after": after}
-    times: dict[str, list[float]] = {k: [] for k in kernels}
-    for repeat in range(repeats + 1):
-        for name in list(kernels) if repeat % 2 else list(kernels)[::-1]:
-            start = time.perf_counter()
-            kernels[name](image, *s.window, s.out[1], 0, pixels, outs[name])
-            if repeat:  # the first round compiles and warms up
-                times[name].append((time.perf_counter() - start) * 1e3)
-    np.testing.assert_array_equal(outs["after"], outs["before"])
-    return float(np.median(times["before"])), float(np.median(times["after"]))
+def time_frame(old: ModuleType, s: ConvSetup, repeats: int) -> tuple[float, float]:
+    """REV's and this tree's phase-split frame of one image (what the direct kernel copies)."""
+    x = np.random.default_rng(0).standard_normal((1, s.in_channels, s.height, s.width)).astype(np.float32)
+    rows, phases, columns = frame_shape(s)
+    shape = (s.in_channels * rows, phases, columns)
+    outs = {k: np.empty(shape, np.float32) for k in ("before", "after")}
+    copies = {
+        "before": lambda: old.fill_frame(x, s.pads[0], s.pads[1], 0, shape[0], outs["before"]),
+        "after": lambda: fill_frame(x, s.pads[0], s.pads[1], 0, shape[0], outs["after"]),
+    }
+    return interleaved(copies, outs, repeats)
 
 
 def main() -> None:
@@ -73,9 +96,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=40)
     parser.add_argument("--output", type=Path, default=DOC)
     args = parser.parse_args()
-    source = source_at(args.against, "src/edgecnn/kernels/cpu/im2col.py")
     folder = Path(tempfile.gettempdir()) / "edgecnn-revisions"
-    old = import_source(f"im2col_{args.against}", source, folder).im2col_range
+    old_unfold = import_source(
+        f"im2col_{args.against}", source_at(args.against, "src/edgecnn/kernels/cpu/im2col.py"), folder
+    )
+    old_frame = import_source(
+        f"conv_direct_{args.against}",
+        source_at(args.against, "src/edgecnn/kernels/cpu/conv_direct.py"),
+        folder,
+    )
     load = os.getloadavg()[0]
     rows, seen = [], set()
     for model_name in args.models.split(","):
@@ -86,7 +115,10 @@ def main() -> None:
             if s is None or not copies_rows(s) or (s.window, s.in_channels, s.height, s.width) in seen:
                 continue
             seen.add((s.window, s.in_channels, s.height, s.width))
-            before, after = time_layer(old, s, args.repeats)
+            if chosen == "direct_gemm":
+                before, after = time_frame(old_frame, s, args.repeats)
+            else:
+                before, after = time_unfold(old_unfold, s, args.repeats)
             shape = (
                 f"{s.in_channels // s.group} @ {s.height}x{s.width}, {s.kernel[0]}x{s.kernel[1]}/{s.strides[0]} "
                 f"-> {s.out[0]}x{s.out[1]}"
@@ -97,7 +129,8 @@ def main() -> None:
             print(rows[-1], flush=True)
     lines = [
         f"Machine: {cpu_model()}, {os.cpu_count()} cores; load average {load:.2f} at the start, "
-        f"{os.getloadavg()[0]:.2f} at the end; one thread, the whole matrix of one image and group, medians "
+        f"{os.getloadavg()[0]:.2f} at the end; one thread, the whole matrix of one image and group (direct_gemm: "
+        "the whole frame of one image), medians "
         f"of {args.repeats} interleaved calls.",
         "",
         f"Command: `.venv/bin/python benchmarks/im2col.py --against {args.against} --models {args.models} "

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu import conv_packed, packed_gemm, threads
-from edgecnn.kernels.cpu.conv_direct import DirectConv
+from edgecnn.kernels.cpu.conv_direct import DirectConv, fill_frame
 from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, micro_kernel
 from edgecnn.kernels.cpu.packed_gemm import SCRATCH, pack_panels, pack_weights
 from edgecnn.kernels.cpu.threads import cpu_threads
@@ -247,3 +247,32 @@ def test_packed_tiles_cover_the_layer(products: int, rows: int, pixels: int, thr
     assert 1 <= workers <= min(threads, tasks)
     if threads > 1 and products * -(-pixels // packed_gemm.COLUMN_BLOCK) < threads and rows > ROWS:
         assert tasks >= min(threads, -(-rows // ROWS))  # few pixel blocks: rows shared out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(1, 3),  # channels
+    st.integers(1, 12),  # height
+    st.integers(1, 12),  # width
+    st.integers(1, 3),  # stride (phases)
+    st.integers(0, 3),  # pad top
+    st.integers(0, 3),  # pad left
+    st.integers(1, 20),  # frame rows per channel
+    st.integers(1, 9),  # columns per phase
+    st.data(),
+)
+def test_fill_frame_splits_padded_rows_by_phase(
+    channels: int, height: int, width: int, phases: int, top: int, left: int, rows: int, columns: int, data
+) -> None:
+    """frame[c*rows + y, q, j] = padded[c, y, j*phases + q], zero outside the image, for the rows asked."""
+    x = np.random.default_rng(0).standard_normal((1, channels, height, width)).astype(np.float32)
+    padded = np.zeros((channels, top + height + rows, left + width + columns * phases), dtype=np.float32)
+    padded[:, top : top + height, left : left + width] = x[0]
+    expected = padded[:, :rows, : columns * phases].reshape(channels, rows, columns, phases)
+    expected = expected.transpose(0, 1, 3, 2).reshape(channels * rows, phases, columns)
+    first = data.draw(st.integers(0, channels * rows - 1))
+    last = data.draw(st.integers(first + 1, channels * rows))
+    frame = np.full((channels * rows, phases, columns), np.nan, dtype=np.float32)
+    fill_frame(x, top, left, first, last, frame)
+    np.testing.assert_array_equal(frame[first:last], expected[first:last])
+    assert np.isnan(frame[:first]).all() and np.isnan(frame[last:]).all()

@@ -82,9 +82,14 @@ def fill_frame(x: np.ndarray, pad_top: int, pad_left: int, first: int, last: int
             if phases == 1:
                 for j in range(hi - lo):
                     target[np.uint64(base + lo + j)] = source[np.uint64(start + j)]
-            else:
-                for j in range(hi - lo):
-                    target[np.uint64(base + lo + j)] = source[np.uint64(start + j * phases)]
+            else:  # one unsigned base each, and stride 2 (most strided stems) as a constant
+                into, at, step = np.uint64(base + lo), np.uint64(start), np.uint64(phases)
+                if phases == 2:
+                    for j in range(np.uint64(hi - lo)):
+                        target[into + j] = source[at + j + j]
+                else:
+                    for j in range(np.uint64(hi - lo)):
+                        target[into + j] = source[at + j * step]
             for j in range(hi, columns):
                 target[np.uint64(base + j)] = zero
 
