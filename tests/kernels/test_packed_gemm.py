@@ -196,18 +196,51 @@ def test_direct_conv_matches_reference(case: dict[str, Any]) -> None:
     rng = np.random.default_rng(case["seed"])
     x = rng.standard_normal(case["x_shape"], dtype=np.float32)
     w = rng.standard_normal(case["w_shape"], dtype=np.float32)
-    b = rng.standard_normal(case["w_shape"][0], dtype=np.float32)
+    b = rng.standard_normal(case["w_shape"][0], dtype=np.float32) if case["bias"] else None
+    actual, expected, magnitude = direct_and_reference(case, x, w, b)
+    assert_matches(actual, expected, magnitude)
+
+
+def direct_and_reference(
+    case: dict[str, Any], x: np.ndarray, w: np.ndarray, b: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """The direct kernel's output, the reference's, and the magnitude their difference scales with."""
     attrs = FusedConvAttrs(
         **case["geometry"], activation=case["activation"], negative_slope=0.1, low=0, high=6
     )
-    node = Node("FusedConv", "conv", ["x", "w", "b"], ["y"], attrs)
-    types = [TensorType("float32", x.shape), TensorType("float32", w.shape), TensorType("float32", b.shape)]
-    kernel = DirectConv(node, types, [None, w, b])
+    inputs = [x, w] if b is None else [x, w, b]
+    node = Node("FusedConv", "conv", ["x", "w", "b"][: len(inputs)], ["y"], attrs)
+    types = [TensorType("float32", value.shape) for value in inputs]
+    kernel = DirectConv(node, types, [None, *inputs[1:]])
     with mock.patch.object(threads, "CONV_GEMM_GRAIN", 0), cpu_threads(case["threads"]):
         actual = kernel(x)
-    expected = reference_run("FusedConv", attrs, [x, w, b], (1, 2))
-    magnitude = conv(ConvAttrs(**case["geometry"]), np.abs(x), np.abs(w), np.abs(b)).max()
-    assert_matches(actual, expected, magnitude)
+    expected = reference_run("FusedConv", attrs, inputs, tuple(range(1, len(inputs))))
+    absolute = [np.nan_to_num(np.abs(value)) for value in inputs]
+    magnitude = conv(
+        ConvAttrs(**case["geometry"]), *absolute[:2], absolute[2] if b is not None else None
+    ).max()
+    return actual, expected, magnitude
+
+
+@pytest.mark.parametrize("activation", ["relu", "none", "clip"])
+def test_direct_conv_keeps_nan(activation: str) -> None:
+    """A NaN input makes NaN outputs where the reference has them, whether the micro-kernel's stores
+    finish the block (bias, ReLU) or an epilogue pass does (Clip)."""
+    case = {
+        "geometry": {"kernel_shape": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1), "group": 1},
+        "activation": activation,
+        "threads": 2,
+    }
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 3, 40, 40), dtype=np.float32)
+    x[0, 1, 17, 9] = np.nan
+    w = rng.standard_normal((16, 3, 3, 3), dtype=np.float32)
+    b = rng.standard_normal(16, dtype=np.float32)
+    actual, expected, magnitude = direct_and_reference(case, x, w, b)
+    assert np.isnan(expected).any()
+    np.testing.assert_array_equal(np.isnan(actual), np.isnan(expected))
+    finite = ~np.isnan(expected)
+    assert_matches(actual[finite], expected[finite], magnitude)
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.common import scratch
 from edgecnn.kernels.cpu.conv_gemm import rows_epilogue
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, ConvSetup
-from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, micro_kernel_rows
+from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, micro_kernel_rows, micro_kernel_rows_finished
 from edgecnn.kernels.cpu.packed_gemm import DEPTH_BLOCK, ROW_BLOCK, pack_weights
 from edgecnn.kernels.cpu.threads import current_threads, small_conv
 from edgecnn.kernels.cpu.twins import parallel_and_serial
@@ -103,7 +103,7 @@ def _direct_tasks(
     depth: int,  # Cg * KH * KW
     offsets: np.ndarray,  # (depth,) tap_offsets
     frame_rows: int,  # rows of one channel's frame
-    bias: np.ndarray,
+    bias: np.ndarray,  # (M,): zeros where the layer has none
     has_bias: bool,
     stride_h: int,
     kind: int,
@@ -129,6 +129,10 @@ def _direct_tasks(
     frame_flat = frame.reshape(-1)
     c_flat = out.reshape(-1)
     out_rows = out.reshape(batch, out_channels, pixels)
+    # one pass over the depth and no activation or ReLU: the micro-kernel's stores add the bias and
+    # apply it, and no epilogue pass reads the output back (SqueezeNet's conv1: 13% of the layer)
+    finished = depth <= DEPTH_BLOCK and kind <= 1
+    relu = 1 if kind == 1 else 0
     for task in range(worker, tasks, workers):
         b_tile = task % bands
         rest = task // bands
@@ -157,21 +161,17 @@ def _direct_tasks(
                             a_at = k0 * row_blocks * ROWS + (r0 // ROWS) * steps * ROWS
                             c_at = ((n * out_channels + first_channel + r0) * out_h + oy) * out_w + ox0
                             count = min(ROWS, mc1 - r0)
-                            micro_kernel_rows(
-                                steps,
-                                weights,
-                                a_at,
-                                frame_flat,
-                                row_base + ox0,
-                                taps,
-                                c_flat,
-                                c_at,
-                                pixels,
-                                accumulate,
-                                count,
-                                width,
-                            )
-        if has_bias or kind != 0:
+                            if finished:
+                                micro_kernel_rows_finished(
+                                    steps, weights, a_at, frame_flat, row_base + ox0, taps, c_flat, c_at,
+                                    pixels, accumulate, count, width, bias, first_channel + r0, relu,
+                                )  # fmt: skip
+                            else:
+                                micro_kernel_rows(
+                                    steps, weights, a_at, frame_flat, row_base + ox0, taps, c_flat, c_at,
+                                    pixels, accumulate, count, width,
+                                )  # fmt: skip
+        if not finished and (has_bias or kind != 0):
             rows_epilogue(
                 out_rows[n],
                 first_channel + m0,
@@ -272,6 +272,7 @@ class DirectConv(ConvKernel):
         rows, phases, columns = frame_shape(s)
         self.frame = (s.batch * s.in_channels * rows, phases, columns)
         self.small = small_conv(s.batch * s.out_channels * self.pixels * self.depth)
+        self.row_bias = self.bias if self.has_bias else np.zeros(s.out_channels, dtype=np.float32)
 
     def plan_tiles(self, threads: int) -> tuple[int, int, int]:
         s = self.setup
@@ -292,7 +293,7 @@ class DirectConv(ConvKernel):
             self.depth,
             self.offsets,
             self.frame[0] // (s.batch * s.in_channels),
-            self.bias,
+            self.row_bias,
             self.has_bias,
             s.strides[0],
             *self.activation,

@@ -46,17 +46,21 @@ def _vector_pointer(
     return builder.bitcast(builder.gep(base, [index]), vector.as_pointer())
 
 
-def _codegen(offsets: bool, strided_a: bool = False):
+def _codegen(offsets: bool, strided_a: bool = False, finishing: bool = False):
     """The kernel's LLVM code: B's row k at b_off + k*ldb, or at b_off + offsets[k] (``offsets``);
     A packed (A[r, k] at a_off + k*ROWS + r) or row-major (``strided_a``: at a_off + r*lda + k,
-    with ``lda`` the argument after a_off)."""
+    with ``lda`` the argument after a_off); with ``finishing``, three more arguments (bias,
+    bias_off, relu) and every value stored gets its row's bias added, then ReLU if relu != 0."""
 
     def codegen(context, builder, sig, args):
         args, types_ = list(args), list(sig.args)
         lda_v = args.pop(3) if strided_a else None
         if strided_a:
             types_.pop(3)
-        depth_v, a_v, a_off_v, b_v, b_off_v, ldb_v, c_v, c_off_v, ldc_v, accumulate_v, count_v, width_v = args
+        finish_v = args[12:] if finishing else None
+        depth_v, a_v, a_off_v, b_v, b_off_v, ldb_v, c_v, c_off_v, ldc_v, accumulate_v, count_v, width_v = (
+            args[:12]
+        )
         vector = ir.VectorType(ir.FloatType(), LANES)
         index = a_off_v.type
         a_ptr = context.make_array(types_[1])(context, builder, a_v).data
@@ -115,10 +119,28 @@ def _codegen(offsets: bool, strided_a: bool = False):
         add = builder.icmp_unsigned("!=", accumulate_v, ir.Constant(accumulate_v.type, 0))
         full_width = builder.icmp_signed("==", width_v, ir.Constant(width_v.type, COLUMNS))
 
-        def store(target: ir.Value, value: ir.Value, adding: bool, align: int) -> None:
+        if finishing:
+            bias_ptr = context.make_array(types_[12])(context, builder, finish_v[0]).data
+            relu = builder.icmp_unsigned("!=", finish_v[2], ir.Constant(finish_v[2].type, 0))
+
+        def finish(value: ir.Value, row: int) -> ir.Value:
+            """The row's bias added, then ReLU where asked (NaN stays NaN, as in epilogue.activate)."""
+            if not finishing:
+                return value
+            at = builder.add(finish_v[1], ir.Constant(finish_v[1].type, row))
+            bias = builder.load(builder.gep(bias_ptr, [at]))
+            if isinstance(value.type, ir.VectorType):
+                single = builder.insert_element(zero, bias, ir.Constant(ir.IntType(32), 0))
+                bias = builder.shuffle_vector(single, single, splat)
+            value = builder.fadd(value, bias)
+            not_positive = builder.fcmp_ordered("<=", value, ir.Constant(value.type, None))
+            clipped = builder.select(not_positive, ir.Constant(value.type, None), value)
+            return builder.select(relu, clipped, value)
+
+        def store(target: ir.Value, value: ir.Value, adding: bool, align: int, row: int) -> None:
             if adding:
                 value = builder.fadd(builder.load(target, align=align), value)
-            builder.store(value, target, align=align)
+            builder.store(finish(value, row), target, align=align)
 
         def store_rows(adding: bool) -> None:
             """Rows below ``count``: whole vectors where the block is ``width`` wide, else one guarded
@@ -130,16 +152,23 @@ def _codegen(offsets: bool, strided_a: bool = False):
                         for v in range(VECTORS):
                             offset = _c_offset(builder, c_off_v, ldc_v, r, v * LANES)
                             target = _vector_pointer(builder, c_ptr, offset, vector)
-                            store(target, builder.load(sums[r][v]), adding, 4)
+                            store(target, builder.load(sums[r][v]), adding, 4, r)
                     with cut:
+                        # stored as they are, each vector is finished once, before its values go out
+                        vectors = [builder.load(sums[r][v]) for v in range(VECTORS)]
+                        if not adding:
+                            vectors = [finish(v, r) for v in vectors]
                         for j in range(COLUMNS):
                             inside = builder.icmp_signed(">", width_v, ir.Constant(width_v.type, j))
                             with builder.if_then(inside):
                                 target = builder.gep(c_ptr, [_c_offset(builder, c_off_v, ldc_v, r, j)])
                                 value = builder.extract_element(
-                                    builder.load(sums[r][j // LANES]), ir.Constant(ir.IntType(32), j % LANES)
+                                    vectors[j // LANES], ir.Constant(ir.IntType(32), j % LANES)
                                 )
-                                store(target, value, adding, 4)
+                                if adding:
+                                    store(target, value, adding, 4, r)
+                                else:
+                                    builder.store(value, target, align=4)
 
         with builder.if_else(add) as (adding, storing):
             with adding:
@@ -170,6 +199,19 @@ def micro_kernel_rows(typingctx, depth, a, a_off, b, b_off, rows, c, c_off, ldc,
     contiguous run, without an im2col matrix (conv_direct.py)."""
     signature = types.void(depth, a, a_off, b, b_off, rows, c, c_off, ldc, accumulate, count, width)
     return signature, _codegen(True)
+
+
+@intrinsic
+def micro_kernel_rows_finished(
+    typingctx, depth, a, a_off, b, b_off, rows, c, c_off, ldc, accumulate, count, width, bias, bias_off, relu
+):
+    """micro_kernel_rows that also finishes the block: bias[bias_off + r] added to row r, then ReLU
+    if ``relu``, as the values are stored (for the last pass over the depth: the direct kernel then
+    needs no separate epilogue pass over its output)."""
+    signature = types.void(
+        depth, a, a_off, b, b_off, rows, c, c_off, ldc, accumulate, count, width, bias, bias_off, relu
+    )
+    return signature, _codegen(True, finishing=True)
 
 
 @intrinsic
