@@ -272,7 +272,6 @@ class DirectConv(ConvKernel):
         rows, phases, columns = frame_shape(s)
         self.frame = (s.batch * s.in_channels * rows, phases, columns)
         self.small = small_conv(s.batch * s.out_channels * self.pixels * self.depth)
-        self.row_bias = self.bias if self.has_bias else np.zeros(s.out_channels, dtype=np.float32)
 
     def plan_tiles(self, threads: int) -> tuple[int, int, int]:
         s = self.setup
@@ -293,7 +292,7 @@ class DirectConv(ConvKernel):
             self.depth,
             self.offsets,
             self.frame[0] // (s.batch * s.in_channels),
-            self.row_bias,
+            self.bias,
             self.has_bias,
             s.strides[0],
             *self.activation,

@@ -29,7 +29,7 @@ from edgecnn.kernels.cpu.common import scratch
 from edgecnn.kernels.cpu.conv_gemm import rows_epilogue
 from edgecnn.kernels.cpu.conv_packed import pack_conv_weights
 from edgecnn.kernels.cpu.conv_setup import ConvKernel
-from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, micro_kernel
+from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, micro_kernel, micro_kernel_finished
 from edgecnn.kernels.cpu.packed_gemm import DEPTH_BLOCK
 from edgecnn.kernels.cpu.threads import current_threads, small_conv
 from edgecnn.kernels.cpu.twins import parallel_and_serial
@@ -121,6 +121,9 @@ def _pointwise_tasks(
     has_residual = residual.size > 0
     z_rows = residual.reshape(-1, rows, pixels)
     panel = edge[worker]
+    # one pass over the depth, no residual, no activation or ReLU: the stores finish the block
+    finished = depth <= DEPTH_BLOCK and kind <= 1 and not has_residual
+    relu = 1 if kind == 1 else 0
     chunks = (pixels + chunk - 1) // chunk
     row_tiles = (rows + row_step - 1) // row_step
     tasks = batch * chunks * row_tiles
@@ -145,6 +148,18 @@ def _pointwise_tasks(
             for k0 in range(0, depth, DEPTH_BLOCK):
                 steps = min(DEPTH_BLOCK, depth - k0)
                 a_at = k0 * blocks * ROWS + (r0 // ROWS) * steps * ROWS
+                if finished:
+                    for j0 in range(p0, cut, COLUMNS):
+                        micro_kernel_finished(
+                            steps, packed, a_at, x_flat, b_base + j0, pixels,
+                            c_flat, c_row + j0, pixels, False, count, COLUMNS, bias, r0, relu,
+                        )  # fmt: skip
+                    if cut < p1:
+                        micro_kernel_finished(
+                            steps, packed, a_at, panel, 0, COLUMNS,
+                            c_flat, c_row + cut, pixels, False, count, p1 - cut, bias, r0, relu,
+                        )  # fmt: skip
+                    continue
                 for j0 in range(p0, cut, COLUMNS):
                     micro_kernel(
                         steps, packed, a_at, x_flat, b_base + k0 * pixels + j0, pixels,
@@ -161,7 +176,7 @@ def _pointwise_tasks(
                     source = z_rows[n, r]
                     for p in range(p0, p1):
                         target[p] += source[p]
-            if has_bias or kind != 0:
+            if not finished and (has_bias or kind != 0):
                 rows_epilogue(out_rows[n], r0, r0 + count, p0, p1, bias, has_bias, kind, alpha, low, high)
 
 

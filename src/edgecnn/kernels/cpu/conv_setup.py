@@ -100,7 +100,10 @@ class ConvKernel:
         self.kind = self.activation[0]
         bias = values[2] if len(values) > 2 else None
         self.has_bias = bias is not None
-        self.bias = np.ascontiguousarray(bias if bias is not None else np.zeros(1), dtype=np.float32)
+        # zeros where the layer has none: kernels whose stores add a row's bias read it either way
+        self.bias = np.ascontiguousarray(
+            bias if bias is not None else np.zeros(setup.out_channels), dtype=np.float32
+        )
         self.out_shape = (setup.batch, setup.out_channels, *setup.out)
         self.pixels = setup.out[0] * setup.out[1]
         self._tiles: dict[int, Any] = {}

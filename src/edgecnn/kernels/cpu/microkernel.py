@@ -202,6 +202,17 @@ def micro_kernel_rows(typingctx, depth, a, a_off, b, b_off, rows, c, c_off, ldc,
 
 
 @intrinsic
+def micro_kernel_finished(
+    typingctx, depth, a, a_off, b, b_off, ldb, c, c_off, ldc, accumulate, count, width, bias, bias_off, relu
+):
+    """micro_kernel that also finishes the block, as micro_kernel_rows_finished does."""
+    signature = types.void(
+        depth, a, a_off, b, b_off, ldb, c, c_off, ldc, accumulate, count, width, bias, bias_off, relu
+    )
+    return signature, _codegen(False, finishing=True)
+
+
+@intrinsic
 def micro_kernel_rows_finished(
     typingctx, depth, a, a_off, b, b_off, rows, c, c_off, ldc, accumulate, count, width, bias, bias_off, relu
 ):
