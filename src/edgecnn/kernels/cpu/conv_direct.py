@@ -129,10 +129,11 @@ def _direct_tasks(
     frame_flat = frame.reshape(-1)
     c_flat = out.reshape(-1)
     out_rows = out.reshape(batch, out_channels, pixels)
-    # one pass over the depth and no activation or ReLU: the micro-kernel's stores add the bias and
-    # apply it, and no epilogue pass reads the output back (SqueezeNet's conv1: 13% of the layer)
-    finished = depth <= DEPTH_BLOCK and kind <= 1
-    relu = 1 if kind == 1 else 0
+    # one pass over the depth and an activation that is none, ReLU or a clip: the micro-kernel's
+    # stores add the bias and apply it, and no epilogue pass reads the output back (SqueezeNet's
+    # conv1: 13% of the layer)
+    finished = depth <= DEPTH_BLOCK and (kind == 0 or kind == 1 or kind == 3)
+    floor, ceiling = np.float32(low), np.float32(high)
     for task in range(worker, tasks, workers):
         b_tile = task % bands
         rest = task // bands
@@ -164,7 +165,7 @@ def _direct_tasks(
                             if finished:
                                 micro_kernel_rows_finished(
                                     steps, weights, a_at, frame_flat, row_base + ox0, taps, c_flat, c_at,
-                                    pixels, accumulate, count, width, bias, first_channel + r0, relu,
+                                    pixels, accumulate, count, width, bias, first_channel + r0, kind, floor, ceiling,
                                 )  # fmt: skip
                             else:
                                 micro_kernel_rows(

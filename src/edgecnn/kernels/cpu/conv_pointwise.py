@@ -121,9 +121,9 @@ def _pointwise_tasks(
     has_residual = residual.size > 0
     z_rows = residual.reshape(-1, rows, pixels)
     panel = edge[worker]
-    # one pass over the depth, no residual, no activation or ReLU: the stores finish the block
-    finished = depth <= DEPTH_BLOCK and kind <= 1 and not has_residual
-    relu = 1 if kind == 1 else 0
+    # one pass over the depth, no residual, the activation none, ReLU or a clip: the stores finish the block
+    finished = depth <= DEPTH_BLOCK and (kind == 0 or kind == 1 or kind == 3) and not has_residual
+    floor, ceiling = np.float32(low), np.float32(high)
     chunks = (pixels + chunk - 1) // chunk
     row_tiles = (rows + row_step - 1) // row_step
     tasks = batch * chunks * row_tiles
@@ -152,12 +152,12 @@ def _pointwise_tasks(
                     for j0 in range(p0, cut, COLUMNS):
                         micro_kernel_finished(
                             steps, packed, a_at, x_flat, b_base + j0, pixels,
-                            c_flat, c_row + j0, pixels, False, count, COLUMNS, bias, r0, relu,
+                            c_flat, c_row + j0, pixels, False, count, COLUMNS, bias, r0, kind, floor, ceiling,
                         )  # fmt: skip
                     if cut < p1:
                         micro_kernel_finished(
                             steps, packed, a_at, panel, 0, COLUMNS,
-                            c_flat, c_row + cut, pixels, False, count, p1 - cut, bias, r0, relu,
+                            c_flat, c_row + cut, pixels, False, count, p1 - cut, bias, r0, kind, floor, ceiling,
                         )  # fmt: skip
                     continue
                 for j0 in range(p0, cut, COLUMNS):

@@ -49,8 +49,9 @@ def _vector_pointer(
 def _codegen(offsets: bool, strided_a: bool = False, finishing: bool = False):
     """The kernel's LLVM code: B's row k at b_off + k*ldb, or at b_off + offsets[k] (``offsets``);
     A packed (A[r, k] at a_off + k*ROWS + r) or row-major (``strided_a``: at a_off + r*lda + k,
-    with ``lda`` the argument after a_off); with ``finishing``, three more arguments (bias,
-    bias_off, relu) and every value stored gets its row's bias added, then ReLU if relu != 0."""
+    with ``lda`` the argument after a_off); with ``finishing``, five more arguments (bias,
+    bias_off, kind, low, high) and every value stored gets its row's bias added, then ReLU (kind 1)
+    or the clip to [low, high] (kind 3); any other kind: none."""
 
     def codegen(context, builder, sig, args):
         args, types_ = list(args), list(sig.args)
@@ -121,21 +122,33 @@ def _codegen(offsets: bool, strided_a: bool = False, finishing: bool = False):
 
         if finishing:
             bias_ptr = context.make_array(types_[12])(context, builder, finish_v[0]).data
-            relu = builder.icmp_unsigned("!=", finish_v[2], ir.Constant(finish_v[2].type, 0))
+            kind = finish_v[2]
+            relu = builder.icmp_signed("==", kind, ir.Constant(kind.type, 1))
+            clip = builder.icmp_signed("==", kind, ir.Constant(kind.type, 3))
+            low, high = (
+                builder.fptrunc(v, ir.FloatType()) if isinstance(v.type, ir.DoubleType) else v
+                for v in finish_v[3:]
+            )
+
+        def splat_of(scalar: ir.Value, like: ir.Value) -> ir.Value:
+            if not isinstance(like.type, ir.VectorType):
+                return scalar
+            single = builder.insert_element(zero, scalar, ir.Constant(ir.IntType(32), 0))
+            return builder.shuffle_vector(single, single, splat)
 
         def finish(value: ir.Value, row: int) -> ir.Value:
-            """The row's bias added, then ReLU where asked (NaN stays NaN, as in epilogue.activate)."""
+            """The row's bias added, then ReLU or the clip where asked. NaN stays NaN in both, as in
+            epilogue.activate: the comparisons are ordered, so a NaN keeps its value."""
             if not finishing:
                 return value
             at = builder.add(finish_v[1], ir.Constant(finish_v[1].type, row))
-            bias = builder.load(builder.gep(bias_ptr, [at]))
-            if isinstance(value.type, ir.VectorType):
-                single = builder.insert_element(zero, bias, ir.Constant(ir.IntType(32), 0))
-                bias = builder.shuffle_vector(single, single, splat)
-            value = builder.fadd(value, bias)
-            not_positive = builder.fcmp_ordered("<=", value, ir.Constant(value.type, None))
-            clipped = builder.select(not_positive, ir.Constant(value.type, None), value)
-            return builder.select(relu, clipped, value)
+            value = builder.fadd(value, splat_of(builder.load(builder.gep(bias_ptr, [at])), value))
+            floor = splat_of(builder.select(clip, low, ir.Constant(ir.FloatType(), 0.0)), value)
+            raised = builder.select(builder.fcmp_ordered("<=", value, floor), floor, value)
+            ceiling = splat_of(high, value)
+            lowered = builder.select(builder.fcmp_ordered(">", raised, ceiling), ceiling, raised)
+            bounded = builder.select(clip, lowered, raised)
+            return builder.select(builder.or_(relu, clip), bounded, value)
 
         def store(target: ir.Value, value: ir.Value, adding: bool, align: int, row: int) -> None:
             if adding:
@@ -203,24 +216,90 @@ def micro_kernel_rows(typingctx, depth, a, a_off, b, b_off, rows, c, c_off, ldc,
 
 @intrinsic
 def micro_kernel_finished(
-    typingctx, depth, a, a_off, b, b_off, ldb, c, c_off, ldc, accumulate, count, width, bias, bias_off, relu
+    typingctx,
+    depth,
+    a,
+    a_off,
+    b,
+    b_off,
+    ldb,
+    c,
+    c_off,
+    ldc,
+    accumulate,
+    count,
+    width,
+    bias,
+    bias_off,
+    kind,
+    low,
+    high,
 ):
     """micro_kernel that also finishes the block, as micro_kernel_rows_finished does."""
     signature = types.void(
-        depth, a, a_off, b, b_off, ldb, c, c_off, ldc, accumulate, count, width, bias, bias_off, relu
+        depth,
+        a,
+        a_off,
+        b,
+        b_off,
+        ldb,
+        c,
+        c_off,
+        ldc,
+        accumulate,
+        count,
+        width,
+        bias,
+        bias_off,
+        kind,
+        low,
+        high,
     )
     return signature, _codegen(False, finishing=True)
 
 
 @intrinsic
 def micro_kernel_rows_finished(
-    typingctx, depth, a, a_off, b, b_off, rows, c, c_off, ldc, accumulate, count, width, bias, bias_off, relu
+    typingctx,
+    depth,
+    a,
+    a_off,
+    b,
+    b_off,
+    rows,
+    c,
+    c_off,
+    ldc,
+    accumulate,
+    count,
+    width,
+    bias,
+    bias_off,
+    kind,
+    low,
+    high,
 ):
     """micro_kernel_rows that also finishes the block: bias[bias_off + r] added to row r, then ReLU
-    if ``relu``, as the values are stored (for the last pass over the depth: the direct kernel then
-    needs no separate epilogue pass over its output)."""
+    (kind 1) or the clip to [low, high] (kind 3), as the values are stored. For the last pass over
+    the depth: the kernel then needs no separate epilogue pass over its output."""
     signature = types.void(
-        depth, a, a_off, b, b_off, rows, c, c_off, ldc, accumulate, count, width, bias, bias_off, relu
+        depth,
+        a,
+        a_off,
+        b,
+        b_off,
+        rows,
+        c,
+        c_off,
+        ldc,
+        accumulate,
+        count,
+        width,
+        bias,
+        bias_off,
+        kind,
+        low,
+        high,
     )
     return signature, _codegen(True, finishing=True)
 
