@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import TextColumn, TimeElapsedColumn
 
-from edgecnn.cli.console import console, error_console
+from edgecnn.cli.console import console, error_console, measuring_progress, step
 from edgecnn.errors import InputError
 
 if TYPE_CHECKING:  # the bench modules load onnx and numpy: imported only when the command runs
@@ -89,23 +89,11 @@ def command(
     )
     cache_dir = cache or default_cache_dir()
     total = sum(runs_per_case(settings, chosen) for c in cases(settings) if not c.skipped)
-    with Progress(
-        TextColumn("{task.description:<22}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=error_console,
-        transient=True,
-        disable=as_json,
+    with measuring_progress(
+        TextColumn("{task.description:<22}"), TimeElapsedColumn(), disable=as_json
     ) as progress:
         task = progress.add_task("preparing", total=total)
-        result = run_benchmark(
-            settings,
-            chosen,
-            skipped,
-            cache_dir,
-            lambda label: progress.update(task, advance=1, description=label),
-        )
+        result = run_benchmark(settings, chosen, skipped, cache_dir, step(progress, task))
     result.commands = [_command_line(settings, engines, output, update, cache, width, resolution)]
     if output is not None:
         result = _write(result, output, update)

@@ -1,11 +1,47 @@
-"""Shared terminal output: consoles and human-readable numbers."""
+"""Shared terminal output: consoles, the progress bar of commands that time things, and
+human-readable numbers."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TaskID
 
 console = Console(highlight=False, soft_wrap=True)
 error_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def measuring_progress(*columns: ProgressColumn, disable: bool) -> Progress:
+    """A transient progress bar on stderr for commands that time runs (bench, time, tune): label
+    columns, the bar, done/total, then ``columns``' last ones. It is redrawn only when a step is
+    counted (``step``), between timed runs: rich's default refresh thread redraws ten times a second
+    from a thread of its own, which on a small machine takes a core (and the GIL) in the middle of
+    a measurement."""
+    label, *rest = columns
+    return Progress(
+        label,
+        BarColumn(),
+        MofNCompleteColumn(),
+        *rest,
+        console=error_console,
+        transient=True,
+        disable=disable,
+        auto_refresh=False,
+    )
+
+
+def step(progress: Progress, task: TaskID) -> Callable[..., None]:
+    """A callback that counts one step of ``task`` (its first argument, if any, becomes the label)
+    and redraws the bar at once."""
+
+    def advance(*label: object) -> None:
+        if label and isinstance(label[0], str):
+            progress.update(task, advance=1, description=label[0], refresh=True)
+        else:
+            progress.update(task, advance=1, refresh=True)
+
+    return advance
 
 
 def human_count(n: float) -> str:

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from edgecnn.cli.console import console, error_console
+from edgecnn.cli.console import console, measuring_progress, step
 from edgecnn.model import Model
 from edgecnn.profiling.layer_timer import Profile
 from edgecnn.runtime.feeds import random_feeds
@@ -62,17 +62,11 @@ def command(
 
 def timed(net: Model, feeds: dict, iterations: int, warmup: int, show_progress: bool) -> Profile:
     """Model.profile with a progress bar on stderr (hidden once done)."""
-    with Progress(
-        TextColumn("timing"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=error_console,
-        transient=True,
-        disable=not show_progress,
+    with measuring_progress(
+        TextColumn("timing"), TimeRemainingColumn(), disable=not show_progress
     ) as progress:
         task = progress.add_task("timing", total=iterations + warmup)
-        return net.profile(feeds, iterations, warmup, on_iteration=lambda: progress.advance(task))
+        return net.profile(feeds, iterations, warmup, on_iteration=step(progress, task))
 
 
 def print_report(profile: Profile) -> None:
@@ -106,21 +100,13 @@ def time_backward(net: Model, feeds: dict, iterations: int, warmup: int, as_json
         raise typer.BadParameter("--backward times single-input models")
     x = next(iter(feeds.values()))
     with (
-        Progress(
-            TextColumn("timing forward-backward"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=error_console,
-            transient=True,
-            disable=as_json,
+        measuring_progress(
+            TextColumn("timing forward-backward"), TimeRemainingColumn(), disable=as_json
         ) as progress,
         threadpool_limits(net.options.threads),
     ):
         task = progress.add_task("timing", total=iterations + warmup)
-        profile = profile_training(
-            net.graph, x, iterations, warmup, on_iteration=lambda: progress.advance(task)
-        )
+        profile = profile_training(net.graph, x, iterations, warmup, on_iteration=step(progress, task))
     if as_json:
         document = {
             "model": str(model),

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from edgecnn.cli.console import console, error_console
+from edgecnn.cli.console import console, measuring_progress, step
 from edgecnn.errors import EdgeCNNError
 from edgecnn.kernels.tuning_measure import LayerTiming, time_layers, tunable_layers
 from edgecnn.runtime.feeds import random_feeds
@@ -53,21 +53,10 @@ def command(
     feeds = random_feeds(net.inputs, batch=batch, shapes=shapes)
     layers = plan_layers(net.plan_for(feeds))
     tunable = tunable_layers(layers)
-    with Progress(
-        TextColumn("tuning"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=error_console,
-        transient=True,
-        disable=as_json,
-    ) as progress:
+    with measuring_progress(TextColumn("tuning"), TimeRemainingColumn(), disable=as_json) as progress:
         task = progress.add_task("tuning", total=len(tunable))
-        timings = time_layers(
-            [layers[i] for i in tunable],
-            net.options.threads,
-            on_layer=lambda _: progress.advance(task),
-        )
+        advance = step(progress, task)
+        timings = time_layers([layers[i] for i in tunable], net.options.threads, on_layer=lambda _: advance())
     try:
         path = store_choices({t.key: t.choice() for t in timings}) if timings else cache_path()
     except OSError as exc:
