@@ -16,13 +16,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 from conv_gap import _input, _load, conv_layers, interleaved
+from revisions import package_sources, run_child
 
 from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model
@@ -79,11 +79,7 @@ def main() -> None:
     load = os.getloadavg()[0]
     samples: dict[str, list[dict[str, dict[str, float | str]]]] = {"before": [], "after": []}
     with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", args.before, "src"], check=True, capture_output=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
-        sources = {"before": str(Path(tmp) / "src"), "after": str(REPO / "src")}
+        sources = package_sources(args.before, Path(tmp))
         for _ in range(args.processes):
             for version, source in sources.items():
                 command = [
@@ -96,9 +92,7 @@ def main() -> None:
                     args.layers,
                 ]
                 command += ["--rounds", str(args.rounds)]
-                env = {**os.environ, "PYTHONPATH": source}
-                out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
-                samples[version].append(json.loads(out.strip().splitlines()[-1]))
+                samples[version].append(run_child(source, command))  # type: ignore[arg-type]
     print(
         f"Machine: {cpu_model()}, {os.cpu_count()} cores; load average {load:.2f} at the start, "
         f"{os.getloadavg()[0]:.2f} at the end; {args.processes} processes per version, alternating, "

@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +40,8 @@ import numpy as np
 from edgecnn.bench.peers import OnnxRuntimeEngine, quiet_thread_pools
 
 quiet_thread_pools()  # as `edgecnn bench` does, before numba's or onnxruntime's pool starts
+
+from revisions import package_sources, run_child  # noqa: E402
 
 import edgecnn  # noqa: E402
 from edgecnn.bench.machine import cpu_model  # noqa: E402
@@ -151,7 +152,6 @@ def measure_case(case: str, threads: int, rounds: int, gap: float) -> dict[str, 
 def before_and_after(args: argparse.Namespace, processes: int) -> list[str]:
     """Rows comparing the package at ``args.before`` with this tree, processes alternating."""
     here = Path(__file__).resolve()
-    repo = here.parent.parent
     lines = [
         "",
         f"### Before (commit {args.before}) and after (this tree)",
@@ -164,20 +164,14 @@ def before_and_after(args: argparse.Namespace, processes: int) -> list[str]:
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(
-            ["git", "-C", str(repo), "archive", args.before, "src"], check=True, capture_output=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
-        sources = {"before": str(Path(tmp) / "src"), "after": str(repo / "src")}
+        sources = package_sources(args.before, Path(tmp))
         for case in args.cases.split(","):
             results: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
             for _ in range(processes):
                 for version, source in sources.items():
-                    env = {**os.environ, "PYTHONPATH": source}
                     command = [sys.executable, str(here), "--measure", case, "--threads", str(args.threads)]
                     command += ["--rounds", str(args.rounds), "--gap", str(args.gap)]
-                    out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
-                    results[version].append(json.loads(out.strip().splitlines()[-1]))
+                    results[version].append(run_child(source, command))  # type: ignore[arg-type]
             name, batch, threads = parse_case(case, args.threads)
             cells = []
             for version in ("before", "after"):

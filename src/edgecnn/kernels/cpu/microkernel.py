@@ -16,6 +16,8 @@ packed panel (depth-major, ROWS values per step), B any row-major matrix with ro
 
 from __future__ import annotations
 
+from typing import Any
+
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
@@ -214,94 +216,35 @@ def micro_kernel_rows(typingctx, depth, a, a_off, b, b_off, rows, c, c_off, ldc,
     return signature, _codegen(True)
 
 
-@intrinsic
-def micro_kernel_finished(
-    typingctx,
-    depth,
-    a,
-    a_off,
-    b,
-    b_off,
-    ldb,
-    c,
-    c_off,
-    ldc,
-    accumulate,
-    count,
-    width,
-    bias,
-    bias_off,
-    kind,
-    low,
-    high,
-):
-    """micro_kernel that also finishes the block, as micro_kernel_rows_finished does."""
-    signature = types.void(
-        depth,
-        a,
-        a_off,
-        b,
-        b_off,
-        ldb,
-        c,
-        c_off,
-        ldc,
-        accumulate,
-        count,
-        width,
-        bias,
-        bias_off,
-        kind,
-        low,
-        high,
-    )
-    return signature, _codegen(False, finishing=True)
+def _finishing(offsets: bool, name: str, doc: str) -> Any:
+    """The intrinsic of micro_kernel (``offsets`` False) or micro_kernel_rows (True) with five more
+    arguments after ``width``: bias, bias_off, kind, low, high (see ``_codegen``)."""
+
+    def typer(
+        typingctx, depth, a, a_off, b, b_off, rows, c, c_off, ldc, accumulate, count, width, bias, bias_off, kind,
+        low, high,
+    ):  # fmt: skip
+        arguments = (depth, a, a_off, b, b_off, rows, c, c_off, ldc, accumulate, count, width)
+        return types.void(*arguments, bias, bias_off, kind, low, high), _codegen(offsets, finishing=True)
+
+    typer.__name__ = typer.__qualname__ = name
+    typer.__doc__ = doc
+    return intrinsic(typer)
 
 
-@intrinsic
-def micro_kernel_rows_finished(
-    typingctx,
-    depth,
-    a,
-    a_off,
-    b,
-    b_off,
-    rows,
-    c,
-    c_off,
-    ldc,
-    accumulate,
-    count,
-    width,
-    bias,
-    bias_off,
-    kind,
-    low,
-    high,
-):
+micro_kernel_finished = _finishing(
+    False,
+    "micro_kernel_finished",
+    """micro_kernel that also finishes the block, as micro_kernel_rows_finished does.""",
+)
+
+micro_kernel_rows_finished = _finishing(
+    True,
+    "micro_kernel_rows_finished",
     """micro_kernel_rows that also finishes the block: bias[bias_off + r] added to row r, then ReLU
     (kind 1) or the clip to [low, high] (kind 3), as the values are stored. For the last pass over
-    the depth: the kernel then needs no separate epilogue pass over its output."""
-    signature = types.void(
-        depth,
-        a,
-        a_off,
-        b,
-        b_off,
-        rows,
-        c,
-        c_off,
-        ldc,
-        accumulate,
-        count,
-        width,
-        bias,
-        bias_off,
-        kind,
-        low,
-        high,
-    )
-    return signature, _codegen(True, finishing=True)
+    the depth: the kernel then needs no separate epilogue pass over its output.""",
+)
 
 
 @intrinsic
