@@ -77,7 +77,8 @@ def test_micro_kernel_writes_only_inside_a_cut_block(count: int, width: int) -> 
 
 def test_packing_layouts() -> None:
     depth = packed_gemm.DEPTH_BLOCK + 3
-    w = np.arange(7 * depth, dtype=np.float32).reshape(7, depth)
+    rows = ROWS + 1  # one whole row block and one holding a single row
+    w = np.arange(rows * depth, dtype=np.float32).reshape(rows, depth)
     packed = pack_weights(w)
     assert packed.shape == (2 * ROWS * depth,)
     first = packed[: 2 * ROWS * packed_gemm.DEPTH_BLOCK].reshape(2, packed_gemm.DEPTH_BLOCK, ROWS)
@@ -86,9 +87,10 @@ def test_packing_layouts() -> None:
     np.testing.assert_array_equal(first[1, :, 1:], 0.0)  # the padding rows of the last block
     second = packed[2 * ROWS * packed_gemm.DEPTH_BLOCK :].reshape(2, 3, ROWS)  # the 3-step depth block
     np.testing.assert_array_equal(second[0], w[:ROWS, packed_gemm.DEPTH_BLOCK :].T)
-    b = np.arange(2 * 20, dtype=np.float32).reshape(2, 20)
+    width = COLUMNS + 4  # one whole panel and one of 4 columns
+    b = np.arange(2 * width, dtype=np.float32).reshape(2, width)
     panels = np.full(2 * 2 * COLUMNS, np.nan, dtype=np.float32)
-    pack_panels(b.reshape(-1), 0, 20, 2, 20, panels)
+    pack_panels(b.reshape(-1), 0, width, 2, width, panels)
     np.testing.assert_array_equal(panels[: 2 * COLUMNS].reshape(2, COLUMNS), b[:, :COLUMNS])
     tail = panels[2 * COLUMNS :].reshape(2, COLUMNS)
     np.testing.assert_array_equal(tail[:, :4], b[:, COLUMNS:])

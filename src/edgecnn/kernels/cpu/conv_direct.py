@@ -1,15 +1,16 @@
 """Direct convolution on the micro-kernel (implicit GEMM): no im2col matrix at all.
 
 The input is copied once into a zero-padded frame whose columns are split by the horizontal stride
-(``frame[n, c, y, q, j] = padded[n, c, y, j*stride + q]``). Then, for 16 consecutive output pixels of
-one output row, every filter tap (channel, ky, kx) reads its 16 input values as one contiguous run
+(``frame[n, c, y, q, j] = padded[n, c, y, j*stride + q]``). Then, for COLUMNS consecutive output pixels
+of one output row (16, or 32 with AVX-512), every filter tap (channel, ky, kx) reads its input values
+as one contiguous run
 of the frame, at an offset that depends on the tap only. The micro-kernel takes those offsets from
 a table built at plan time (``micro_kernel_rows``) and multiplies the taps by the packed weights
-straight from the frame, 6 output channels x 16 output pixels at a time.
+straight from the frame, one ROWS x COLUMNS block of output channels x output pixels at a time.
 
 Why: im2col writes and re-reads a matrix KH*KW times the input's size, and on strided layers
 (ResNet's 7x7/2 stem, SimpleCNN's and MobileNet's 3x3/2 first layers) its gathers cost more than the
-multiplications. Rows of 16 pixels waste lanes on narrow maps, so the heuristic keeps this kernel
+multiplications. Runs of COLUMNS pixels waste lanes on narrow maps, so the heuristic keeps this kernel
 to maps at least MIN_WIDTH wide (``when_direct``).
 """
 

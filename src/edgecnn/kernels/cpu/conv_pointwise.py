@@ -1,8 +1,8 @@
 """1x1 convolution on the micro-kernel, its input read in place: no im2col, no packing of B.
 
 A 1x1 layer's input already is the GEMM's right operand (channels x pixels, row stride H*W). The
-micro-kernel reads each depth step's 16 pixels straight from the input plane, multiplies them by
-the weights packed once at plan time, and the bias + activation run on each 6-channel block of a
+micro-kernel reads each depth step's COLUMNS pixels straight from the input plane, multiplies them by
+the weights packed once at plan time, and the bias + activation run on each ROWS-channel block of a
 chunk of pixels while it is still in L1.
 
 Why: on the narrow layers of SqueezeNet, MobileNetV2 and ShuffleNetV2 (16 to 160 input channels)
@@ -136,7 +136,7 @@ def _pointwise_tasks(
         m0 = m_tile * row_step
         m1 = min(m0 + row_step, rows)
         b_base = n * depth * pixels
-        cut = p1 - (p1 - p0) % COLUMNS if p1 == pixels else p1  # runs before it read 16 in-row pixels
+        cut = p1 - (p1 - p0) % COLUMNS if p1 == pixels else p1  # runs before it read COLUMNS in-row pixels
         if cut < p1:  # the image's cut run, copied with zeros so no read leaves the input
             width = p1 - cut
             for k in range(depth):

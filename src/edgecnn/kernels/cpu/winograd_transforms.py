@@ -65,13 +65,13 @@ OUTPUT_TRANSFORMS = {
 
 
 def transform_filters(weights: np.ndarray, m: int) -> np.ndarray:
-    """(M, C, 3, 3) filters -> (T, ceil(M/16) * C * 16) float32, T = (m+2)^2: G g G^T for every
+    """(M, C, 3, 3) filters -> (T, ceil(M/COLUMNS) * C * COLUMNS) float32, T = (m+2)^2: G g G^T for every
     filter, laid out for the micro-kernel's right operand: per transform point, U^T cut into
-    16-output-channel panels, each stored channel-major, the last panel padded with zero columns.
+    COLUMNS-output-channel panels, each stored channel-major, the last panel padded with zero columns.
 
-    The filters are first copied once into the panels' order, (3, 3, panel, C, 16); the transform
-    acts on the two 3-long axes only, so two float32 GEMMs over all filters at once (G on the
-    filter rows, then on the columns, one transform row at a time) write U straight into the
+    The filters are first copied once into the panels' order, (3, 3, panel, C, COLUMNS); the
+    transform acts on the two 3-long axes only, so two float32 GEMMs over all filters at once (G on
+    the filter rows, then on the columns, one transform row at a time) write U straight into the
     packed layout. Done once per plan, yet on ResNet-50's 512 x 512 layers still the bulk of the
     plan's time (the float64 einsum this replaces cost 0.43 s of the first inference). The float32
     rounding it adds is far inside the error bounds tests/kernels/test_winograd.py checks."""
@@ -91,7 +91,7 @@ def transform_filters(weights: np.ndarray, m: int) -> np.ndarray:
 
 
 DEPTH_BLOCK = 256
-"""Input channels per micro-kernel pass (a 16-channel panel of one point's filters: 16 KiB)."""
+"""Input channels per micro-kernel pass (a COLUMNS-channel panel of one point's filters: 16 or 32 KiB)."""
 
 
 @numba.njit(cache=True)
@@ -106,7 +106,7 @@ def point_gemm(
     ldc: int,
 ) -> None:
     """products[q, o] = sum_c v[q, c] * U[oc0 + o, c] for q < tiles, oc0 <= oc0 + o < oc1: the
-    transformed tiles read in place, row-major, 6 at a time; the filters' panels in 16 channels.
+    transformed tiles read in place, row-major, ROWS at a time; the filters' panels in COLUMNS channels.
     Rows past ``tiles`` are read (they lie inside v's buffer) and never stored."""
     for k0 in range(0, in_channels, DEPTH_BLOCK):
         steps = min(DEPTH_BLOCK, in_channels - k0)
