@@ -26,6 +26,7 @@ from edgecnn.kernels.cpu.conv_pointwise import MAX_DEPTH, NARROW_DEPTH, NARROW_O
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, conv_setup
 from edgecnn.kernels.cpu.depthwise import depthwise_conv_2d
 from edgecnn.kernels.cpu.im2col import NO_TAP_TABLE, gathers_columns, tap_table
+from edgecnn.kernels.cpu.microkernel import COLUMNS, WIDE
 from edgecnn.kernels.cpu.threads import (
     blas_single_threaded,
     call,
@@ -42,6 +43,14 @@ READ_IN_PLACE = True
 
 PACK_STRIDED_POINTWISE = True
 """Whether strided 1x1 layers get the packed-weight GEMM (``when_packed``; off: the BLAS tiles)."""
+
+MICRO_KERNEL_OVER_BLAS = WIDE
+"""Whether layers the BLAS tiles would take go to the micro-kernel's packed GEMM and direct kernel
+instead: where numba compiles for AVX-512, whose 16-float vectors double the micro-kernel's rate
+(``microkernel.WIDE``). On the 2-core AVX-512 EPYC, with numpy's OpenBLAS on its AVX2 kernels
+(this machine's OPENBLAS_CORETYPE=Haswell), packed_gemm took 0.55-0.75x of gemm_1x1's time on every
+1x1 layer of ResNet-50 and the direct kernel 0.55-0.67x of im2col_gemm's on tiny-YOLO's stride-1
+3x3 layers (benchmarks/conv_gap.py, docs/conv-gap.md, "AVX-512")."""
 
 MAX_DIRECT_DEPTH, MIN_DIRECT_FILL = 400, 0.6
 """``when_direct``'s thresholds, from benchmarks/direct_conv.py and benchmarks/conv_gap.py (2 threads,
@@ -71,6 +80,9 @@ def when_depthwise(
 def when_pointwise(
     node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
 ) -> bool:
+    """The BLAS tiles for 1x1 layers, unless the micro-kernel outruns them (MICRO_KERNEL_OVER_BLAS)."""
+    if MICRO_KERNEL_OVER_BLAS:
+        return False
     return when_blas(node, types, values) and conv_setup(node, types).pointwise  # type: ignore[union-attr]
 
 
@@ -110,17 +122,18 @@ def when_in_place(
 
 
 def when_direct(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
-    """The direct kernel (conv_direct.py) where im2col costs most and its 16-pixel runs waste
+    """The direct kernel (conv_direct.py) where im2col costs most and its COLUMNS-pixel runs waste
     little: shallow filters (MAX_DIRECT_DEPTH taps x channels) on maps whose rows fill the runs,
-    except where im2col copies whole shifted rows (stride 1, output as wide as the input) and for
-    1x1 filters (every tap another channel plane; their im2col is a plain subsample)."""
+    except where im2col copies whole shifted rows (stride 1, output as wide as the input) for the
+    BLAS tiles (not where MICRO_KERNEL_OVER_BLAS) and for 1x1 filters (every tap another channel
+    plane; their im2col is a plain subsample)."""
     if not can_pack(node, types, values):
         return False
     s = conv_setup(node, types)
     assert s is not None
     depth = s.in_channels // s.group * s.kernel[0] * s.kernel[1]
-    runs = -(-s.out[1] // 16) * 16
-    shifted_rows = s.strides == (1, 1) and s.out[1] == s.width
+    runs = -(-s.out[1] // COLUMNS) * COLUMNS
+    shifted_rows = s.strides == (1, 1) and s.out[1] == s.width and not MICRO_KERNEL_OVER_BLAS
     return (
         s.kernel != (1, 1)
         and not shifted_rows
@@ -136,13 +149,14 @@ def when_packed(node: Node, types: Sequence[TensorType | None], values: Sequence
     subsample that the BLAS tiles copy again into sgemm's panels, where the packed kernel copies it
     once (docs/conv-gap.md's per-layer tables: 7-16% faster on ResNet-50's three in one run, 7-11%
     faster on two and even on the third in the next). Elsewhere the BLAS tiles measured as fast or
-    faster on most of ResNet's layers ("Packed-weight GEMM"), so `edgecnn tune` decides per layer."""
+    faster on most of ResNet's layers with AVX2 ("Packed-weight GEMM"), so `edgecnn tune` decides
+    per layer there; with AVX-512 the packed GEMM takes every such layer (MICRO_KERNEL_OVER_BLAS)."""
     if not can_pack(node, types, values):
         return False
     s = conv_setup(node, types)
     assert s is not None
     strided_pointwise = PACK_STRIDED_POINTWISE and s.kernel == (1, 1) and s.strides != (1, 1)
-    return not blas.AVAILABLE or strided_pointwise
+    return not blas.AVAILABLE or strided_pointwise or MICRO_KERNEL_OVER_BLAS
 
 
 class TiledConvGemm(ConvKernel):
