@@ -294,7 +294,9 @@ def _thread_api() -> tuple[Callable[[], int], Callable[[int], None]]:
     functions if this numba version lays them out differently."""
     from numba.np.ufunc import parallel
 
-    numba.get_num_threads()  # starts the pool: the layer's functions exist from here on
+    from edgecnn.kernels.cpu.affinity import start_pool_bound
+
+    start_pool_bound(numba.get_num_threads)  # starts the pool: the layer's functions exist from here on
     getter = getattr(parallel, "_get_num_threads", None)
     setter = getattr(parallel, "_set_num_threads", None)
     if callable(getter) and callable(setter) and getter() == numba.get_num_threads():

@@ -1,0 +1,77 @@
+"""Numba's pool workers bound to cores of their own (the threads bound to cores of seed 003).
+
+Why: once the calling thread has slept (a camera pipeline waiting for its next frame, `edgecnn
+bench` pausing 20 ms between runs), Linux may wake it on the core where the pool's worker sleeps.
+The worker, woken by the next parallel region, then shares that core with it until the load
+balancer moves one of them, milliseconds later: for the first few milliseconds of the run the
+second core idles. On the 2-core AVX-512 EPYC, SqueezeNet's runs after a 20 ms sleep took 1.6x as
+long as after 20 ms of busy waiting, the pool's CPU time only 1.2-1.3x the wall time
+(benchmarks/cold_steps.py, docs/tuning.md, "Workers bound to cores"). A worker bound to a core the
+calling thread does not start on has its core to itself the moment it wakes.
+
+The workers go to the last cores the process may use, one each; the calling thread (the user's, not
+ours to bind) keeps every core and settles on the first ones. Nothing is bound where there are at
+least as many workers as cores, off Linux, or with ``EDGECNN_BIND_THREADS=0``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import numba
+import numpy as np
+
+ENABLED = os.environ.get("EDGECNN_BIND_THREADS", "1") != "0"
+"""Whether ``start_pool_bound`` binds the workers (EDGECNN_BIND_THREADS=0: it does not)."""
+
+_TASKS = Path("/proc/self/task")
+
+bound: dict[int, int] = {}
+"""Native thread id -> core of each worker bound (empty: none)."""
+
+
+def thread_ids() -> set[int]:
+    """The process's native thread ids (empty where /proc does not list them)."""
+    try:
+        return {int(name) for name in os.listdir(_TASKS)}
+    except OSError:
+        return set()
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _touch(flags: np.ndarray) -> None:
+    """One trivial parallel region: OpenMP creates its workers at the first one (TBB at start-up)."""
+    for i in numba.prange(flags.shape[0]):
+        flags[i] = 1
+
+
+def bind_workers(workers: set[int]) -> dict[int, int]:
+    """Bind each of ``workers`` (native thread ids) to one of the last cores the process may use;
+    returns what was bound (nothing where the workers are not fewer than the cores)."""
+    if not hasattr(os, "sched_setaffinity"):
+        return {}
+    cores = sorted(os.sched_getaffinity(0))
+    if not workers or len(workers) >= len(cores):
+        return {}
+    done: dict[int, int] = {}
+    for tid, core in zip(sorted(workers), reversed(cores)):
+        try:
+            os.sched_setaffinity(tid, {core})
+        except OSError:  # the thread ended, or binding is not allowed here: leave it free
+            continue
+        done[tid] = core
+    return done
+
+
+def start_pool_bound(start: Callable[[], int]) -> int:
+    """Start numba's pool with ``start`` (returns its thread count) and, where ENABLED, bind the
+    threads it created to cores."""
+    before = thread_ids()
+    threads = start()
+    if not ENABLED or not before:
+        return threads
+    _touch(np.zeros(threads, dtype=np.uint8))
+    bound.update(bind_workers(thread_ids() - before))
+    return threads

@@ -1,0 +1,76 @@
+"""Numba's pool workers bound to cores of their own (kernels/cpu/affinity.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from edgecnn.kernels.cpu import affinity
+
+_PROBE = """
+import json, os
+import numpy as np
+from edgecnn.kernels.cpu import affinity, threads
+with threads.cpu_threads(2):
+    pass
+print(json.dumps({
+    "bound": {str(t): c for t, c in affinity.bound.items()},
+    "masks": {str(t): sorted(os.sched_getaffinity(t)) for t in affinity.thread_ids()},
+    "main": sorted(os.sched_getaffinity(0)),
+}))
+"""
+
+needs_two_cores = pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="binding needs Linux and at least two cores the process may use",
+)
+
+
+def _fresh_pool(layer: str, bind: str) -> dict:
+    """What a fresh interpreter bound when its first run started numba's pool (2 threads)."""
+    env = {
+        **os.environ,
+        "NUMBA_THREADING_LAYER": layer,
+        "NUMBA_NUM_THREADS": "2",
+        "EDGECNN_BIND_THREADS": bind,
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=300, check=True
+    )
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@needs_two_cores
+@pytest.mark.parametrize("layer", ["tbb", "omp"])
+def test_the_worker_gets_a_core_of_its_own(layer: str) -> None:
+    if layer == "tbb" and not _has_tbb():
+        pytest.skip("the tbb package is not installed here")
+    seen = _fresh_pool(layer, "1")
+    cores = seen["main"]
+    assert len(seen["bound"]) == 1  # two threads: the caller and one worker
+    (tid, core), = seen["bound"].items()  # fmt: skip
+    assert core == cores[-1] and seen["masks"][tid] == [core]
+    assert seen["main"] == cores  # the calling thread is left free
+
+
+@needs_two_cores
+def test_binding_can_be_turned_off() -> None:
+    seen = _fresh_pool("omp", "0")
+    assert seen["bound"] == {}
+    assert all(mask == seen["main"] for mask in seen["masks"].values())
+
+
+def test_no_binding_without_spare_cores() -> None:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    assert affinity.bind_workers(set(range(10**9, 10**9 + cores))) == {}
+    assert affinity.bind_workers(set()) == {}
+
+
+def _has_tbb() -> bool:
+    from edgecnn.kernels.cpu import threads
+
+    return threads.TBB_LIBRARY is not None
