@@ -19,6 +19,7 @@ from edgecnn.kernels.cpu import conv as conv_kernels
 from edgecnn.kernels.cpu import threads as thread_budget
 from edgecnn.kernels.cpu.conv_setup import conv_setup
 from edgecnn.kernels.cpu.im2col import NO_TAP_TABLE, tap_table
+from edgecnn.kernels.cpu.microkernel import COLUMNS
 from edgecnn.ops.common import AutoPad
 from edgecnn.ops.conv import ConvAttrs, conv
 from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
@@ -93,7 +94,9 @@ def expected_kernel(case: dict[str, Any]) -> str:
     1x1 stride 1 up to MAX_DEPTH channels (or NARROW_DEPTH with few outputs), direct GEMM for other
     unpadded 1x1 stride 1, the
     packed-weight GEMM for strided 1x1, the direct kernel for shallow filters on full rows, else
-    im2col + GEMM; where BLAS cannot be called, the packed-weight GEMM instead of the BLAS kernels."""
+    im2col + GEMM; where BLAS cannot be called, or the micro-kernel outruns it
+    (MICRO_KERNEL_OVER_BLAS), the packed-weight GEMM instead of the BLAS kernels."""
+    tiles = blas.AVAILABLE and not conv_kernels.MICRO_KERNEL_OVER_BLAS
     geometry, channels = case["geometry"], case["x_shape"][1]
     if geometry.get("group", 1) == channels > 1:
         return "depthwise"
@@ -105,23 +108,25 @@ def expected_kernel(case: dict[str, Any]) -> str:
         narrow = channels <= conv_kernels.NARROW_DEPTH and outputs <= conv_kernels.NARROW_OUTPUTS
         if geometry.get("group", 1) == 1 and (channels <= conv_kernels.MAX_DEPTH or narrow):
             return "pointwise"  # the input read in place by the micro-kernel
-        return "gemm_1x1" if blas.AVAILABLE else "packed_gemm"
+        return "gemm_1x1" if tiles else "packed_gemm"
     if geometry["kernel_shape"] == (1, 1) and strided:
         return "packed_gemm"  # strided 1x1: the packed kernel copies the subsample once
     if direct_fits(case):
         return "direct_gemm"
-    return "im2col_gemm" if blas.AVAILABLE else "packed_gemm"
+    return "im2col_gemm" if tiles else "packed_gemm"
 
 
 def direct_fits(case: dict[str, Any]) -> bool:
-    """conv.when_direct's rule: shallow filters larger than 1x1 on maps whose rows fill the 16-pixel
-    runs, unless im2col copies shifted rows (stride 1, output as wide as the input)."""
+    """conv.when_direct's rule: shallow filters larger than 1x1 on maps whose rows fill the
+    micro-kernel's runs of COLUMNS pixels, unless im2col copies shifted rows for the BLAS tiles
+    (stride 1, output as wide as the input; not where MICRO_KERNEL_OVER_BLAS)."""
     types = [TensorType("float32", case["x_shape"]), TensorType("float32", case["w_shape"])]
     setup = conv_setup(Node("Conv", "c", ["x", "w"], ["y"], ConvAttrs(**case["geometry"])), types)
     assert setup is not None
     depth = case["w_shape"][1] * case["w_shape"][2] * case["w_shape"][3]
-    runs = -(-setup.out[1] // 16) * 16
-    if setup.kernel == (1, 1) or (setup.strides == (1, 1) and setup.out[1] == setup.width):
+    runs = -(-setup.out[1] // COLUMNS) * COLUMNS
+    shifted_rows = setup.strides == (1, 1) and setup.out[1] == setup.width
+    if setup.kernel == (1, 1) or (shifted_rows and not conv_kernels.MICRO_KERNEL_OVER_BLAS):
         return False
     return depth <= conv_kernels.MAX_DIRECT_DEPTH and setup.out[1] >= conv_kernels.MIN_DIRECT_FILL * runs
 
@@ -150,6 +155,15 @@ def check_conv(case: dict[str, Any]) -> str:
 @given(conv_cases())
 def test_conv_kernels_match_reference(case: dict[str, Any]) -> None:
     assert check_conv(case) == expected_kernel(case)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conv_cases())
+def test_blas_tiles_match_reference(case: dict[str, Any]) -> None:
+    """The BLAS tiles where the rule gives them layers (AVX2); on AVX-512 the micro-kernel takes
+    those layers unless MICRO_KERNEL_OVER_BLAS is off."""
+    with mock.patch.object(conv_kernels, "MICRO_KERNEL_OVER_BLAS", False):
+        assert check_conv(case) == expected_kernel(case)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -191,10 +205,11 @@ def test_large_layer_is_tiled_across_threads() -> None:
     case["x_shape"] = (2, 64, 40, 41)
     case["w_shape"] = (24, 64, 5, 5)  # 5x5: 3x3 stride-1 layers of this size go to Winograd
     case["geometry"] = {**case["geometry"], "kernel_shape": (5, 5), "pads": (2, 2, 2, 2)}
-    assert check_conv(case) == "im2col_gemm"
-    case["threads"] = 1
-    case["activation"] = {"activation": "clip", "low": 0.0, "high": 6.0}
-    assert check_conv(case) == "im2col_gemm"
+    with mock.patch.object(conv_kernels, "MICRO_KERNEL_OVER_BLAS", False):  # the BLAS tiles
+        assert check_conv(case) == "im2col_gemm"
+        case["threads"] = 1
+        case["activation"] = {"activation": "clip", "low": 0.0, "high": 6.0}
+        assert check_conv(case) == "im2col_gemm"
 
 
 def test_runtime_weights_use_the_reference() -> None:
@@ -209,9 +224,9 @@ def test_same_padding_is_resolved_per_input_shape() -> None:
     case = odd_case(13, "dense", 2)
     case["geometry"] = {"kernel_shape": (4, 4), "strides": (2, 2), "auto_pad": AutoPad.SAME_LOWER}
     case["w_shape"] = (5, 13, 4, 4)
-    assert check_conv(case) == "im2col_gemm"
+    assert check_conv(case) == expected_kernel(case)
     case["geometry"] = {**case["geometry"], "auto_pad": AutoPad.SAME_UPPER}
-    assert check_conv(case) == "im2col_gemm"
+    assert check_conv(case) == expected_kernel(case)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -225,6 +240,7 @@ def test_tiny_tiles_across_threads(case: dict[str, Any]) -> None:
         mock.patch.object(tiling, "COLUMNS_BYTES", 256),
         mock.patch.object(tiling, "MIN_COLUMNS", 3),
         mock.patch.object(tiling, "MIN_ROWS", 1),
+        mock.patch.object(conv_kernels, "MICRO_KERNEL_OVER_BLAS", False),  # the BLAS tiles' edges
     ):
         assert check_conv(case) == expected_kernel(case)
 
@@ -270,5 +286,6 @@ def test_wide_pointwise_layer_split_by_output_channels() -> None:
     with (
         mock.patch.object(thread_budget, "CONV_GEMM_GRAIN", 0),
         mock.patch.object(conv_kernels, "READ_IN_PLACE", False),  # the BLAS tiles, not the in-place kernel
+        mock.patch.object(conv_kernels, "MICRO_KERNEL_OVER_BLAS", False),
     ):
         assert check_conv(case) == "gemm_1x1"

@@ -158,9 +158,10 @@ def test_chosen_for_narrow_layers_only() -> None:
     """The heuristic gives it ungrouped 1x1 layers up to MAX_DEPTH channels deep, and up to
     NARROW_DEPTH with at most NARROW_OUTPUTS output channels."""
     from edgecnn.kernels.cpu import blas
+    from edgecnn.kernels.cpu import conv as conv_kernels
     from edgecnn.kernels.registry import select_kernel
 
-    deep = "gemm_1x1" if blas.AVAILABLE else "packed_gemm"
+    deep = "gemm_1x1" if blas.AVAILABLE and not conv_kernels.MICRO_KERNEL_OVER_BLAS else "packed_gemm"
     cases = [
         (16, 64, "pointwise"),
         (conv_pointwise.MAX_DEPTH, 512, "pointwise"),

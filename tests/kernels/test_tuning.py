@@ -41,6 +41,15 @@ def registered_winograd() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True)
+def blas_tiles_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The heuristic as on AVX2, where small_conv goes to the BLAS tiles (im2col_gemm): these tests
+    follow the cache against that default (on AVX-512 the rule gives the layer to packed_gemm)."""
+    from edgecnn.kernels.cpu import conv
+
+    monkeypatch.setattr(conv, "MICRO_KERNEL_OVER_BLAS", False)
+
+
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv(tuning.CACHE_ENV, str(tmp_path / "cache"))
