@@ -70,7 +70,7 @@ def time_unfold(old: ModuleType, s: ConvSetup, repeats: int) -> tuple[float, flo
     copies = {"before": lambda: old.im2col_range(image, *arguments, outs["before"])}
     if gathers_columns(s.width, s.strides, s.out):
         taps = tap_table(s.height, s.width, s.kernel, s.strides, s.pads[:2], s.dilations, s.out)
-        copies["after"] = lambda: gather_rows(image, taps, 0, pixels, outs["after"])
+        copies["after"] = lambda: gather_rows(image, taps, 0, len(outs["after"]), 0, pixels, outs["after"])
     else:
         copies["after"] = lambda: im2col_range(image, *arguments, outs["after"])
     return interleaved(copies, outs, repeats)

@@ -122,10 +122,12 @@ def test_gather_through_the_tap_table_matches_the_unfold(layer: dict) -> None:
         layer["out"],
     )
     assert taps.shape == (layer["kernel"][0] * layer["kernel"][1], layer["out"][0] * layer["out"][1])
-    dest = np.full((expected.shape[0], p1 - p0 + 3), np.nan, dtype=np.float32)
-    gather_rows(image, taps, p0, p1, dest)
-    np.testing.assert_array_equal(dest[:, : p1 - p0], expected[:, p0:p1])
-    assert np.isnan(dest[:, p1 - p0 :]).all()
+    rows = expected.shape[0]
+    for r0, r1 in ((0, rows), (rows // 3, rows - rows // 4)):  # the whole matrix, a block of its rows
+        dest = np.full((r1 - r0, p1 - p0 + 3), np.nan, dtype=np.float32)
+        gather_rows(image, taps, r0, r1, p0, p1, dest)
+        np.testing.assert_array_equal(dest[:, : p1 - p0], expected[r0:r1, p0:p1])
+        assert np.isnan(dest[:, p1 - p0 :]).all()
 
 
 def test_which_layers_gather() -> None:

@@ -25,7 +25,6 @@ from edgecnn.kernels.cpu.conv_packed import PackedConv
 from edgecnn.kernels.cpu.conv_pointwise import MAX_DEPTH, NARROW_DEPTH, NARROW_OUTPUTS, PointwiseConv
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, conv_setup
 from edgecnn.kernels.cpu.depthwise import depthwise_conv_2d
-from edgecnn.kernels.cpu.im2col import NO_TAP_TABLE, gathers_columns, tap_table
 from edgecnn.kernels.cpu.microkernel import COLUMNS, WIDE
 from edgecnn.kernels.cpu.threads import (
     blas_single_threaded,
@@ -175,11 +174,7 @@ class TiledConvGemm(ConvKernel):
         macs = s.batch * s.out_channels * self.pixels * self.group_rows
         self.small = small_conv(macs)
         self._no_columns = np.empty((max_threads(), 1, 1), dtype=np.float32)  # 1x1: never read
-        self.taps = NO_TAP_TABLE
-        if not self.pointwise and gathers_columns(s.width, s.strides, s.out):
-            self.taps = tap_table(
-                s.height, s.width, s.kernel, s.strides, (s.pads[0], s.pads[1]), s.dilations, s.out
-            )
+        self.taps = self.im2col_taps()
 
     def plan_tiles(self, threads: int) -> Tiling:
         s = self.setup

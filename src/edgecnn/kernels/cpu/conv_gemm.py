@@ -117,7 +117,7 @@ def _gemm_tasks(
             )
             image = x[n, g * in_per_group : (g + 1) * in_per_group]
             if taps.shape[0] > 0:
-                gather_rows(image, taps, p0, p1, b)
+                gather_rows(image, taps, 0, b.shape[0], p0, p1, b)
             else:
                 im2col_range(
                     image, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, dilation_h,

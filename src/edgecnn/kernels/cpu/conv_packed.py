@@ -25,7 +25,7 @@ from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.common import scratch
 from edgecnn.kernels.cpu.conv_gemm import rows_epilogue
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, ConvSetup
-from edgecnn.kernels.cpu.im2col import im2col_rows
+from edgecnn.kernels.cpu.im2col import gather_rows, im2col_rows
 from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS
 from edgecnn.kernels.cpu.packed_gemm import COLUMN_BLOCK, DEPTH_BLOCK, gemm_panels, pack_panels, pack_weights
 from edgecnn.kernels.cpu.threads import current_threads, small_conv
@@ -73,6 +73,7 @@ def _packed_tasks(
     dilation_h: int,
     dilation_w: int,
     pointwise: bool,  # 1x1, stride 1, no padding: the input rows are the columns
+    taps: np.ndarray,  # im2col.tap_table, or NO_TAP_TABLE: unfold segment by segment
     kind: int,
     alpha: float,
     low: float,
@@ -124,23 +125,13 @@ def _packed_tasks(
                 pack_panels(x_flat, b_off, plane, steps, span, panels)
             else:
                 rows = rows_block[: steps * span].reshape(steps, span)
-                im2col_rows(
-                    image,
-                    kernel_h,
-                    kernel_w,
-                    stride_h,
-                    stride_w,
-                    pad_top,
-                    pad_left,
-                    dilation_h,
-                    dilation_w,
-                    out_w,
-                    k0,
-                    k0 + steps,
-                    p0,
-                    p1,
-                    rows,
-                )
+                if taps.shape[0] > 0:
+                    gather_rows(image, taps, k0, k0 + steps, p0, p1, rows)
+                else:
+                    im2col_rows(
+                        image, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, dilation_h,
+                        dilation_w, out_w, k0, k0 + steps, p0, p1, rows,
+                    )  # fmt: skip
                 pack_panels(rows_block, 0, span, steps, span, panels)
             gemm_panels(weights, blocks, k0, steps, m0, m1, panels, span, c_flat, c_off, pixels, k0 > 0)
         if has_bias or kind != 0:
@@ -184,6 +175,7 @@ def _packed_conv_2d(
     dilation_h: int,
     dilation_w: int,
     pointwise: bool,
+    taps: np.ndarray,
     kind: int,
     alpha: float,
     low: float,
@@ -213,6 +205,7 @@ def _packed_conv_2d(
             dilation_h,
             dilation_w,
             pointwise,
+            taps,
             kind,
             alpha,
             low,
@@ -245,6 +238,7 @@ class PackedConv(ConvKernel):
         self.packed = pack_conv_weights(w, s)
         self.depth = s.in_channels // s.group * s.kernel[0] * s.kernel[1]
         self.small = small_conv(s.batch * s.out_channels * self.pixels * self.depth)
+        self.taps = self.im2col_taps()
 
     def plan_tiles(self, threads: int) -> tuple[int, int, int]:
         s = self.setup
@@ -265,6 +259,7 @@ class PackedConv(ConvKernel):
             self.has_bias,
             *s.window,
             s.pointwise,
+            self.taps,
             *self.activation,
             row_step,
             pixel_step,

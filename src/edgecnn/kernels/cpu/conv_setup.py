@@ -13,6 +13,7 @@ import numpy as np
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.common import is_float32, shape_of
 from edgecnn.kernels.cpu.epilogue import activation_args
+from edgecnn.kernels.cpu.im2col import NO_TAP_TABLE, gathers_columns, tap_table
 from edgecnn.ops.conv import ConvAttrs, conv_geometry
 from edgecnn.ops.spatial import output_dims
 
@@ -107,6 +108,14 @@ class ConvKernel:
         self.out_shape = (setup.batch, setup.out_channels, *setup.out)
         self.pixels = setup.out[0] * setup.out[1]
         self._tiles: dict[int, Any] = {}
+
+    def im2col_taps(self) -> np.ndarray:
+        """The layer's im2col tap table where its unfold goes through one (``gathers_columns``:
+        narrow output rows), else NO_TAP_TABLE (unfolded segment by segment, or no im2col at all)."""
+        s = self.setup
+        if s.pointwise or not gathers_columns(s.width, s.strides, s.out):
+            return NO_TAP_TABLE
+        return tap_table(s.height, s.width, s.kernel, s.strides, (s.pads[0], s.pads[1]), s.dilations, s.out)
 
     def tiles(self, threads: int) -> Any:
         """The layer's tiling on ``threads`` threads (``plan_tiles``), computed once per count."""

@@ -269,25 +269,26 @@ NO_TAP_TABLE = np.empty((0, 0), dtype=np.int32)
 def gather_rows(
     image: np.ndarray,  # (Cg, H, W): one group's channels of one image
     taps: np.ndarray,  # (KH*KW, OH*OW) from tap_table
+    row0: int,
+    row1: int,
     p0: int,
     p1: int,
-    dest: np.ndarray,  # (Cg*KH*KW, >= p1 - p0): columns p0..p1 of the im2col matrix
+    dest: np.ndarray,  # (row1 - row0, >= p1 - p0): rows row0..row1, columns p0..p1 of the matrix
 ) -> None:
-    """Columns p0..p1 of the im2col matrix, each value fetched through the tap table: one flat loop
-    per matrix row, with no per-segment bounds arithmetic."""
-    channels = image.shape[0]
+    """Rows row0..row1 (one per (channel, tap)), columns p0..p1 of the im2col matrix, each value
+    fetched through the tap table: one flat loop per matrix row, with no per-segment bounds
+    arithmetic."""
     plane = image.shape[1] * image.shape[2]
-    flat = image.reshape(channels * plane)
+    flat = image.reshape(image.shape[0] * plane)
     count = taps.shape[0]
     zero = np.float32(0.0)
-    for c in range(channels):
-        base = c * plane
-        for t in range(count):
-            out = dest[c * count + t]
-            offsets = taps[t]
-            for i in range(p1 - p0):
-                at = offsets[p0 + i]
-                out[i] = flat[np.uint64(base + at)] if at >= 0 else zero
+    for row in range(row0, row1):
+        base = (row // count) * plane
+        out = dest[row - row0]
+        offsets = taps[row % count]
+        for i in range(p1 - p0):
+            at = offsets[p0 + i]
+            out[i] = flat[np.uint64(base + at)] if at >= 0 else zero
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
