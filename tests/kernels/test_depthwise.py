@@ -180,11 +180,11 @@ def test_same_size_planes_keep_infinities_in_their_own_row() -> None:
 @settings(max_examples=80, deadline=None)
 @given(
     height=st.integers(1, 20),
-    width=st.integers(1, 20),
+    width=st.integers(1, 80),
     pad_top=st.integers(0, 3),
     pad_left=st.integers(0, 3),
     rows=st.integers(1, 12),
-    columns=st.integers(1, 12),
+    columns=st.integers(1, 44),
     seed=st.integers(0, 2**16),
 )
 def test_fill_phases_deals_the_padded_plane(

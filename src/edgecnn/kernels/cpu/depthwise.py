@@ -88,27 +88,36 @@ def _deal_pairs(row: np.ndarray, x0: int, x1: int, pad_left: int, phase_w: int, 
 def fill_phases(src: np.ndarray, pad_top: int, pad_left: int, phases: np.ndarray) -> None:
     """Deal the zero-padded plane into its four stride-2 phases: phases[2 * (Y % 2) + X % 2, Y // 2,
     X // 2] = padded[Y, X], for the rows and columns the buffer holds. Cells outside the plane keep
-    their zeros (written once when the buffer was made, the same cells every plane). Flat unsigned
-    offsets, no views: per-row views cost as much as dealing a 28-wide row."""
+    their zeros (written once when the buffer was made, the same cells every plane). Each row's
+    columns are read in pairs (an even and an odd padded column) in one loop, which LLVM vectorises
+    with two-register permutes; dealing each parity in a loop of its own left the strided loads
+    scalar (2.4x the time on a 112x112 plane). Flat unsigned offsets, no views: per-row views cost
+    as much as dealing a 28-wide row."""
     height, width = src.shape
     rows, columns = phases.shape[1], phases.shape[2]
     source = src.reshape(-1)
     target = phases.reshape(-1)
     plane = rows * columns
+    lead = pad_left % 2  # 1: input column 0 lands on an odd padded column and is dealt alone
+    first = (lead + pad_left) // 2  # phase column of the first pair
+    pairs = max(0, min((width - lead) // 2, columns - first))
+    tail = width - lead - 2 * pairs == 1 and first + pairs < columns  # an even column after the pairs
+    one = np.uint64(1)
     for iy in range(height):
         y = iy + pad_top
         if y >= 2 * rows:
             break
         row = np.uint64(iy * width)
-        for parity in range(2):  # input columns whose padded column X = ix + pad_left has this parity
-            first = (parity - pad_left) % 2
-            count = min((width - first + 1) // 2, columns - (first + pad_left) // 2)
-            if count <= 0:
-                continue
-            start = np.uint64(((y % 2) * 2 + parity) * plane + (y // 2) * columns + (first + pad_left) // 2)
-            at = row + np.uint64(first)
-            for k in range(np.uint64(count)):
-                target[start + k] = source[at + k + k]
+        even = np.uint64((y % 2) * 2 * plane + (y // 2) * columns + first)
+        odd = even + np.uint64(plane)
+        if lead == 1 and first <= columns:
+            target[odd - one] = source[row]
+        at = row + np.uint64(lead)
+        for k in range(np.uint64(pairs)):
+            target[even + k] = source[at + k + k]
+            target[odd + k] = source[at + k + k + one]
+        if tail:
+            target[even + np.uint64(pairs)] = source[at + np.uint64(2 * pairs)]
 
 
 @numba.njit(cache=True)
