@@ -30,7 +30,8 @@ def check(attrs: Any, x: np.ndarray, threads: int = 2) -> np.ndarray:
     with mock.patch.object(thread_budget, "GRAIN", 0 if threads > 1 else thread_budget.GRAIN):
         actual, kernel = fast_run(op, attrs, [x], (), threads)
     assert kernel == "pool_2d"
-    assert_matches(actual, reference_run(op, attrs, [x], ()), np.abs(np.nan_to_num(x)).max())
+    finite = np.abs(x[np.isfinite(x)])
+    assert_matches(actual, reference_run(op, attrs, [x], ()), finite.max() if finite.size else 1.0)
     return actual
 
 
@@ -89,6 +90,38 @@ def test_strided_windows_on_even_and_odd_widths(
         return
     x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
     check(attrs_for(is_max, seed % 2 == 0, ceil_mode=ceil_mode, **common), x)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pads=st.tuples(st.integers(0, 2), st.integers(0, 2), st.integers(0, 2), st.integers(0, 2)),
+    ceil_mode=st.booleans(),
+    is_max=st.booleans(),
+    count_include_pad=st.booleans(),
+    shape=st.tuples(st.integers(1, 2), st.integers(1, 4), st.integers(1, 24), st.integers(1, 80)),
+    special=st.sampled_from([None, np.nan, np.inf, -np.inf]),
+    seed=st.integers(0, 2**16),
+)
+def test_3x3_stride_2_dealt_into_even_and_odd_columns(
+    pads: tuple[int, ...],
+    ceil_mode: bool,
+    is_max: bool,
+    count_include_pad: bool,
+    shape: Any,
+    special: Any,
+    seed: int,
+) -> None:
+    """SqueezeNet's, GoogLeNet's and ResNet's 3x3/2 pools: any padding of either parity, ceil_mode's
+    extra windows, rows wide enough for the vectorised pair loop, and NaN or infinities anywhere."""
+    height, width = shape[2:]
+    if height + pads[0] + pads[2] < 3 or width + pads[1] + pads[3] < 3:
+        return
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(np.float32)
+    if special is not None:
+        x.reshape(-1)[rng.integers(0, x.size, 3)] = special
+    common = {"kernel_shape": (3, 3), "strides": (2, 2), "pads": pads, "ceil_mode": ceil_mode}
+    check(attrs_for(is_max, count_include_pad, **common), x, threads=1 + seed % 2)
 
 
 @pytest.mark.parametrize("is_max", [True, False])

@@ -10,7 +10,10 @@ OW and cut when written out). The few border columns, whose windows leave the ro
 recomputed from their valid taps only (``_border_columns``). So there is no padded copy of the
 input and no bounds test in a vectorised loop. Small planes go through these loops in chunks (SCRATCH_FLOATS of row reductions),
 so 7x7 or 14x14 planes cost a few loops per chunk instead of several per plane or per row. 2x2
-windows at stride 2 inside the plane (VGG, YOLO, LeNet) are one fused pass per output row.
+windows at stride 2 inside the plane (VGG, YOLO, LeNet) are one fused pass per output row. 3x3
+windows at stride 2 on planes at least PHASED_MIN_WIDTH wide (SqueezeNet, GoogLeNet, ResNet) are
+two passes per output row: the window's rows reduced into the padded row's even and odd columns,
+then three contiguous loads per output (_pool_3x3_s2_rows), no scratch and no border columns.
 
 Offsets are unsigned integers into flat arrays and no array views are made inside the loops: a
 view or a call per row costs as much as reducing a 28-wide row, and signed offsets would keep LLVM
@@ -30,6 +33,13 @@ import numpy as np
 from edgecnn.kernels.cpu.epilogue import activate
 from edgecnn.kernels.cpu.im2col import valid_range
 from edgecnn.kernels.cpu.twins import parallel_and_serial
+
+PHASED_MIN_WIDTH = 40
+"""Narrowest input that 3x3 windows at stride 2 pool row by row through even and odd columns
+(_pool_3x3_s2_rows); narrower planes cost more per row than per column there, and take the
+separable loops, which run over chunks of planes. benchmarks/pool.py --base 83f088f (docs/tuning.md):
+0.5-0.8x the separable loops' time on 111-112 wide planes, 0.7-1.04x on 55-56; on 28 and 14 wide
+ones (tried before this bound) 1.1x and more."""
 
 SCRATCH_FLOATS = 16384
 """Scratch per worker (64 KiB): small planes are processed this many floats of row reductions at
@@ -365,6 +375,119 @@ def _pool_2x2_direct(
                 )
 
 
+@numba.njit(inline="always", cache=True)
+def _row_phases(
+    src: np.ndarray,
+    at: int,  # offset of the window's first input row (all three inside the plane)
+    width: int,
+    is_max: bool,
+    lead: int,  # pad_left % 2: input column 0 lands on an odd padded column
+    first: int,  # phase cell of the first column pair
+    pairs: int,
+    tail: bool,  # one even padded column left after the pairs
+    even: np.ndarray,  # padded even columns' reductions, by padded column // 2
+    odd: np.ndarray,  # padded odd columns'
+) -> None:
+    """Reduce the window's three rows column by column, dealing the padded columns into ``even`` and
+    ``odd`` as they are written: the row's columns are read in pairs, which LLVM vectorises with
+    permutes. Cells the input does not reach are not written (they hold the neutral value)."""
+    one, w = np.uint64(1), np.uint64(width)
+    u = np.uint64(at)
+    u2, u3 = u + w, u + w + w
+    f = np.uint64(first)
+    if lead == 1:
+        if is_max:
+            odd[f - one] = _max(_max(src[u], src[u2]), src[u3])
+        else:
+            odd[f - one] = (src[u] + src[u2]) + src[u3]
+    a, a2, a3 = u + np.uint64(lead), u2 + np.uint64(lead), u3 + np.uint64(lead)
+    if is_max:
+        for k in range(np.uint64(pairs)):
+            even[f + k] = _max(_max(src[a + k + k], src[a2 + k + k]), src[a3 + k + k])
+            odd[f + k] = _max(_max(src[a + k + k + one], src[a2 + k + k + one]), src[a3 + k + k + one])
+    else:
+        for k in range(np.uint64(pairs)):
+            even[f + k] = (src[a + k + k] + src[a2 + k + k]) + src[a3 + k + k]
+            odd[f + k] = (src[a + k + k + one] + src[a2 + k + k + one]) + src[a3 + k + k + one]
+    if tail:
+        t = np.uint64(lead + 2 * pairs)
+        if is_max:
+            even[f + np.uint64(pairs)] = _max(_max(src[u + t], src[u2 + t]), src[u3 + t])
+        else:
+            even[f + np.uint64(pairs)] = (src[u + t] + src[u2 + t]) + src[u3 + t]
+
+
+@numba.njit(inline="always", cache=True)
+def _border_row_phases(
+    src: np.ndarray,
+    at: int,
+    width: int,
+    taps: int,  # rows of the window inside the plane: 0 to 2 (padding, ceil_mode)
+    is_max: bool,
+    lead: int,
+    first: int,
+    pairs: int,
+    tail: bool,
+    even: np.ndarray,
+    odd: np.ndarray,
+) -> None:
+    """_row_phases for a window cut by the plane's top or bottom, column by column. Apart from
+    _row_phases on purpose: in one function, this loop kept LLVM from vectorising that one."""
+    neutral = np.float32(-np.inf) if is_max else np.float32(0.0)
+    for x in range(lead + 2 * pairs + (1 if tail else 0)):
+        value = neutral
+        if taps > 0:
+            value = src[at + x]
+            for t in range(1, taps):
+                v = src[at + t * width + x]
+                value = _max(value, v) if is_max else value + v
+        column = first - lead + (x + lead) // 2  # phase cell of padded column x + pad_left
+        if (x + lead) % 2 == 1:
+            odd[column] = value
+        else:
+            even[column] = value
+
+
+@numba.njit(inline="always", cache=True)
+def _pool_3x3_s2_rows(
+    src: np.ndarray,
+    plane_in: int,  # offset of the input plane
+    width: int,
+    pad_top: int,
+    y_lo: np.ndarray,
+    y_hi: np.ndarray,
+    lead: int,
+    first: int,
+    pairs: int,
+    tail: bool,
+    is_max: bool,
+    even: np.ndarray,  # (OW + 1,), neutral where the input does not reach
+    odd: np.ndarray,
+    dest: np.ndarray,  # flat
+    plane: int,  # offset of the output plane in dest
+    out_w: int,
+) -> None:
+    """3x3 windows at stride 2 (SqueezeNet, GoogLeNet, ResNet): each output row's window rows are
+    reduced into its padded row's even and odd columns (_row_phases), then output ox is the
+    reduction of even[ox], odd[ox] and even[ox + 1], three contiguous loads. Padding and ceil_mode's
+    windows read the neutral cells, so no column is a border case."""
+    one = np.uint64(1)
+    for oy in range(y_lo.shape[0]):
+        taps = y_hi[oy] - y_lo[oy]
+        at = plane_in + (oy * 2 - pad_top + y_lo[oy]) * width if taps > 0 else plane_in
+        if taps == 3:
+            _row_phases(src, at, width, is_max, lead, first, pairs, tail, even, odd)
+        else:
+            _border_row_phases(src, at, width, taps, is_max, lead, first, pairs, tail, even, odd)
+        o = np.uint64(plane + oy * out_w)
+        if is_max:
+            for i in range(np.uint64(out_w)):
+                dest[o + i] = _max(_max(even[i], odd[i]), even[i + one])
+        else:
+            for i in range(np.uint64(out_w)):
+                dest[o + i] = (even[i] + odd[i]) + even[i + one]
+
+
 @numba.njit(cache=True)
 def _finish(
     pooled: np.ndarray,  # the chunk's maxima or sums, rows of row_w >= OW
@@ -458,28 +581,45 @@ def _pool_2d(
         kernel_h == 2 and kernel_w == 2 and stride_h == 2 and stride_w == 2 and dilation_h == 1
         and dilation_w == 1 and row_first == 0 and row_last == out_h and col_first == 0 and col_last == out_w
     )  # fmt: skip
+    phased = (
+        kernel_h == 3 and kernel_w == 3 and stride_h == 2 and stride_w == 2 and dilation_h == 1 and dilation_w == 1
+        and width >= PHASED_MIN_WIDTH
+    )  # fmt: skip
+    # phased: padded column X of a row goes to phase cell X // 2 of even or odd; cells up to OW
+    lead = pad_left % 2
+    first = (pad_left + lead) // 2
+    pairs = max(0, min((width - lead) // 2, out_w + 1 - first))
+    tail = lead + 2 * pairs < width and first + pairs <= out_w
     src = x.reshape(x.size)
     dest = out.reshape(out.size)
     plane_in, plane_out = height * width, out_h * out_w
     # rows of the pooled result: OW, or longer so that scratch rows (stride_w times as long) hold
     # the whole input row and the column loop stays one flat loop (odd widths: SqueezeNet, AlexNet)
-    row_w = out_w if direct else max(out_w, (width + stride_w - 1) // stride_w)
+    row_w = out_w if direct or phased else max(out_w, (width + stride_w - 1) // stride_w)
     pitch = stride_w * row_w  # scratch row length; columns past W stay neutral
     finish = not is_max or kind != 0 or row_w != out_w  # pool into a buffer, then dest = act(pooled)
     workers = max(1, min(workers, planes))
     chunk = max(1, SCRATCH_FLOATS // max(1, out_h * pitch))  # planes per call of the loops below
     neutral = np.float32(-np.inf) if is_max else np.float32(0.0)
     for worker in numba.prange(workers):
-        first, last = worker * planes // workers, (worker + 1) * planes // workers
-        most = min(chunk, last - first)
-        size = 0 if direct else most * out_h * pitch
+        start, last = worker * planes // workers, (worker + 1) * planes // workers
+        most = min(chunk, last - start)
+        size = 0 if direct or phased else most * out_h * pitch
         scratch = np.full(size, neutral, np.float32) if pitch > width else np.empty(size, np.float32)
         pooled = np.empty(most * out_h * row_w if finish else 0, dtype=np.float32)
+        even = np.full(out_w + 1 if phased else 0, neutral, np.float32)
+        odd = np.full(out_w + 1 if phased else 0, neutral, np.float32)
         target = pooled if finish else dest
-        for p in range(first, last, chunk):
+        for p in range(start, last, chunk):
             count = min(chunk, last - p)
             base = 0 if finish else p * plane_out  # of the chunk's first plane in target
-            if direct:
+            if phased:
+                for q in range(count):
+                    _pool_3x3_s2_rows(
+                        src, (p + q) * plane_in, width, pad_top, y_lo, y_hi, lead, first, pairs, tail, is_max,
+                        even, odd, target, base + q * plane_out, out_w,
+                    )  # fmt: skip
+            elif direct:
                 for q in range(count):
                     _pool_2x2_direct(
                         src, (p + q) * plane_in, width, out_h, out_w, is_max, target, base + q * plane_out
