@@ -19,6 +19,7 @@ from edgecnn.runtime.batch import batch_separable, run_split, split_pays, thread
 from edgecnn.runtime.executor import ArenaRunner, StepHook, execute
 from edgecnn.runtime.options import RuntimeOptions
 from edgecnn.runtime.plan import Plan, build_plan
+from edgecnn.runtime.serial import run_threads
 from edgecnn.runtime.shapes import infer_graph
 
 
@@ -37,6 +38,7 @@ class Model:
         self._plans: dict[tuple[object, ...], Plan] = {}
         self._plans_lock = threading.Lock()
         self._split_rule: dict[int, tuple[bool, bool]] = {}  # id(plan) -> runtime.batch rule
+        self._run_threads: dict[int, int] = {}  # id(plan) -> threads of its runs (runtime.serial)
         # (shape, dtype) of every input, in order -> the prepared run of the graph outputs (_fast_runner)
         self._fast_runs: dict[tuple[tuple[tuple[int, ...], np.dtype[Any]], ...], ArenaRunner] = {}
         self._inputs = [s for s in self.graph.inputs if s.name not in self.graph.initializers]
@@ -155,7 +157,7 @@ class Model:
             runner = self._fast_runner(plan, checked, wanted)
             if runner is not None:
                 return dict(zip(runner.wanted, runner.run_one(next(iter(checked.values())))))
-        with cpu_threads(self.options.threads):
+        with cpu_threads(self._threads_for(plan)):
             parts = 1 if hooks else self._batch_parts(plan, checked, wanted)
             if parts > 1:
                 return self._run_split(plan, checked, wanted, optimized, parts)
@@ -175,12 +177,20 @@ class Model:
             return None
         runner = self._fast_runs.get(key)
         if runner is None:
-            runner = self._fast_runs[key] = ArenaRunner(plan, wanted, self.options.threads)
+            runner = self._fast_runs[key] = ArenaRunner(plan, wanted, self._threads_for(plan))
         return runner
+
+    def _threads_for(self, plan: Plan) -> int:
+        """Threads for runs of ``plan``: the options' count, or 1 for a small model (runtime/serial.py)."""
+        threads = self._run_threads.get(id(plan))
+        if threads is None:
+            threads = self._run_threads[id(plan)] = run_threads(plan, self.options.threads)
+        return threads
 
     def _batch_parts(self, plan: Plan, feeds: Mapping[str, np.ndarray], wanted: Sequence[str]) -> int:
         """Slices to cut the batch into (1: run whole, with intra-op threads); runtime/batch.py."""
-        policy, threads = self.options.batch_parallel, self.options.threads
+        policy = self.options.batch_parallel
+        threads = self.options.threads if policy == "always" else self._threads_for(plan)
         if policy == "never" or threads < 2 or not feeds:
             return 1
         sizes = {value.shape[0] if value.ndim else 0 for value in feeds.values()}

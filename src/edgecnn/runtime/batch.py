@@ -21,6 +21,7 @@ import numpy as np
 from edgecnn.ir.graph import TensorType
 from edgecnn.ops.common import normalize_axis
 from edgecnn.runtime.plan import Plan, Step
+from edgecnn.runtime.serial import plan_macs
 
 PER_SAMPLE_OPS = frozenset(
     {
@@ -196,15 +197,9 @@ def split_pays(plan: Plan, batch: int, threads: int) -> bool:
     unless its images are tiny or its dense layers' weights are large. Convolution-heavy models
     gained 1.0-1.18x at batch 2-8 on 2 threads: layers below the thread grain run on one thread
     when the batch is whole, and each slice's working set is smaller."""
-    from edgecnn.analysis import layer_macs
-
-    macs = 0
     dense_bytes = 0
     for step in plan.steps:
         node = step.node
-        in_types = [plan.types.get(x) if x else None for x in node.inputs]
-        out_type = plan.types.get(node.outputs[0]) if node.outputs and node.outputs[0] else None
-        macs += layer_macs(node, in_types, out_type)
         if node.op in ("Gemm", "FusedGemm", "MatMul"):
             dense_bytes += sum(plan.constants[x].nbytes for x in node.inputs[1:2] if x in plan.constants)
-    return macs >= SPLIT_MIN_MACS_PER_IMAGE * batch and dense_bytes <= SPLIT_MAX_DENSE_WEIGHT_BYTES
+    return plan_macs(plan) >= SPLIT_MIN_MACS_PER_IMAGE * batch and dense_bytes <= SPLIT_MAX_DENSE_WEIGHT_BYTES
