@@ -9,6 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgecnn.kernels.cpu.im2col import gather_rows, gathers_columns, im2col_2d, im2col_range, tap_table
+from edgecnn.kernels.cpu.microkernel import COLUMNS
+from edgecnn.kernels.cpu.packed_gemm import gather_panels
 
 
 def unfold(
@@ -128,6 +130,35 @@ def test_gather_through_the_tap_table_matches_the_unfold(layer: dict) -> None:
         gather_rows(image, taps, r0, r1, p0, p1, dest)
         np.testing.assert_array_equal(dest[:, : p1 - p0], expected[r0:r1, p0:p1])
         assert np.isnan(dest[:, p1 - p0 :]).all()
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layers())
+def test_gather_into_panels_matches_the_unfold(layer: dict) -> None:
+    """gather_panels writes pack_panels' layout of the unfold's rows and columns: each COLUMNS-wide
+    panel depth-major, the last one zero-padded, nothing past the panels touched."""
+    rng = np.random.default_rng(3)
+    image = rng.standard_normal((layer["c"], layer["h"], layer["w"])).astype(np.float32)
+    expected = unfold(
+        image, layer["kernel"], layer["strides"], layer["pads"], layer["dilations"], layer["out"]
+    )
+    p0, p1 = layer["range"]
+    taps = tap_table(
+        layer["h"], layer["w"], layer["kernel"], layer["strides"], layer["pads"][:2], layer["dilations"],
+        layer["out"],
+    )  # fmt: skip
+    rows = expected.shape[0]
+    span = p1 - p0
+    count = -(-span // COLUMNS)
+    for r0, r1 in ((0, rows), (rows // 3, rows - rows // 4)):
+        steps = r1 - r0
+        panels = np.full(count * COLUMNS * steps + 5, np.nan, dtype=np.float32)
+        gather_panels(image, taps, r0, r1, p0, p1, panels)
+        block = np.zeros((steps, count * COLUMNS), dtype=np.float32)
+        block[:, :span] = expected[r0:r1, p0:p1]
+        want = block.reshape(steps, count, COLUMNS).transpose(1, 0, 2).reshape(-1)
+        np.testing.assert_array_equal(panels[: want.size], want)
+        assert np.isnan(panels[want.size :]).all()
 
 
 def test_which_layers_gather() -> None:

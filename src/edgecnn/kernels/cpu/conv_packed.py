@@ -5,8 +5,9 @@ input rows) are packed into 16-column panels a depth block at a time, straight f
 Why: the BLAS path (conv_gemm.py) hands each tile to sgemm, which packs the whole weight matrix
 again on every call; on small maps (ResNet's 7x7 and 14x14 layers: 49 and 196 output pixels per
 weight) that repacking costs as much as the multiplications, and BLAS also copies the columns that
-im2col has just written. Here a tile's columns go from the image to the micro-kernel's panels
-through one cache-resident block of rows.
+im2col has just written. Here a tile's columns go from the image to the micro-kernel's panels:
+through the layer's tap table straight into them where it has one (gather_panels), else through
+one cache-resident block of rows.
 
 Tiles: (image, group, block of at most COLUMN_BLOCK output pixels, rows of output channels); the
 rows are split (in multiples of the micro-kernel's ROWS) only when there are fewer pixel blocks
@@ -25,9 +26,16 @@ from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.common import scratch
 from edgecnn.kernels.cpu.conv_gemm import rows_epilogue
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, ConvSetup
-from edgecnn.kernels.cpu.im2col import gather_rows, im2col_rows
+from edgecnn.kernels.cpu.im2col import im2col_rows
 from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS
-from edgecnn.kernels.cpu.packed_gemm import COLUMN_BLOCK, DEPTH_BLOCK, gemm_panels, pack_panels, pack_weights
+from edgecnn.kernels.cpu.packed_gemm import (
+    COLUMN_BLOCK,
+    DEPTH_BLOCK,
+    gather_panels,
+    gemm_panels,
+    pack_panels,
+    pack_weights,
+)
 from edgecnn.kernels.cpu.threads import current_threads, small_conv
 from edgecnn.kernels.cpu.twins import parallel_and_serial
 
@@ -123,15 +131,14 @@ def _packed_tasks(
             if pointwise:
                 b_off = (n * channels + g * in_per_group + k0) * plane + p0
                 pack_panels(x_flat, b_off, plane, steps, span, panels)
+            elif taps.shape[0] > 0:
+                gather_panels(image, taps, k0, k0 + steps, p0, p1, panels)
             else:
                 rows = rows_block[: steps * span].reshape(steps, span)
-                if taps.shape[0] > 0:
-                    gather_rows(image, taps, k0, k0 + steps, p0, p1, rows)
-                else:
-                    im2col_rows(
-                        image, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, dilation_h,
-                        dilation_w, out_w, k0, k0 + steps, p0, p1, rows,
-                    )  # fmt: skip
+                im2col_rows(
+                    image, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, dilation_h,
+                    dilation_w, out_w, k0, k0 + steps, p0, p1, rows,
+                )  # fmt: skip
                 pack_panels(rows_block, 0, span, steps, span, panels)
             gemm_panels(weights, blocks, k0, steps, m0, m1, panels, span, c_flat, c_off, pixels, k0 > 0)
         if has_bias or kind != 0:

@@ -75,6 +75,49 @@ def pack_panels(b: np.ndarray, b_off: int, ldb: int, steps: int, width: int, pan
 
 
 @numba.njit(cache=True)
+def gather_panels(
+    image: np.ndarray,  # (Cg, H, W): one group's channels of one image
+    taps: np.ndarray,  # (KH*KW, OH*OW) from im2col.tap_table
+    row0: int,
+    row1: int,
+    p0: int,
+    p1: int,
+    panels: np.ndarray,  # >= ceil((p1 - p0) / COLUMNS) * COLUMNS * (row1 - row0) floats, written
+) -> None:
+    """Rows row0..row1, columns p0..p1 of the im2col matrix straight into pack_panels' layout:
+    panels[p*steps*COLUMNS + k*COLUMNS + j] = B[row0 + k, p0 + p*COLUMNS + j], the last panel
+    zero-padded. One pass where gather_rows then pack_panels copied every value twice; each
+    COLUMNS-wide run has a constant trip count, so it compiles to vector gathers."""
+    plane = image.shape[1] * image.shape[2]
+    flat = image.reshape(image.shape[0] * plane)
+    count = taps.shape[0]
+    steps = row1 - row0
+    span = p1 - p0
+    full = span // COLUMNS
+    stride = np.uint64(steps * COLUMNS)
+    zero = np.float32(0.0)
+    for row in range(row0, row1):
+        base = np.uint64((row // count) * plane)
+        offsets = taps[row % count]
+        target = np.uint64((row - row0) * COLUMNS)
+        for p in range(full):
+            first = p0 + p * COLUMNS
+            at = target + np.uint64(p) * stride
+            for j in range(COLUMNS):
+                offset = offsets[first + j]
+                panels[at + np.uint64(j)] = flat[base + np.uint64(offset)] if offset >= 0 else zero
+        if full * COLUMNS < span:
+            first = p0 + full * COLUMNS
+            at = target + np.uint64(full) * stride
+            for j in range(COLUMNS):
+                if first + j < p1:
+                    offset = offsets[first + j]
+                    panels[at + np.uint64(j)] = flat[base + np.uint64(offset)] if offset >= 0 else zero
+                else:
+                    panels[at + np.uint64(j)] = zero
+
+
+@numba.njit(cache=True)
 def gemm_panels(
     packed: np.ndarray,  # from pack_weights
     blocks: int,  # row blocks of the packed weights: ceil(M / ROWS)
