@@ -1,7 +1,24 @@
 """Suite-wide isolation: a developer's own per-user caches (the `edgecnn tune` kernel choices, saved
-device plans) must not change which kernels the tests exercise."""
+device plans) must not change which kernels the tests exercise; nor may runtime.serial's rule,
+which would run every small test model on one thread whatever threads a test asks for."""
 
 import os
 import tempfile
+from collections.abc import Iterator
+
+import pytest
 
 os.environ["EDGECNN_CACHE_DIR"] = tempfile.mkdtemp(prefix="edgecnn-test-cache-")
+
+
+@pytest.fixture(autouse=True)
+def _threads_as_asked(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Small models keep the threads a test gives them (tests marked serial_rule test the rule)."""
+    if request.node.get_closest_marker("serial_rule"):
+        yield
+        return
+    from edgecnn.runtime import serial
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(serial, "SERIAL_MODEL_MACS", 0)
+        yield

@@ -311,3 +311,30 @@ def test_fill_frame_splits_padded_rows_by_phase(
     fill_frame(x, top, left, first, last, frame)
     np.testing.assert_array_equal(frame[first:last], expected[first:last])
     assert np.isnan(frame[:first]).all() and np.isnan(frame[last:]).all()
+
+
+@pytest.mark.parametrize(
+    ("shape", "geometry", "gathers"),
+    [
+        ((1, 8, 56, 56), {"kernel_shape": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1)}, True),  # 28 wide
+        ((1, 8, 56, 56), {"kernel_shape": (1, 1), "strides": (2, 2)}, True),  # strided 1x1
+        ((1, 8, 40, 40), {"kernel_shape": (3, 3), "pads": (0, 0, 0, 0)}, True),  # valid: narrower rows
+        ((1, 8, 40, 40), {"kernel_shape": (3, 3), "pads": (1, 1, 1, 1)}, False),  # same: shifted rows
+    ],
+)
+def test_packed_layers_gather_unless_rows_are_shifted_copies(
+    shape: tuple[int, ...], geometry: dict[str, Any], gathers: bool
+) -> None:
+    """The packed kernel unfolds through a tap table (gather_panels) at any output width, except
+    where each im2col row is one shifted copy of the plane; either way it matches the reference."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape, dtype=np.float32)
+    w = rng.standard_normal((16, shape[1], *geometry["kernel_shape"]), dtype=np.float32)
+    attrs = ConvAttrs(**geometry)
+    types = [TensorType("float32", shape), TensorType("float32", w.shape)]
+    kernel = conv_packed.PackedConv(Node("Conv", "c", ["x", "w"], ["y"], attrs), types, [None, w])
+    assert (kernel.taps.shape[0] > 0) == gathers
+    with cpu_threads(2):
+        actual = kernel(x)
+    expected = reference_run("Conv", attrs, [x, w], (1,))
+    assert_matches(actual, expected, conv(attrs, np.abs(x), np.abs(w), None).max())

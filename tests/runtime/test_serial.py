@@ -16,6 +16,8 @@ from edgecnn.model import Model
 from edgecnn.runtime import serial
 from edgecnn.runtime.options import RuntimeOptions
 
+pytestmark = pytest.mark.serial_rule
+
 
 @pytest.fixture(scope="module")
 def lenet(tmp_path_factory: pytest.TempPathFactory) -> Graph:

@@ -26,7 +26,7 @@ from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.common import scratch
 from edgecnn.kernels.cpu.conv_gemm import rows_epilogue
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, ConvSetup
-from edgecnn.kernels.cpu.im2col import im2col_rows
+from edgecnn.kernels.cpu.im2col import NO_TAP_TABLE, im2col_rows, tap_table
 from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS
 from edgecnn.kernels.cpu.packed_gemm import (
     COLUMN_BLOCK,
@@ -245,7 +245,16 @@ class PackedConv(ConvKernel):
         self.packed = pack_conv_weights(w, s)
         self.depth = s.in_channels // s.group * s.kernel[0] * s.kernel[1]
         self.small = small_conv(s.batch * s.out_channels * self.pixels * self.depth)
-        self.taps = self.im2col_taps()
+        self.taps = self.packed_taps()
+
+    def packed_taps(self) -> np.ndarray:
+        """The tap table wherever the unfold does not copy whole shifted rows (unit strides, output
+        as wide as the input): with gather_panels a gathered value is copied once, where the segment
+        path copies it into a block of rows and then into the panels."""
+        s = self.setup
+        if s.pointwise or (s.strides == (1, 1) and s.out[1] == s.width):
+            return NO_TAP_TABLE
+        return tap_table(s.height, s.width, s.kernel, s.strides, (s.pads[0], s.pads[1]), s.dilations, s.out)
 
     def plan_tiles(self, threads: int) -> tuple[int, int, int]:
         s = self.setup
