@@ -105,24 +105,25 @@ def test_whole_matrix_in_parallel_blocks() -> None:
     np.testing.assert_array_equal(columns, expected)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(layers())
-def test_gather_through_the_tap_table_matches_the_unfold(layer: dict) -> None:
-    rng = np.random.default_rng(2)
-    image = rng.standard_normal((layer["c"], layer["h"], layer["w"])).astype(np.float32)
+def unfolded_with_taps(layer: dict, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A random image for ``layer``, its im2col matrix from the reference unfold, and its tap table."""
+    image = np.random.default_rng(seed).standard_normal((layer["c"], layer["h"], layer["w"]))
+    image = image.astype(np.float32)
     expected = unfold(
         image, layer["kernel"], layer["strides"], layer["pads"], layer["dilations"], layer["out"]
     )
-    p0, p1 = layer["range"]
     taps = tap_table(
-        layer["h"],
-        layer["w"],
-        layer["kernel"],
-        layer["strides"],
-        layer["pads"][:2],
-        layer["dilations"],
+        layer["h"], layer["w"], layer["kernel"], layer["strides"], layer["pads"][:2], layer["dilations"],
         layer["out"],
-    )
+    )  # fmt: skip
+    return image, expected, taps
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layers())
+def test_gather_through_the_tap_table_matches_the_unfold(layer: dict) -> None:
+    image, expected, taps = unfolded_with_taps(layer, seed=2)
+    p0, p1 = layer["range"]
     assert taps.shape == (layer["kernel"][0] * layer["kernel"][1], layer["out"][0] * layer["out"][1])
     rows = expected.shape[0]
     for r0, r1 in ((0, rows), (rows // 3, rows - rows // 4)):  # the whole matrix, a block of its rows
@@ -137,16 +138,8 @@ def test_gather_through_the_tap_table_matches_the_unfold(layer: dict) -> None:
 def test_gather_into_panels_matches_the_unfold(layer: dict) -> None:
     """gather_panels writes pack_panels' layout of the unfold's rows and columns: each COLUMNS-wide
     panel depth-major, the last one zero-padded, nothing past the panels touched."""
-    rng = np.random.default_rng(3)
-    image = rng.standard_normal((layer["c"], layer["h"], layer["w"])).astype(np.float32)
-    expected = unfold(
-        image, layer["kernel"], layer["strides"], layer["pads"], layer["dilations"], layer["out"]
-    )
+    image, expected, taps = unfolded_with_taps(layer, seed=3)
     p0, p1 = layer["range"]
-    taps = tap_table(
-        layer["h"], layer["w"], layer["kernel"], layer["strides"], layer["pads"][:2], layer["dilations"],
-        layer["out"],
-    )  # fmt: skip
     rows = expected.shape[0]
     span = p1 - p0
     count = -(-span // COLUMNS)
