@@ -17,11 +17,20 @@ import numpy as np
 from edgecnn.kernels.cpu import affinity, threads
 with threads.cpu_threads(2):
     pass
-print(json.dumps({
+seen = {
     "bound": {str(t): c for t, c in affinity.bound.items()},
     "masks": {str(t): sorted(os.sched_getaffinity(t)) for t in affinity.thread_ids()},
     "main": sorted(os.sched_getaffinity(0)),
-}))
+}
+for tid in affinity.bound:  # another library resets every thread's affinity (as ncnn does)
+    os.sched_setaffinity(tid, os.sched_getaffinity(0))
+with threads.cpu_threads(1):  # a one-thread run leaves the workers as they are
+    pass
+seen["after one-thread run"] = {str(t): sorted(os.sched_getaffinity(t)) for t in affinity.bound}
+with threads.cpu_threads(2):  # the next run on two threads binds them again
+    pass
+seen["after two-thread run"] = {str(t): sorted(os.sched_getaffinity(t)) for t in affinity.bound}
+print(json.dumps(seen))
 """
 
 needs_two_cores = pytest.mark.skipif(
@@ -55,6 +64,8 @@ def test_the_worker_gets_a_core_of_its_own(layer: str) -> None:
     (tid, core), = seen["bound"].items()  # fmt: skip
     assert core == cores[-1] and seen["masks"][tid] == [core]
     assert seen["main"] == cores  # the calling thread is left free
+    assert seen["after one-thread run"] == {tid: cores}
+    assert seen["after two-thread run"] == {tid: [core]}
 
 
 @needs_two_cores
@@ -74,3 +85,14 @@ def _has_tbb() -> bool:
     from edgecnn.kernels.cpu import threads
 
     return threads.TBB_LIBRARY is not None
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="binding needs Linux")
+def test_keep_bound_forgets_a_worker_that_ended() -> None:
+    ended = 2**31 - 7  # no such thread
+    affinity.bound[ended] = 0
+    try:
+        affinity.keep_bound()
+        assert ended not in affinity.bound
+    finally:
+        affinity.bound.pop(ended, None)

@@ -12,6 +12,10 @@ calling thread does not start on has its core to itself the moment it wakes.
 The workers go to the last cores the process may use, one each; the calling thread (the user's, not
 ours to bind) keeps every core and settles on the first ones. Nothing is bound where there are at
 least as many workers as cores, off Linux, or with ``EDGECNN_BIND_THREADS=0``.
+
+Other libraries in the process may reset every thread's affinity (ncnn does, when it loads or runs
+a model): each run on more than one thread checks the workers first (``keep_bound``) and binds
+again any that were moved.
 """
 
 from __future__ import annotations
@@ -75,3 +79,15 @@ def start_pool_bound(start: Callable[[], int]) -> int:
     _touch(np.zeros(threads, dtype=np.uint8))
     bound.update(bind_workers(thread_ids() - before))
     return threads
+
+
+def keep_bound() -> None:
+    """Bind again each worker whose core another library has changed since (one system call per
+    worker when nothing changed); a worker that has ended, or whose core the process may no longer
+    use, is left alone from then on."""
+    for tid, core in list(bound.items()):
+        try:
+            if os.sched_getaffinity(tid) != {core}:
+                os.sched_setaffinity(tid, {core})
+        except OSError:
+            bound.pop(tid, None)

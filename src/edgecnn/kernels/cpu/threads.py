@@ -24,6 +24,8 @@ from typing import Any
 
 import numba
 
+from edgecnn.kernels.cpu import affinity
+
 _TBB_LIBRARY = re.compile(r"^(lib)?tbb(\.so\.12|\.12\.dylib|12\.dll)$")
 
 
@@ -239,6 +241,8 @@ class ThreadBudget:
         self._previous = _get_threads()
         if self._previous != self._numba:
             _set_threads(self._numba)
+        if self._numba > 1 and _bound:
+            _keep_bound()
         try:
             _hold_blas_enter(self._blas)
         except BaseException:
@@ -254,6 +258,8 @@ class ThreadBudget:
 
 
 _blas_callable: bool | None = None  # blas.AVAILABLE, read once (importing blas binds the library)
+_bound = affinity.bound  # the workers bound to cores (empty: none, so runs skip the check)
+_keep_bound = affinity.keep_bound
 
 
 def cpu_threads(n: int) -> ThreadBudget:
@@ -294,9 +300,9 @@ def _thread_api() -> tuple[Callable[[], int], Callable[[int], None]]:
     functions if this numba version lays them out differently."""
     from numba.np.ufunc import parallel
 
-    from edgecnn.kernels.cpu.affinity import start_pool_bound
-
-    start_pool_bound(numba.get_num_threads)  # starts the pool: the layer's functions exist from here on
+    affinity.start_pool_bound(
+        numba.get_num_threads
+    )  # starts the pool: the layer's functions exist from here on
     getter = getattr(parallel, "_get_num_threads", None)
     setter = getattr(parallel, "_set_num_threads", None)
     if callable(getter) and callable(setter) and getter() == numba.get_num_threads():
