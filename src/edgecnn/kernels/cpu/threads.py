@@ -24,8 +24,6 @@ from typing import Any
 
 import numba
 
-from edgecnn.kernels.cpu import affinity
-
 _TBB_LIBRARY = re.compile(r"^(lib)?tbb(\.so\.12|\.12\.dylib|12\.dll)$")
 
 
@@ -258,8 +256,14 @@ class ThreadBudget:
 
 
 _blas_callable: bool | None = None  # blas.AVAILABLE, read once (importing blas binds the library)
-_bound = affinity.bound  # the workers bound to cores (empty: none, so runs skip the check)
-_keep_bound = affinity.keep_bound
+_bound: dict[int, int] = {}  # affinity.bound once the pool has started (empty: runs skip the check)
+
+
+def _nothing_bound() -> None:
+    """Before the pool starts no worker is bound, so there is nothing to check."""
+
+
+_keep_bound: Callable[[], None] = _nothing_bound  # affinity.keep_bound once the pool has started
 
 
 def cpu_threads(n: int) -> ThreadBudget:
@@ -300,9 +304,13 @@ def _thread_api() -> tuple[Callable[[], int], Callable[[int], None]]:
     functions if this numba version lays them out differently."""
     from numba.np.ufunc import parallel
 
+    from edgecnn.kernels.cpu import affinity
+
+    global _bound, _keep_bound
     affinity.start_pool_bound(
         numba.get_num_threads
     )  # starts the pool: the layer's functions exist from here on
+    _bound, _keep_bound = affinity.bound, affinity.keep_bound
     getter = getattr(parallel, "_get_num_threads", None)
     setter = getattr(parallel, "_set_num_threads", None)
     if callable(getter) and callable(setter) and getter() == numba.get_num_threads():
