@@ -24,19 +24,9 @@ from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="squeezenet1.1")
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=40)
-    parser.add_argument("--gap-ms", type=float, default=20.0)
-    parser.add_argument("--evict-mb", type=int, default=8)
-    parser.add_argument("--min-ms", type=float, default=0.15, help="list steps with a median wall above this")
-    args = parser.parse_args()
-    model = build_model(args.model)
-    _, x = _input(model)
-    net = _load(model, args.threads)
-    net(x)
+def time_steps(net: Any) -> dict[str, list[tuple[float, float]]]:
+    """Wraps every step of ``net``'s planned run (it must have run once) so that each call appends
+    its (wall, process CPU) seconds under "layer (kernel)"; returns that dict, filled by later runs."""
     runner = next(iter(net._fast_runs.values()))
     samples: dict[str, list[tuple[float, float]]] = {}
 
@@ -53,6 +43,23 @@ def main() -> None:
         (entry[0], timed(entry[1], f"{entry[-1].node.name} ({entry[-1].kernel.name})"), *entry[2:])
         for entry in runner._entries
     )
+    return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="squeezenet1.1")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--gap-ms", type=float, default=20.0)
+    parser.add_argument("--evict-mb", type=int, default=8)
+    parser.add_argument("--min-ms", type=float, default=0.15, help="list steps with a median wall above this")
+    args = parser.parse_args()
+    model = build_model(args.model)
+    _, x = _input(model)
+    net = _load(model, args.threads)
+    net(x)
+    samples = time_steps(net)
     junk = np.zeros(max(1, args.evict_mb << 18), dtype=np.float32)
     load = os.getloadavg()[0]
     for _ in range(args.rounds):

@@ -109,9 +109,11 @@ def test_fused_residual_matches_the_reference(case: dict[str, Any]) -> None:
     _run(case, residual=True)
 
 
+@pytest.mark.parametrize("residual", [False, True])
 @pytest.mark.parametrize("depth", [255, 256, 257, 600])
-def test_depth_beyond_one_packed_block(depth: int) -> None:
-    """Depths around DEPTH_BLOCK: the second block's products are added to the first's."""
+def test_depth_beyond_one_packed_block(depth: int, residual: bool) -> None:
+    """Depths around DEPTH_BLOCK: the second block's products are added to the first's (and to
+    the residual the block starts from), the last pass finishing the block."""
     case = {
         "x_shape": (1, depth, 5, 7),
         "out_channels": ROWS + 2,
@@ -121,7 +123,7 @@ def test_depth_beyond_one_packed_block(depth: int) -> None:
         "chunk_bytes": conv_pointwise.CHUNK_BYTES,
         "seed": depth,
     }
-    _run(case, residual=False)
+    _run(case, residual=residual)
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 5, 7, 11, 13, 15, 16, 17, 31, 33])
@@ -170,7 +172,8 @@ def test_chosen_for_narrow_layers_only() -> None:
         (conv_pointwise.NARROW_DEPTH + 1, 8, deep),
     ]
     for depth, outputs, expected in cases:
-        node, types, values, *_ = _layer((1, depth, 7, 7), outputs, "relu", True, 0)
+        # 17x17: more pixels than conv_rows.MAX_ROWS, so the deep cases are not the pixel-row GEMM's
+        node, types, values, *_ = _layer((1, depth, 17, 17), outputs, "relu", True, 0)
         assert select_kernel(node, types, values, backend="cpu").name == expected
     grouped = Node("Conv", "g", ["x", "w"], ["y"], ConvAttrs(group=2))
     types = [TensorType("float32", (1, 8, 5, 5)), TensorType("float32", (4, 4, 1, 1))]

@@ -189,12 +189,14 @@ def test_candidates_are_every_kernel_that_can_run_the_layer() -> None:
     assert [e.name for e in candidate_kernels(node, types, values)] == [
         "winograd_f43",
         "winograd_f23",
+        "pixel_rows",
         "direct_gemm",
         "packed_gemm",
         "im2col_gemm",
     ]
     strided, types2, values2 = small_conv(strides=(2, 2))
     assert [e.name for e in candidate_kernels(strided, types2, values2)] == [
+        "pixel_rows",
         "direct_gemm",
         "packed_gemm",
         "im2col_gemm",
@@ -206,6 +208,7 @@ def test_time_layer_measures_every_candidate(cache: Path) -> None:
     timings = time_layers([(node, types, values)], threads=1)
     (timing,) = timings
     assert set(timing.times_ms) == {
+        "pixel_rows",
         "packed_gemm",
         "winograd_f43",
         "winograd_f23",
@@ -230,6 +233,7 @@ def test_residual_conv_is_tuned_as_its_convolution(cache: Path) -> None:
     inner = residual_conv_node(node)
     assert timing.key == tuning.layer_key(inner, types, values, "cpu", 1)
     assert set(timing.times_ms) == {
+        "pixel_rows",
         "packed_gemm",
         "winograd_f43",
         "winograd_f23",

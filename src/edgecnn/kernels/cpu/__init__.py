@@ -35,6 +35,7 @@ _GEMM = ("Gemm", "FusedGemm")
 KERNEL_MODULES: dict[str, tuple[str, ...]] = {
     "conv": _CONV,
     "conv_residual": ("FusedConvAdd",),
+    "conv_rows": _CONV,
     "dense": _GEMM,
     "eltwise": ("Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSwish"),
     "int8": ("QLinearConv", "Int8Conv", "QLinearMatMul", "Int8Gemm", "QuantizeLinear"),

@@ -29,7 +29,7 @@ from edgecnn.kernels.cpu.common import scratch
 from edgecnn.kernels.cpu.conv_gemm import rows_epilogue
 from edgecnn.kernels.cpu.conv_packed import pack_conv_weights
 from edgecnn.kernels.cpu.conv_setup import ConvKernel
-from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, micro_kernel, micro_kernel_finished
+from edgecnn.kernels.cpu.microkernel import COLUMNS, LINE, ROWS, micro_kernel, micro_kernel_finished, prefetch
 from edgecnn.kernels.cpu.packed_gemm import DEPTH_BLOCK
 from edgecnn.kernels.cpu.threads import current_threads, small_conv
 from edgecnn.kernels.cpu.twins import parallel_and_serial
@@ -119,10 +119,11 @@ def _pointwise_tasks(
     c_flat = out.reshape(-1)
     out_rows = out.reshape(batch, rows, pixels)
     has_residual = residual.size > 0
-    z_rows = residual.reshape(-1, rows, pixels)
+    z_flat = residual.reshape(-1)
     panel = edge[worker]
-    # one pass over the depth, no residual, the activation none, ReLU or a clip: the stores finish the block
-    finished = depth <= DEPTH_BLOCK and (kind == 0 or kind == 1 or kind == 3) and not has_residual
+    # the activation none, ReLU or a clip: the last pass's stores finish the block (bias, activation)
+    finishing = kind == 0 or kind == 1 or kind == 3
+    last_pass = (depth - 1) // DEPTH_BLOCK * DEPTH_BLOCK
     floor, ceiling = np.float32(low), np.float32(high)
     chunks = (pixels + chunk - 1) // chunk
     row_tiles = (rows + row_step - 1) // row_step
@@ -145,38 +146,40 @@ def _pointwise_tasks(
         for r0 in range(m0, m1, ROWS):
             count = min(ROWS, m1 - r0)
             c_row = (n * rows + r0) * pixels
+            if has_residual:  # the block starts as the residual; every pass adds onto it
+                for r in range(r0, r0 + count):
+                    at = (n * rows + r) * pixels
+                    c_flat[at + p0 : at + p1] = z_flat[at + p0 : at + p1]
+                for r in range(r0 + ROWS, min(r0 + 2 * ROWS, m1)):  # the next block's, while this one runs
+                    for p in range(p0, p1, LINE):
+                        prefetch(z_flat, (n * rows + r) * pixels + p)
             for k0 in range(0, depth, DEPTH_BLOCK):
                 steps = min(DEPTH_BLOCK, depth - k0)
                 a_at = k0 * blocks * ROWS + (r0 // ROWS) * steps * ROWS
-                if finished:
+                adding = k0 > 0 or has_residual
+                if finishing and k0 == last_pass:
                     for j0 in range(p0, cut, COLUMNS):
                         micro_kernel_finished(
-                            steps, packed, a_at, x_flat, b_base + j0, pixels,
-                            c_flat, c_row + j0, pixels, False, count, COLUMNS, bias, r0, kind, floor, ceiling,
+                            steps, packed, a_at, x_flat, b_base + k0 * pixels + j0, pixels,
+                            c_flat, c_row + j0, pixels, adding, count, COLUMNS, bias, r0, kind, floor, ceiling,
                         )  # fmt: skip
                     if cut < p1:
                         micro_kernel_finished(
-                            steps, packed, a_at, panel, 0, COLUMNS,
-                            c_flat, c_row + cut, pixels, False, count, p1 - cut, bias, r0, kind, floor, ceiling,
+                            steps, packed, a_at, panel, k0 * COLUMNS, COLUMNS,
+                            c_flat, c_row + cut, pixels, adding, count, p1 - cut, bias, r0, kind, floor, ceiling,
                         )  # fmt: skip
                     continue
                 for j0 in range(p0, cut, COLUMNS):
                     micro_kernel(
                         steps, packed, a_at, x_flat, b_base + k0 * pixels + j0, pixels,
-                        c_flat, c_row + j0, pixels, k0 > 0, count, COLUMNS,
+                        c_flat, c_row + j0, pixels, adding, count, COLUMNS,
                     )  # fmt: skip
                 if cut < p1:
                     micro_kernel(
                         steps, packed, a_at, panel, k0 * COLUMNS, COLUMNS,
-                        c_flat, c_row + cut, pixels, k0 > 0, count, p1 - cut,
+                        c_flat, c_row + cut, pixels, adding, count, p1 - cut,
                     )  # fmt: skip
-            if has_residual:
-                for r in range(r0, r0 + count):
-                    target = out_rows[n, r]
-                    source = z_rows[n, r]
-                    for p in range(p0, p1):
-                        target[p] += source[p]
-            if not finished and (has_bias or kind != 0):
+            if not finishing:
                 rows_epilogue(out_rows[n], r0, r0 + count, p0, p1, bias, has_bias, kind, alpha, low, high)
 
 

@@ -274,3 +274,26 @@ def micro_kernel_strided_a(
     transformed tiles, one row per tile, multiplied without packing them)."""
     signature = types.void(depth, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, accumulate, count, width)
     return signature, _codegen(False, strided_a=True)
+
+
+LINE = 16
+"""Floats per 64-byte cache line."""
+
+
+@intrinsic
+def prefetch(typingctx, array, index):
+    """prefetch(array, index): asks the CPU to bring the cache line of array[index] into L1 ahead of
+    its use (x86 prefetcht0; a no-op where the target has no such instruction). For reads whose
+    addresses the hardware prefetchers cannot guess: short runs of rows a plane apart."""
+
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        pointer = builder.gep(data, [args[1]])
+        i32 = ir.IntType(32)
+        signature = ir.FunctionType(ir.VoidType(), [pointer.type, i32, i32, i32])
+        function = cgutils.get_or_insert_function(builder.module, signature, "llvm.prefetch.p0")
+        # read (0), keep in every cache level (locality 3), data cache (1)
+        builder.call(function, [pointer, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(array, index), codegen

@@ -90,6 +90,9 @@ def transform_filters(weights: np.ndarray, m: int) -> np.ndarray:
     return u
 
 
+CHANNEL_BLOCK = 128
+"""Channels per pass of ``pad_channels_last`` over a row: 128 source lines, 8 KiB of L1."""
+
 DEPTH_BLOCK = 256
 """Input channels per micro-kernel pass (a COLUMNS-channel panel of one point's filters: 16 or 32 KiB)."""
 
@@ -262,10 +265,14 @@ def pad_channels_last(
         source = x[n].reshape(-1)
         plane = height * width
         start = y * width
-        for j in range(width):  # contiguous stores, loads a plane apart (each line reused for 16 j)
-            target = (pad_left + j) * channels
-            for c in range(channels):
-                row[np.uint64(target + c)] = source[np.uint64(c * plane + start + j)]
+        # contiguous stores, loads a plane apart: each loaded line is reused for 16 j, so a block's
+        # CHANNEL_BLOCK lines stay in L1 until then (all of a 1024-channel row's lines would not)
+        for c0 in range(0, channels, CHANNEL_BLOCK):
+            c1 = min(c0 + CHANNEL_BLOCK, channels)
+            for j in range(width):
+                target = (pad_left + j) * channels
+                for c in range(c0, c1):
+                    row[np.uint64(target + c)] = source[np.uint64(c * plane + start + j)]
 
 
 @numba.njit(cache=True)

@@ -1,0 +1,224 @@
+"""Convolution on small maps as one GEMM with the output pixels as its rows:
+C (pixels x M) = A (pixels x K) @ W (K x M), then C back to (N, M, H, W) with bias, residual and
+activation.
+
+Why: the packed GEMM (conv_packed.py) and the in-place 1x1 kernel (conv_pointwise.py) put pixels in
+the micro-kernel's COLUMNS-wide runs and output channels in its rows. A 7x7 map's 49 pixels fill 49
+of 64 lanes and a 14x14 map's 196 fill 196 of 224, and those kernels stream the im2col matrix, not
+the weights, through the inner loop. ResNet-50's last two stages are such layers, with 1 to 9 MB
+of weights each that arrive from DRAM on every run. Here the output channels are the columns (a
+layer's channels are a multiple of COLUMNS) and the pixels the rows, so the micro-kernel's ROWS-row
+blocks waste at most a few rows. Each thread takes whole COLUMNS-channel panels of the packed
+weights and reads each panel from memory once, from end to end, in one call per ROWS-row block;
+A, a few hundred KB to 2 MB, stays in L2 for all of them.
+
+Steps of a run (three parallel regions): the input copied, zero-padded, to channels-last (rows of
+the frame spread over the threads); A unfolded from it, one row per output pixel, each filter
+tap's C-vector one contiguous copy (skipped for 1x1 stride-1 layers: the channels-last input *is*
+A); then each thread's panels multiplied and its channels written back to NCHW. K is ordered
+(tap row, tap column, channel), so the weights are packed in that order once, at plan time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numba
+import numpy as np
+
+from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu.common import scratch
+from edgecnn.kernels.cpu.conv import can_pack
+from edgecnn.kernels.cpu.conv_setup import ConvKernel, ConvSetup, conv_setup
+from edgecnn.kernels.cpu.epilogue import activate
+from edgecnn.kernels.cpu.microkernel import COLUMNS, LINE, ROWS, micro_kernel_strided_a
+from edgecnn.kernels.cpu.threads import call, current_threads, small_conv
+from edgecnn.kernels.cpu.twins import parallel_and_serial
+from edgecnn.kernels.cpu.winograd_transforms import pad_channels_last
+from edgecnn.kernels.registry import register_kernel
+
+MAX_ROWS = 256
+"""Most output pixels (over the batch) the heuristic gives this kernel: one 14x14 map or a few
+7x7 ones. Every panel re-reads all of A, which must stay in L2."""
+
+MAX_A_BYTES = 2 << 20
+"""Largest unfolded input the heuristic accepts (this machine's L2 per core)."""
+
+MIN_DEPTH = 256
+"""Fewest multiply-adds per output value (K) the heuristic accepts: on shallower layers the copies
+to and from channels-last cost more than the GEMM saves."""
+
+
+def rows_fit(setup: ConvSetup) -> bool:
+    """Whether the heuristic gives the layer this kernel (MAX_ROWS, MAX_A_BYTES, MIN_DEPTH)."""
+    rows = setup.batch * setup.out[0] * setup.out[1]
+    depth = setup.in_channels * setup.kernel[0] * setup.kernel[1]
+    return rows <= MAX_ROWS and 4 * rows * depth <= MAX_A_BYTES and depth >= MIN_DEPTH
+
+
+def can_run(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
+    """Any compiled, ungrouped convolution (for `edgecnn tune`)."""
+    if not can_pack(node, types, values):
+        return False
+    setup = conv_setup(node, types)
+    return setup is not None and setup.group == 1
+
+
+def when_rows(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
+    setup = conv_setup(node, types)
+    return can_run(node, types, values) and setup is not None and rows_fit(setup)
+
+
+def pack_panels(weights: np.ndarray) -> np.ndarray:
+    """(M, C, kh, kw) filters -> flat (panels, K, COLUMNS): K ordered (tap row, tap column, channel),
+    output channel 32 p + j in column j of panel p, the last panel padded with zero columns."""
+    out_channels = weights.shape[0]
+    depth = int(np.prod(weights.shape[1:]))
+    panels = -(-out_channels // COLUMNS)
+    matrix = np.zeros((depth, panels * COLUMNS), dtype=np.float32)
+    matrix[:, :out_channels] = weights.transpose(2, 3, 1, 0).reshape(depth, out_channels)
+    return np.ascontiguousarray(matrix.reshape(depth, panels, COLUMNS).transpose(1, 0, 2)).reshape(-1)
+
+
+def _rows_conv_2d(
+    x: np.ndarray,  # (N, C, H, W)
+    packed: np.ndarray,  # pack_panels of the filters
+    bias: np.ndarray,  # (M,)
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    kernel_h: int,
+    kernel_w: int,
+    stride_h: int,
+    stride_w: int,
+    dilation_h: int,
+    dilation_w: int,
+    pad_top: int,
+    pad_left: int,
+    xt: np.ndarray,  # (N * Hp, Wp, C) scratch: the padded channels-last input
+    a: np.ndarray,  # flat scratch: A's rows, then ROWS rows more (read by a cut block, never stored)
+    unfold: bool,  # False: ``a`` already holds A (xt's own storage, 1x1 stride-1 unpadded layers)
+    c: np.ndarray,  # flat scratch: (rows, panels * COLUMNS + LINE)
+    residual: np.ndarray,  # (N, M, OH, OW) added before the activation, or empty: none
+    workers: int,
+    out: np.ndarray,  # (N, M, OH, OW), written
+) -> None:
+    batch, channels = x.shape[0], x.shape[1]
+    out_channels, out_h, out_w = out.shape[1], out.shape[2], out.shape[3]
+    pixels = out_h * out_w
+    rows = batch * pixels
+    depth = kernel_h * kernel_w * channels
+    frame_h, frame_w = xt.shape[0] // batch, xt.shape[1]
+    frame_rows = batch * frame_h
+    for worker in numba.prange(workers):
+        first, last = worker * frame_rows // workers, (worker + 1) * frame_rows // workers
+        pad_channels_last(x, pad_top, pad_left, first, last, xt)
+    if unfold:
+        flat = xt.reshape(-1)
+        for worker in numba.prange(workers):
+            for row in range(worker * rows // workers, (worker + 1) * rows // workers):
+                n, p = divmod(row, pixels)
+                oy, ox = divmod(p, out_w)
+                for ky in range(kernel_h):
+                    line = (n * frame_h + oy * stride_h + ky * dilation_h) * frame_w + ox * stride_w
+                    for kx in range(kernel_w):
+                        source = (line + kx * dilation_w) * channels
+                        target = row * depth + (ky * kernel_w + kx) * channels
+                        a[target : target + channels] = flat[source : source + channels]
+    panels = packed.size // (depth * COLUMNS)
+    ldc = panels * COLUMNS + LINE
+    has_residual = residual.size > 0
+    z = residual.reshape(-1)
+    result = out.reshape(-1)
+    zero = np.float32(0.0)
+    for worker in numba.prange(workers):
+        for panel in range(worker * panels // workers, (worker + 1) * panels // workers):
+            for q0 in range(0, rows, ROWS):
+                micro_kernel_strided_a(
+                    depth, a, q0 * depth, depth, packed, panel * depth * COLUMNS, COLUMNS,
+                    c, q0 * ldc + panel * COLUMNS, ldc, False, min(ROWS, rows - q0), COLUMNS,
+                )  # fmt: skip
+            # the panel's channels back to (N, M, H, W) while its columns of C are in cache:
+            # contiguous stores, loads ldc apart (ldc is no multiple of 4 KiB: they spread over L1)
+            for o in range(panel * COLUMNS, min(panel * COLUMNS + COLUMNS, out_channels)):
+                b = bias[o]
+                for n in range(batch):
+                    at = (n * out_channels + o) * pixels
+                    column = n * pixels * ldc + o
+                    target = result[at : at + pixels]
+                    if has_residual:
+                        for p in range(pixels):
+                            target[p] = c[column + p * ldc] + b + z[at + p]
+                    else:
+                        for p in range(pixels):
+                            target[p] = c[column + p * ldc] + b
+                    if kind == 1:
+                        for p in range(pixels):
+                            target[p] = zero if target[p] <= zero else target[p]
+                    elif kind != 0:
+                        for p in range(pixels):
+                            target[p] = activate(target[p], kind, alpha, low, high)
+
+
+rows_conv_2d, rows_conv_2d_serial = parallel_and_serial(_rows_conv_2d, "rows_conv_2d")
+
+
+class RowsConv(ConvKernel):
+    """One layer's packed weights and frame; runs the three steps on numba's threads."""
+
+    def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
+        super().__init__(node, types, values)
+        s = self.setup
+        w = values[1]
+        assert w is not None and s.group == 1
+        self.packed = pack_panels(np.asarray(w, dtype=np.float32))
+        self.panels = math.ceil(s.out_channels / COLUMNS)
+        self.depth = s.in_channels * s.kernel[0] * s.kernel[1]
+        self.rows = s.batch * self.pixels
+        top, left, bottom, right = s.pads
+        # the frame holds every window the strides and dilations reach, zeros outside the input
+        span_h = (s.out[0] - 1) * s.strides[0] + (s.kernel[0] - 1) * s.dilations[0] + 1
+        span_w = (s.out[1] - 1) * s.strides[1] + (s.kernel[1] - 1) * s.dilations[1] + 1
+        self.frame = (max(top + s.height + bottom, span_h), max(left + s.width + right, span_w))
+        self.unfold = not (s.pointwise and self.frame == (s.height, s.width))
+        self.small = small_conv(s.batch * s.out_channels * self.pixels * self.depth)
+
+    def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
+        """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
+        self._run(out, x, _NO_RESIDUAL, self.activation)
+
+    def run_into_residual(
+        self, out: np.ndarray, x: np.ndarray, residual: np.ndarray, activation: tuple[int, float, float, float]
+    ) -> None:
+        """out = activation(conv(x) + residual), both applied as C goes back to NCHW (conv_residual.py;
+        this layer's own activation must be the identity)."""
+        assert self.kind == 0
+        self._run(out, x, np.ascontiguousarray(residual), activation)
+
+    def _run(
+        self, out: np.ndarray, x: np.ndarray, residual: np.ndarray, activation: tuple[int, float, float, float]
+    ) -> None:
+        s = self.setup
+        workers = 1 if self.small else max(1, min(current_threads(), self.panels))
+        frame_size = s.batch * self.frame[0] * self.frame[1] * s.in_channels
+        a_size = (self.rows + ROWS) * self.depth if self.unfold else 0
+        c_size = self.rows * (self.panels * COLUMNS + LINE)
+        buffer = scratch(frame_size + ROWS * s.in_channels + a_size + c_size)
+        xt = buffer[:frame_size].reshape(s.batch * self.frame[0], self.frame[1], s.in_channels)
+        a_end = frame_size + ROWS * s.in_channels + a_size
+        a = buffer[frame_size + ROWS * s.in_channels : a_end] if self.unfold else buffer[:a_end]
+        call(
+            rows_conv_2d,
+            workers == 1,
+            np.ascontiguousarray(x), self.packed, self.bias, *activation, *s.kernel, *s.strides,
+            *s.dilations, s.pads[0], s.pads[1], xt, a, self.unfold, buffer[a_end : a_end + c_size],
+            residual, workers, out,
+        )  # fmt: skip
+
+
+_NO_RESIDUAL = np.empty(0, dtype=np.float32)
+
+for _op in ("Conv", "FusedConv"):
+    register_kernel(_op, when=when_rows, priority=14, name="pixel_rows", applies=can_run)(RowsConv)

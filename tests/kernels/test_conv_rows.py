@@ -1,0 +1,141 @@
+"""The pixel-row GEMM (conv_rows.py) against the numpy reference: random shapes across the
+micro-kernel's block edges (ROWS pixels, COLUMNS-channel panels and a cut last panel), kernels,
+strides, dilations and padding of any side, 1x1 layers read without unfolding, batches, one and two
+threads, every activation, and the residual sum added as C goes back to NCHW."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu import conv_rows
+from edgecnn.kernels.cpu.conv_rows import RowsConv, pack_panels, rows_fit
+from edgecnn.kernels.cpu.conv_setup import conv_setup
+from edgecnn.kernels.cpu.epilogue import activation_args
+from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS
+from edgecnn.kernels.cpu.threads import cpu_threads
+from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
+from kernels.support import assert_matches, reference_run
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def layers(draw: st.DrawFn) -> dict[str, Any]:
+    kernel = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    dilations = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    pads = tuple(draw(st.integers(0, 2)) for _ in range(4))
+    spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    return {
+        "x_shape": (
+            draw(st.integers(1, 2)),
+            draw(st.sampled_from([1, 3, 16, 37])),
+            draw(st.integers(max(1, spans[0] - pads[0] - pads[2]), 11)),
+            draw(st.integers(max(1, spans[1] - pads[1] - pads[3]), 11)),
+        ),
+        "out_channels": draw(st.integers(1, 2 * COLUMNS + 3)),
+        "attrs": FusedConvAttrs(
+            kernel_shape=kernel,
+            strides=(draw(st.integers(1, 3)), draw(st.integers(1, 3))),
+            dilations=dilations,
+            pads=pads,
+            activation=draw(st.sampled_from(ACTIVATIONS)),
+            negative_slope=0.2,
+            low=-0.5,
+            high=1.5,
+        ),
+        "bias": draw(st.booleans()),
+        "threads": draw(st.sampled_from([1, 2])),
+        "seed": draw(st.integers(0, 2**16)),
+    }
+
+
+def _run(case: dict[str, Any], residual: bool) -> None:
+    rng = np.random.default_rng(case["seed"])
+    x = rng.standard_normal(case["x_shape"], dtype=np.float32)
+    attrs = case["attrs"]
+    w_shape = (case["out_channels"], x.shape[1], *attrs.kernel_shape)
+    w = rng.standard_normal(w_shape, dtype=np.float32)
+    b = rng.standard_normal(w_shape[0], dtype=np.float32) if case["bias"] else None
+    inputs = ["x", "w"] if b is None else ["x", "w", "b"]
+    types = [TensorType("float32", x.shape), TensorType("float32", w.shape)]
+    values: list[np.ndarray | None] = [None, w]
+    if b is not None:
+        types.append(TensorType("float32", b.shape))
+        values.append(b)
+    magnitude = float(np.abs(x).max() * np.abs(w).reshape(w.shape[0], -1).sum(axis=1).max() + 10.0)
+    with cpu_threads(case["threads"]):
+        if residual:  # a residual block's convolution: no activation of its own
+            geometry = {k: getattr(attrs, k) for k in ("kernel_shape", "strides", "dilations", "pads")}
+            plain = Node("FusedConv", "conv", inputs, ["y"], FusedConvAttrs(**geometry))
+            kernel = RowsConv(plain, types, values)
+            z = rng.standard_normal(kernel.out_shape, dtype=np.float32)
+            expected = reference_run("FusedConvAdd", attrs, [x, w, b, z], (1, 2))
+            actual = np.full(expected.shape, np.nan, dtype=np.float32)  # every value must be written
+            kernel.run_into_residual(actual, x, z, activation_args(attrs))
+            magnitude += float(np.abs(z).max())
+        else:
+            kernel = RowsConv(Node("FusedConv", "conv", inputs, ["y"], attrs), types, values)
+            expected = reference_run("FusedConv", attrs, [x, w, b], (1, 2))
+            actual = np.full(expected.shape, np.nan, dtype=np.float32)
+            kernel.run_into(actual, x)
+    assert_matches(actual, expected, magnitude)
+
+
+@SETTINGS
+@given(layers())
+def test_matches_the_reference(case: dict[str, Any]) -> None:
+    _run(case, residual=False)
+
+
+@SETTINGS
+@given(layers())
+def test_fused_residual_matches_the_reference(case: dict[str, Any]) -> None:
+    _run(case, residual=True)
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "out_channels", "kernel", "stride"),
+    [
+        ((1, 300, 7, 7), 70, 1, 1),  # 1x1 stride 1: A read from the channels-last copy itself
+        ((1, 64, 14, 14), 2 * COLUMNS, 3, 2),  # ResNet's strided 3x3, 49 pixels: a cut block of 1
+        ((2, 40, 9, 9), COLUMNS + 1, 3, 1),  # a panel of one channel, rows across two images
+        ((1, 8, 3, 3), ROWS, 1, 1),  # fewer pixels than one ROWS block
+    ],
+)
+def test_block_edges(x_shape: tuple[int, ...], out_channels: int, kernel: int, stride: int) -> None:
+    attrs = FusedConvAttrs(kernel_shape=(kernel, kernel), strides=(stride,) * 2, pads=(kernel // 2,) * 4)
+    for threads in (1, 2):
+        case = {"x_shape": x_shape, "out_channels": out_channels, "attrs": attrs, "bias": True}
+        _run({**case, "threads": threads, "seed": threads}, residual=False)
+
+
+def test_panels_hold_the_filters_in_tap_then_channel_order() -> None:
+    w = np.random.default_rng(0).standard_normal((COLUMNS + 3, 5, 3, 2), dtype=np.float32)
+    packed = pack_panels(w).reshape(2, 3 * 2 * 5, COLUMNS)
+    for o in (0, 7, COLUMNS, COLUMNS + 2):
+        column = packed[o // COLUMNS, :, o % COLUMNS]
+        assert np.array_equal(column, w[o].transpose(1, 2, 0).reshape(-1))
+    assert not packed[1, :, 3:].any()  # the last panel's padding columns are zeros
+
+
+def _setup(x_shape: tuple[int, ...], out_channels: int, kernel: int, stride: int) -> Any:
+    attrs = FusedConvAttrs(kernel_shape=(kernel, kernel), strides=(stride,) * 2, pads=(kernel // 2,) * 4)
+    node = Node("FusedConv", "conv", ["x", "w"], ["y"], attrs)
+    w_shape = (out_channels, x_shape[1], kernel, kernel)
+    return conv_setup(node, [TensorType("float32", x_shape), TensorType("float32", w_shape)])
+
+
+def test_heuristic_takes_deep_layers_on_small_maps() -> None:
+    assert rows_fit(_setup((1, 1024, 14, 14), 256, 1, 1))  # ResNet-50's 14x14 1x1 layers
+    assert rows_fit(_setup((1, 512, 14, 14), 512, 3, 2))  # its 3x3/2 into 7x7: A is 0.9 MB
+    assert not rows_fit(_setup((1, 64, 56, 56), 256, 1, 1))  # a large map
+    assert not rows_fit(_setup((1, 128, 14, 14), 512, 1, 1))  # too shallow: K < MIN_DEPTH
+    assert not rows_fit(_setup((8, 2048, 7, 7), 512, 1, 1))  # batch 8: 392 rows
+    assert not rows_fit(_setup((1, 1024, 16, 16), 256, 3, 1))  # A of 256 rows x 9216 > 2 MiB
+    assert conv_rows.MAX_ROWS >= 196  # one 14x14 map
