@@ -190,7 +190,11 @@ class RowsConv(ConvKernel):
         self._run(out, x, _NO_RESIDUAL, self.activation)
 
     def run_into_residual(
-        self, out: np.ndarray, x: np.ndarray, residual: np.ndarray, activation: tuple[int, float, float, float]
+        self,
+        out: np.ndarray,
+        x: np.ndarray,
+        residual: np.ndarray,
+        activation: tuple[int, float, float, float],
     ) -> None:
         """out = activation(conv(x) + residual), both applied as C goes back to NCHW (conv_residual.py;
         this layer's own activation must be the identity)."""
@@ -198,7 +202,11 @@ class RowsConv(ConvKernel):
         self._run(out, x, np.ascontiguousarray(residual), activation)
 
     def _run(
-        self, out: np.ndarray, x: np.ndarray, residual: np.ndarray, activation: tuple[int, float, float, float]
+        self,
+        out: np.ndarray,
+        x: np.ndarray,
+        residual: np.ndarray,
+        activation: tuple[int, float, float, float],
     ) -> None:
         s = self.setup
         workers = 1 if self.small else max(1, min(current_threads(), self.panels))
