@@ -3,20 +3,20 @@ C (pixels x M) = A (pixels x K) @ W (K x M), then C back to (N, M, H, W) with bi
 activation.
 
 Why: the packed GEMM (conv_packed.py) and the in-place 1x1 kernel (conv_pointwise.py) put pixels in
-the micro-kernel's COLUMNS-wide runs and output channels in its rows. A 7x7 map's 49 pixels fill 49
-of 64 lanes and a 14x14 map's 196 fill 196 of 224, and those kernels stream the im2col matrix, not
-the weights, through the inner loop. ResNet-50's last two stages are such layers, with 1 to 9 MB
-of weights each that arrive from DRAM on every run. Here the output channels are the columns (a
-layer's channels are a multiple of COLUMNS) and the pixels the rows, so the micro-kernel's ROWS-row
-blocks waste at most a few rows. Each thread takes whole COLUMNS-channel panels of the packed
-weights and reads each panel from memory once, from end to end, in one call per ROWS-row block;
-A, a few hundred KB to 2 MB, stays in L2 for all of them.
+the micro-kernel's COLUMNS-wide runs and output channels in its rows: a 7x7 map's 49 pixels fill 49
+of 64 lanes, a 14x14 map's 196 fill 196 of 224. Here the output channels are the columns (most
+layers have a multiple of COLUMNS) and the pixels the rows, so the ROWS-row blocks waste at most a
+few rows. Each thread takes whole COLUMNS-channel panels of the packed weights and reads each panel
+end to end once per ROWS-row block, from memory the first time (ResNet-50's last two stages hold 1
+to 9 MB of weights per layer, which come from DRAM on every run) and from L2 after; A, a few hundred
+KB to 2 MB, stays in L2.
 
-Steps of a run (three parallel regions): the input copied, zero-padded, to channels-last (rows of
-the frame spread over the threads); A unfolded from it, one row per output pixel, each filter
-tap's C-vector one contiguous copy (skipped for 1x1 stride-1 layers: the channels-last input *is*
-A); then each thread's panels multiplied and its channels written back to NCHW. K is ordered
-(tap row, tap column, channel), so the weights are packed in that order once, at plan time.
+Steps of a run: the input copied, zero-padded, to channels-last (rows of the frame spread over the
+threads); A unfolded from it, one row per output pixel, each filter tap's C-vector one contiguous
+copy; then each thread's panels multiplied and its channels written back to NCHW. K is ordered
+(tap row, tap column, channel), so the weights are packed in that order once, at plan time. A 1x1
+stride-1 unpadded layer skips both copies: its NCHW input already is A, column-major, which the
+micro-kernel reads in place (one parallel region instead of three).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from edgecnn.kernels.cpu.common import scratch
 from edgecnn.kernels.cpu.conv import can_pack
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, ConvSetup, conv_setup
 from edgecnn.kernels.cpu.epilogue import activate
-from edgecnn.kernels.cpu.microkernel import COLUMNS, LINE, ROWS, micro_kernel_strided_a
+from edgecnn.kernels.cpu.microkernel import COLUMNS, LINE, ROWS, micro_kernel_column_a, micro_kernel_strided_a
 from edgecnn.kernels.cpu.threads import call, current_threads, small_conv
 from edgecnn.kernels.cpu.twins import parallel_and_serial
 from edgecnn.kernels.cpu.winograd_transforms import pad_channels_last
@@ -44,6 +44,10 @@ MAX_ROWS = 256
 
 MAX_A_BYTES = 2 << 20
 """Largest unfolded input the heuristic accepts (this machine's L2 per core)."""
+
+READ_IN_PLACE = True
+"""Whether 1x1 stride-1 unpadded layers read A from the NCHW input in place (off: from the
+channels-last copy, as the other layers do)."""
 
 MIN_DEPTH = 256
 """Fewest multiply-adds per output value (K) the heuristic accepts: on shallower layers the copies
@@ -100,6 +104,7 @@ def _rows_conv_2d(
     xt: np.ndarray,  # (N * Hp, Wp, C) scratch: the padded channels-last input
     a: np.ndarray,  # flat scratch: A's rows, then ROWS rows more (read by a cut block, never stored)
     unfold: bool,  # False: ``a`` already holds A (xt's own storage, 1x1 stride-1 unpadded layers)
+    in_place: bool,  # A is read from x itself, column-major (1x1 stride-1 unpadded, ROWS+ pixels)
     c: np.ndarray,  # flat scratch: (rows, panels * COLUMNS + LINE)
     residual: np.ndarray,  # (N, M, OH, OW) added before the activation, or empty: none
     workers: int,
@@ -112,7 +117,7 @@ def _rows_conv_2d(
     depth = kernel_h * kernel_w * channels
     frame_h, frame_w = xt.shape[0] // batch, xt.shape[1]
     frame_rows = batch * frame_h
-    for worker in numba.prange(workers):
+    for worker in numba.prange(0 if in_place else workers):
         first, last = worker * frame_rows // workers, (worker + 1) * frame_rows // workers
         pad_channels_last(x, pad_top, pad_left, first, last, xt)
     if unfold:
@@ -133,13 +138,23 @@ def _rows_conv_2d(
     z = residual.reshape(-1)
     result = out.reshape(-1)
     zero = np.float32(0.0)
+    x_flat = x.reshape(-1)
     for worker in numba.prange(workers):
         for panel in range(worker * panels // workers, (worker + 1) * panels // workers):
-            for q0 in range(0, rows, ROWS):
-                micro_kernel_strided_a(
-                    depth, a, q0 * depth, depth, packed, panel * depth * COLUMNS, COLUMNS,
-                    c, q0 * ldc + panel * COLUMNS, ldc, False, min(ROWS, rows - q0), COLUMNS,
-                )  # fmt: skip
+            if in_place:  # each image's blocks; the last one moved back to end at its last pixel
+                for n in range(batch):
+                    for q0 in range(0, pixels, ROWS):
+                        q = min(q0, pixels - ROWS)
+                        micro_kernel_column_a(
+                            depth, x_flat, n * depth * pixels + q, pixels, packed, panel * depth * COLUMNS,
+                            COLUMNS, c, (n * pixels + q) * ldc + panel * COLUMNS, ldc, False, ROWS, COLUMNS,
+                        )  # fmt: skip
+            else:
+                for q0 in range(0, rows, ROWS):
+                    micro_kernel_strided_a(
+                        depth, a, q0 * depth, depth, packed, panel * depth * COLUMNS, COLUMNS,
+                        c, q0 * ldc + panel * COLUMNS, ldc, False, min(ROWS, rows - q0), COLUMNS,
+                    )  # fmt: skip
             # the panel's channels back to (N, M, H, W) while its columns of C are in cache:
             # contiguous stores, loads ldc apart (ldc is no multiple of 4 KiB: they spread over L1)
             for o in range(panel * COLUMNS, min(panel * COLUMNS + COLUMNS, out_channels)):
@@ -183,6 +198,8 @@ class RowsConv(ConvKernel):
         span_w = (s.out[1] - 1) * s.strides[1] + (s.kernel[1] - 1) * s.dilations[1] + 1
         self.frame = (max(top + s.height + bottom, span_h), max(left + s.width + right, span_w))
         self.unfold = not (s.pointwise and self.frame == (s.height, s.width))
+        # a block moved back to end at the image's last pixel must still start inside the image
+        self.in_place = READ_IN_PLACE and not self.unfold and self.pixels >= ROWS
         self.small = small_conv(s.batch * s.out_channels * self.pixels * self.depth)
 
     def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
@@ -221,7 +238,7 @@ class RowsConv(ConvKernel):
             rows_conv_2d,
             workers == 1,
             np.ascontiguousarray(x), self.packed, self.bias, *activation, *s.kernel, *s.strides,
-            *s.dilations, s.pads[0], s.pads[1], xt, a, self.unfold, buffer[a_end : a_end + c_size],
+            *s.dilations, s.pads[0], s.pads[1], xt, a, self.unfold, self.in_place, buffer[a_end : a_end + c_size],
             residual, workers, out,
         )  # fmt: skip
 

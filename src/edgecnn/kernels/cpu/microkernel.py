@@ -67,17 +67,17 @@ def _vector_pointer(
     return builder.bitcast(builder.gep(base, [index]), vector.as_pointer())
 
 
-def _codegen(offsets: bool, strided_a: bool = False, finishing: bool = False):
+def _codegen(offsets: bool, strided_a: bool = False, finishing: bool = False, column_a: bool = False):
     """The kernel's LLVM code: B's row k at b_off + k*ldb, or at b_off + offsets[k] (``offsets``);
-    A packed (A[r, k] at a_off + k*ROWS + r) or row-major (``strided_a``: at a_off + r*lda + k,
-    with ``lda`` the argument after a_off); with ``finishing``, five more arguments (bias,
+    A packed (A[r, k] at a_off + k*ROWS + r), row-major (``strided_a``: at a_off + r*lda + k,
+    with ``lda`` the argument after a_off) or column-major (``column_a``: at a_off + k*lda + r); with ``finishing``, five more arguments (bias,
     bias_off, kind, low, high) and every value stored gets its row's bias added, then ReLU (kind 1)
     or the clip to [low, high] (kind 3); any other kind: none."""
 
     def codegen(context, builder, sig, args):
         args, types_ = list(args), list(sig.args)
-        lda_v = args.pop(3) if strided_a else None
-        if strided_a:
+        lda_v = args.pop(3) if strided_a or column_a else None
+        if strided_a or column_a:
             types_.pop(3)
         finish_v = args[12:] if finishing else None
         depth_v, a_v, a_off_v, b_v, b_off_v, ldb_v, c_v, c_off_v, ldc_v, accumulate_v, count_v, width_v = (
@@ -114,10 +114,8 @@ def _codegen(offsets: bool, strided_a: bool = False, finishing: bool = False):
                     if strided_a:
                         a_at = builder.add(builder.add(a_off_v, builder.mul(lda_v, ir.Constant(index, r))), k)
                     else:
-                        a_at = builder.add(
-                            builder.add(a_off_v, builder.mul(k, ir.Constant(index, ROWS))),
-                            ir.Constant(index, r),
-                        )
+                        step = lda_v if column_a else ir.Constant(index, ROWS)
+                        a_at = builder.add(builder.add(a_off_v, builder.mul(k, step)), ir.Constant(index, r))
                     value = builder.load(builder.gep(a_ptr, [a_at]))
                     single = builder.insert_element(zero, value, ir.Constant(ir.IntType(32), 0))
                     broadcast = builder.shuffle_vector(single, single, splat)
@@ -274,6 +272,17 @@ def micro_kernel_strided_a(
     transformed tiles, one row per tile, multiplied without packing them)."""
     signature = types.void(depth, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, accumulate, count, width)
     return signature, _codegen(False, strided_a=True)
+
+
+@intrinsic
+def micro_kernel_column_a(
+    typingctx, depth, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, accumulate, count, width
+):
+    """micro_kernel with A read in place, column-major: A[r, k] at a[a_off + k*lda + r] (an NCHW
+    image as the pixels x channels matrix of a 1x1 layer, conv_rows.py). All ROWS rows are read
+    for every k: the caller keeps a block cut by A's last row inside the array."""
+    signature = types.void(depth, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, accumulate, count, width)
+    return signature, _codegen(False, column_a=True)
 
 
 LINE = 16
