@@ -12,14 +12,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgecnn.ir.graph import Node, TensorType
+from edgecnn.ir.graph import Graph, Node, TensorSpec, TensorType
 from edgecnn.kernels.cpu import conv_rows
 from edgecnn.kernels.cpu.conv_rows import RowsConv, pack_panels, rows_fit
 from edgecnn.kernels.cpu.conv_setup import conv_setup
 from edgecnn.kernels.cpu.epilogue import activation_args
 from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS
 from edgecnn.kernels.cpu.threads import cpu_threads
+from edgecnn.model import Model
+from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
+from edgecnn.ops.registry import NoAttrs
+from edgecnn.runtime.arena import memory_plan
+from edgecnn.runtime.options import RuntimeOptions
 from kernels.support import assert_matches, reference_run
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -139,3 +144,29 @@ def test_heuristic_takes_deep_layers_on_small_maps() -> None:
     assert not rows_fit(_setup((8, 2048, 7, 7), 512, 1, 1))  # batch 8: 392 rows
     assert not rows_fit(_setup((1, 1024, 16, 16), 256, 3, 1))  # A of 256 rows x 9216 > 2 MiB
     assert conv_rows.MAX_ROWS >= 196  # one 14x14 map
+
+
+def test_input_that_dies_at_the_layer_is_not_overwritten_while_read() -> None:
+    """A 1x1 layer whose input, of the output's shape, is freed by it: the memory plan must not give
+    the output the input's buffer (the kernel reads its input in place until every panel is done;
+    ShuffleNetV2's 232 -> 232 layers came out wrong when the kernel said it could)."""
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((256, 256, 1, 1), dtype=np.float32)
+    graph = Graph(
+        [TensorSpec("x", "float32", (1, 256, 7, 7))],
+        ["y"],
+        [
+            Node("Relu", "relu", ["x"], ["h"], NoAttrs()),
+            Node("Conv", "conv", ["h", "w"], ["y"], ConvAttrs()),
+        ],
+        {"w": w},
+    )
+    x = rng.standard_normal((1, 256, 7, 7), dtype=np.float32)
+    fast = Model(graph, RuntimeOptions.resolve(threads=2, optimize=False))
+    plan = fast.plan_for({"x": x})
+    assert [step.kernel.name for step in plan.steps] == ["activation", "pixel_rows"]
+    assert 1 not in memory_plan(plan, ("y",)).buffers.in_place
+    with cpu_threads(2):
+        actual = fast.run({"x": x})["y"]
+    expected = Model(graph, RuntimeOptions.resolve(device="reference")).run({"x": x})["y"]
+    assert_matches(actual, expected, float(np.abs(x).max() * np.abs(w).sum(axis=1).max()))

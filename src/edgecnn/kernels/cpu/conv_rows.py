@@ -199,7 +199,7 @@ class RowsConv(ConvKernel):
         self.frame = (max(top + s.height + bottom, span_h), max(left + s.width + right, span_w))
         self.unfold = not (s.pointwise and self.frame == (s.height, s.width))
         # a block moved back to end at the image's last pixel must still start inside the image
-        self.in_place = READ_IN_PLACE and not self.unfold and self.pixels >= ROWS
+        self.read_in_place = READ_IN_PLACE and not self.unfold and self.pixels >= ROWS
         self.small = small_conv(s.batch * s.out_channels * self.pixels * self.depth)
 
     def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
@@ -238,7 +238,7 @@ class RowsConv(ConvKernel):
             rows_conv_2d,
             workers == 1,
             np.ascontiguousarray(x), self.packed, self.bias, *activation, *s.kernel, *s.strides,
-            *s.dilations, s.pads[0], s.pads[1], xt, a, self.unfold, self.in_place, buffer[a_end : a_end + c_size],
+            *s.dilations, s.pads[0], s.pads[1], xt, a, self.unfold, self.read_in_place, buffer[a_end : a_end + c_size],
             residual, workers, out,
         )  # fmt: skip
 
