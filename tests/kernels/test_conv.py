@@ -17,7 +17,8 @@ from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu import blas, tiling
 from edgecnn.kernels.cpu import conv as conv_kernels
 from edgecnn.kernels.cpu import threads as thread_budget
-from edgecnn.kernels.cpu.conv_setup import conv_setup
+from edgecnn.kernels.cpu.conv_rows import rows_fit
+from edgecnn.kernels.cpu.conv_setup import ConvSetup, conv_setup
 from edgecnn.kernels.cpu.im2col import NO_TAP_TABLE, tap_table
 from edgecnn.kernels.cpu.microkernel import COLUMNS
 from edgecnn.ops.common import AutoPad
@@ -93,7 +94,8 @@ def expected_kernel(case: dict[str, Any]) -> str:
     """The heuristic: depthwise for group == C_in > 1, the in-place 1x1 kernel for ungrouped unpadded
     1x1 stride 1 up to MAX_DEPTH channels (or NARROW_DEPTH with few outputs), direct GEMM for other
     unpadded 1x1 stride 1, the
-    packed-weight GEMM for strided 1x1, the direct kernel for shallow filters on full rows, else
+    packed-weight GEMM for strided 1x1 (but the pixel-row GEMM, ahead of every kernel below the BLAS
+    1x1 tiles, for deep layers on small maps), the direct kernel for shallow filters on full rows, else
     im2col + GEMM; where BLAS cannot be called, or the micro-kernel outruns it
     (MICRO_KERNEL_OVER_BLAS), the packed-weight GEMM instead of the BLAS kernels."""
     tiles = blas.AVAILABLE and not conv_kernels.MICRO_KERNEL_OVER_BLAS
@@ -103,12 +105,18 @@ def expected_kernel(case: dict[str, Any]) -> str:
     same = geometry.get("auto_pad", AutoPad.NOTSET) is not AutoPad.NOTSET
     unpadded = same or not any(geometry.get("pads", ()))
     strided = geometry.get("strides", (1, 1)) != (1, 1)
-    if geometry["kernel_shape"] == (1, 1) and not strided and unpadded:
+    pointwise = geometry["kernel_shape"] == (1, 1) and not strided and unpadded
+    if pointwise:
         outputs = case["w_shape"][0]
         narrow = channels <= conv_kernels.NARROW_DEPTH and outputs <= conv_kernels.NARROW_OUTPUTS
         if geometry.get("group", 1) == 1 and (channels <= conv_kernels.MAX_DEPTH or narrow):
             return "pointwise"  # the input read in place by the micro-kernel
-        return "gemm_1x1" if tiles else "packed_gemm"
+        if tiles:
+            return "gemm_1x1"
+    if geometry.get("group", 1) == 1 and rows_fit(_setup(case)):
+        return "pixel_rows"  # deep layers on small maps (below gemm_1x1, above the rest)
+    if pointwise:
+        return "packed_gemm"
     if geometry["kernel_shape"] == (1, 1) and strided:
         return "packed_gemm"  # strided 1x1: the packed kernel copies the subsample once
     if direct_fits(case):
@@ -116,13 +124,18 @@ def expected_kernel(case: dict[str, Any]) -> str:
     return "im2col_gemm" if tiles else "packed_gemm"
 
 
+def _setup(case: dict[str, Any]) -> ConvSetup:
+    types = [TensorType("float32", case["x_shape"]), TensorType("float32", case["w_shape"])]
+    setup = conv_setup(Node("Conv", "c", ["x", "w"], ["y"], ConvAttrs(**case["geometry"])), types)
+    assert setup is not None
+    return setup
+
+
 def direct_fits(case: dict[str, Any]) -> bool:
     """conv.when_direct's rule: shallow filters larger than 1x1 on maps whose rows fill the
     micro-kernel's runs of COLUMNS pixels, unless im2col copies shifted rows for the BLAS tiles
     (stride 1, output as wide as the input; not where MICRO_KERNEL_OVER_BLAS)."""
-    types = [TensorType("float32", case["x_shape"]), TensorType("float32", case["w_shape"])]
-    setup = conv_setup(Node("Conv", "c", ["x", "w"], ["y"], ConvAttrs(**case["geometry"])), types)
-    assert setup is not None
+    setup = _setup(case)
     depth = case["w_shape"][1] * case["w_shape"][2] * case["w_shape"][3]
     runs = -(-setup.out[1] // COLUMNS) * COLUMNS
     shifted_rows = setup.strides == (1, 1) and setup.out[1] == setup.width

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgecnn.ir.graph import Graph, Node, TensorSpec, TensorType
-from edgecnn.kernels.cpu import conv_rows
+from edgecnn.kernels.cpu import blas, conv_rows
+from edgecnn.kernels.cpu import conv as conv_kernels
 from edgecnn.kernels.cpu.conv_rows import RowsConv, pack_panels, rows_fit
 from edgecnn.kernels.cpu.conv_setup import conv_setup
 from edgecnn.kernels.cpu.epilogue import activation_args
@@ -136,6 +137,19 @@ def _setup(x_shape: tuple[int, ...], out_channels: int, kernel: int, stride: int
     return conv_setup(node, [TensorType("float32", x_shape), TensorType("float32", w_shape)])
 
 
+@pytest.fixture
+def micro_kernel_over_blas(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule as on an AVX-512 host, the only kind it was measured on (on AVX2 hosts it is off)."""
+    monkeypatch.setattr(conv_kernels, "MICRO_KERNEL_OVER_BLAS", True)
+
+
+def test_heuristic_is_off_where_the_blas_tiles_take_layers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(conv_kernels, "MICRO_KERNEL_OVER_BLAS", False)
+    monkeypatch.setattr(blas, "AVAILABLE", True)
+    assert not rows_fit(_setup((1, 1024, 14, 14), 256, 1, 1))
+
+
+@pytest.mark.usefixtures("micro_kernel_over_blas")
 def test_heuristic_takes_deep_layers_on_small_maps() -> None:
     assert rows_fit(_setup((1, 1024, 14, 14), 256, 1, 1))  # ResNet-50's 14x14 1x1 layers
     assert rows_fit(_setup((1, 512, 14, 14), 512, 3, 2))  # its 3x3/2 into 7x7: A is 0.9 MB
@@ -146,6 +160,7 @@ def test_heuristic_takes_deep_layers_on_small_maps() -> None:
     assert conv_rows.MAX_ROWS >= 196  # one 14x14 map
 
 
+@pytest.mark.usefixtures("micro_kernel_over_blas")
 def test_input_that_dies_at_the_layer_is_not_overwritten_while_read() -> None:
     """A 1x1 layer whose input, of the output's shape, is freed by it: the memory plan must not give
     the output the input's buffer (the kernel reads its input in place until every panel is done;

@@ -28,8 +28,8 @@ import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu import blas, conv
 from edgecnn.kernels.cpu.common import scratch
-from edgecnn.kernels.cpu.conv import can_pack
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, ConvSetup, conv_setup
 from edgecnn.kernels.cpu.epilogue import activate
 from edgecnn.kernels.cpu.microkernel import COLUMNS, LINE, ROWS, micro_kernel_column_a, micro_kernel_strided_a
@@ -55,15 +55,18 @@ to and from channels-last cost more than the GEMM saves."""
 
 
 def rows_fit(setup: ConvSetup) -> bool:
-    """Whether the heuristic gives the layer this kernel (MAX_ROWS, MAX_A_BYTES, MIN_DEPTH)."""
+    """Whether the heuristic gives the layer this kernel: MAX_ROWS, MAX_A_BYTES, MIN_DEPTH, and only
+    where the micro-kernel takes the BLAS tiles' layers too (conv.MICRO_KERNEL_OVER_BLAS: measured
+    with AVX-512 only) or BLAS cannot be called."""
     rows = setup.batch * setup.out[0] * setup.out[1]
     depth = setup.in_channels * setup.kernel[0] * setup.kernel[1]
-    return rows <= MAX_ROWS and 4 * rows * depth <= MAX_A_BYTES and depth >= MIN_DEPTH
+    fits = rows <= MAX_ROWS and 4 * rows * depth <= MAX_A_BYTES and depth >= MIN_DEPTH
+    return fits and (conv.MICRO_KERNEL_OVER_BLAS or not blas.AVAILABLE)
 
 
 def can_run(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
     """Any compiled, ungrouped convolution (for `edgecnn tune`)."""
-    if not can_pack(node, types, values):
+    if not conv.can_pack(node, types, values):
         return False
     setup = conv_setup(node, types)
     return setup is not None and setup.group == 1
