@@ -28,7 +28,7 @@ from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.common import scratch
 from edgecnn.kernels.cpu.conv_gemm import rows_epilogue
 from edgecnn.kernels.cpu.conv_packed import pack_conv_weights
-from edgecnn.kernels.cpu.conv_setup import ConvKernel
+from edgecnn.kernels.cpu.conv_setup import ResidualIntoKernel
 from edgecnn.kernels.cpu.microkernel import COLUMNS, LINE, ROWS, micro_kernel, micro_kernel_finished, prefetch
 from edgecnn.kernels.cpu.packed_gemm import DEPTH_BLOCK
 from edgecnn.kernels.cpu.threads import current_threads, small_conv
@@ -223,7 +223,7 @@ def _pointwise_conv_2d(
 pointwise_conv_2d, pointwise_conv_2d_serial = parallel_and_serial(_pointwise_conv_2d, "pointwise_conv_2d")
 
 
-class PointwiseConv(ConvKernel):
+class PointwiseConv(ResidualIntoKernel):
     """A 1x1 layer's packed weights and tiling; runs the tiles on numba's threads."""
 
     def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
@@ -237,22 +237,6 @@ class PointwiseConv(ConvKernel):
     def plan_tiles(self, threads: int) -> tuple[int, int, int]:
         s = self.setup
         return pointwise_tiles(s.batch, s.out_channels, s.in_channels, self.pixels, threads)
-
-    def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
-        """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
-        self._run(out, x, _NO_RESIDUAL, self.activation)
-
-    def run_into_residual(
-        self,
-        out: np.ndarray,
-        x: np.ndarray,
-        residual: np.ndarray,
-        activation: tuple[int, float, float, float],
-    ) -> None:
-        """out = activation(conv(x) + residual), the sum and activation applied to each block while it
-        is in L1 (conv_residual.py; this layer's own activation must be the identity)."""
-        assert self.kind == 0
-        self._run(out, x, np.ascontiguousarray(residual), activation)
 
     def _run(
         self,
@@ -269,6 +253,3 @@ class PointwiseConv(ConvKernel):
             np.ascontiguousarray(x), self.packed, self.bias, self.has_bias, *activation, row_step, chunk, edge,
             residual, out,
         )  # fmt: skip
-
-
-_NO_RESIDUAL = np.empty(0, dtype=np.float32)

@@ -30,7 +30,7 @@ import numpy as np
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu import blas, conv
 from edgecnn.kernels.cpu.common import scratch
-from edgecnn.kernels.cpu.conv_setup import ConvKernel, ConvSetup, conv_setup
+from edgecnn.kernels.cpu.conv_setup import ConvSetup, ResidualIntoKernel, conv_setup
 from edgecnn.kernels.cpu.epilogue import activate
 from edgecnn.kernels.cpu.microkernel import COLUMNS, LINE, ROWS, micro_kernel_column_a, micro_kernel_strided_a
 from edgecnn.kernels.cpu.threads import call, current_threads, small_conv
@@ -183,7 +183,7 @@ def _rows_conv_2d(
 rows_conv_2d, rows_conv_2d_serial = parallel_and_serial(_rows_conv_2d, "rows_conv_2d")
 
 
-class RowsConv(ConvKernel):
+class RowsConv(ResidualIntoKernel):
     """One layer's packed weights and frame; runs the three steps on numba's threads."""
 
     def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
@@ -204,22 +204,6 @@ class RowsConv(ConvKernel):
         # a block moved back to end at the image's last pixel must still start inside the image
         self.read_in_place = READ_IN_PLACE and not self.unfold and self.pixels >= ROWS
         self.small = small_conv(s.batch * s.out_channels * self.pixels * self.depth)
-
-    def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
-        """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
-        self._run(out, x, _NO_RESIDUAL, self.activation)
-
-    def run_into_residual(
-        self,
-        out: np.ndarray,
-        x: np.ndarray,
-        residual: np.ndarray,
-        activation: tuple[int, float, float, float],
-    ) -> None:
-        """out = activation(conv(x) + residual), both applied as C goes back to NCHW (conv_residual.py;
-        this layer's own activation must be the identity)."""
-        assert self.kind == 0
-        self._run(out, x, np.ascontiguousarray(residual), activation)
 
     def _run(
         self,
@@ -245,8 +229,6 @@ class RowsConv(ConvKernel):
             residual, workers, out,
         )  # fmt: skip
 
-
-_NO_RESIDUAL = np.empty(0, dtype=np.float32)
 
 for _op in ("Conv", "FusedConv"):
     register_kernel(_op, when=when_rows, priority=14, name="pixel_rows", applies=can_run)(RowsConv)

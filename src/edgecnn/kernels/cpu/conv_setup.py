@@ -133,3 +133,36 @@ class ConvKernel:
         out = np.empty(self.out_shape, dtype=np.float32)
         self.run_into(out, x)  # type: ignore[attr-defined]
         return out
+
+
+_NO_RESIDUAL = np.empty(0, dtype=np.float32)
+
+
+class ResidualIntoKernel(ConvKernel):
+    """A kernel that can add a residual block's sum before the activation in its own last pass over
+    the output (conv_residual.py uses ``run_into_residual`` when a kernel has it); ``_run`` does
+    both, with an empty residual meaning none."""
+
+    def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
+        """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
+        self._run(out, x, _NO_RESIDUAL, self.activation)
+
+    def run_into_residual(
+        self,
+        out: np.ndarray,
+        x: np.ndarray,
+        residual: np.ndarray,
+        activation: tuple[int, float, float, float],
+    ) -> None:
+        """out = activation(conv(x) + residual) (this layer's own activation must be the identity)."""
+        assert self.kind == 0
+        self._run(out, x, np.ascontiguousarray(residual), activation)
+
+    def _run(
+        self,
+        out: np.ndarray,
+        x: np.ndarray,
+        residual: np.ndarray,
+        activation: tuple[int, float, float, float],
+    ) -> None:
+        raise NotImplementedError
