@@ -4,7 +4,7 @@ Both engines run the same zoo model (seeded weights) at batch 1 and the same thr
 times come from ``Model.profile`` (per step, with the chosen kernel), onnxruntime's from its own
 profiler (``SessionOptions.enable_profiling``, per node). ORT fuses differently, so the per-op table
 groups by operator type of the *executed* node on each side; the per-layer table lists edgecnn's
-slowest steps. Writes docs/layer-gap.md (or --output) and prints it.
+slowest steps, each beside onnxruntime's node for it where one can be matched by name. Writes docs/layer-gap.md (or --output) and prints it.
 
     .venv/bin/python benchmarks/layer_gap.py --models mobilenetv2,shufflenetv2 --threads 2
 """
@@ -90,6 +90,7 @@ def ort_profile(model: onnx.ModelProto, name: str, x: np.ndarray, threads: int, 
             session.run(None, {name: x})
         events = json.loads(Path(session.end_profiling()).read_text())
     by_op: dict[str, float] = defaultdict(float)
+    by_node: dict[str, float] = defaultdict(float)
     nodes = 0
     runs = 0
     for event in events:
@@ -97,13 +98,28 @@ def ort_profile(model: onnx.ModelProto, name: str, x: np.ndarray, threads: int, 
             runs += 1
         if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
             by_op[event["args"]["op_name"]] += event["dur"] / 1e3
+            by_node[event["name"].removesuffix("_kernel_time")] += event["dur"] / 1e3
             nodes += 1
     runs = max(runs, 1)
     return {
         "by_op": {k: v / runs for k, v in by_op.items()},
+        "by_node": {k: v / runs for k, v in by_node.items()},
         "steps": nodes // runs,
         "median_ms": float(np.median(plain)),
     }
+
+
+def ort_node_ms(model: onnx.ModelProto, layer: str, by_node: dict[str, float]) -> float | None:
+    """onnxruntime's time for edgecnn's step ``layer``: its node of that name, or the node it fused
+    the layer into (named after the activation that consumed the layer's output), each possibly
+    with the ``_nchwc`` suffix of its blocked-layout rewrite. None where neither is there."""
+    outputs = {output for node in model.graph.node if node.name == layer for output in node.output}
+    consumers = [node.name for node in model.graph.node if outputs & set(node.input)]
+    for name in [layer, *consumers]:
+        for candidate in (name, f"{name}_nchwc"):
+            if candidate in by_node:
+                return by_node[candidate]
+    return None
 
 
 def report(models: list[str], threads: int, iterations: int, top: int) -> str:
@@ -138,11 +154,14 @@ def report(models: list[str], threads: int, iterations: int, top: int) -> str:
             "",
             f"Slowest {top} edgecnn steps:",
             "",
-            "| layer | op | kernel | ms |",
-            "|---|---|---|---:|",
+            "| layer | op | kernel | ms | onnxruntime node of that name, ms |",
+            "|---|---|---|---:|---:|",
         ]
         for layer, op, kernel, ms in ours["layers"][:top]:
-            lines.append(f"| {layer} | {op} | {kernel} | {ms:.3f} |")
+            node = ort_node_ms(model, layer, theirs["by_node"])
+            lines.append(
+                f"| {layer} | {op} | {kernel} | {ms:.3f} | {'' if node is None else f'{node:.3f}'} |"
+            )
     return "\n".join(lines) + "\n"
 
 

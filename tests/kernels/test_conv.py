@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu import blas, tiling
+from edgecnn.kernels.cpu import blas, conv_direct_rows, tiling
 from edgecnn.kernels.cpu import conv as conv_kernels
 from edgecnn.kernels.cpu import threads as thread_budget
 from edgecnn.kernels.cpu.conv_rows import rows_fit
@@ -95,7 +95,8 @@ def expected_kernel(case: dict[str, Any]) -> str:
     1x1 stride 1 up to MAX_DEPTH channels (or NARROW_DEPTH with few outputs), direct GEMM for other
     unpadded 1x1 stride 1, the
     packed-weight GEMM for strided 1x1 (but the pixel-row GEMM, ahead of every kernel below the BLAS
-    1x1 tiles, for deep layers on small maps), the direct kernel for shallow filters on full rows, else
+    1x1 tiles, for deep layers on small maps), the direct kernel for shallow filters on full rows
+    (with pixels as rows where that leaves fewer lanes empty, MICRO_KERNEL_OVER_BLAS), else
     im2col + GEMM; where BLAS cannot be called, or the micro-kernel outruns it
     (MICRO_KERNEL_OVER_BLAS), the packed-weight GEMM instead of the BLAS kernels."""
     tiles = blas.AVAILABLE and not conv_kernels.MICRO_KERNEL_OVER_BLAS
@@ -120,7 +121,13 @@ def expected_kernel(case: dict[str, Any]) -> str:
     if geometry["kernel_shape"] == (1, 1) and strided:
         return "packed_gemm"  # strided 1x1: the packed kernel copies the subsample once
     if direct_fits(case):
-        return "direct_gemm"
+        direct, rows = conv_direct_rows.lane_shares(_setup(case))
+        ungrouped = geometry.get("group", 1) == 1
+        return (
+            "direct_rows"
+            if conv_kernels.MICRO_KERNEL_OVER_BLAS and rows > direct and ungrouped
+            else "direct_gemm"
+        )
     return "im2col_gemm" if tiles else "packed_gemm"
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 import edgecnn
+from edgecnn.kernels.cpu import conv as conv_kernels
 from edgecnn.kernels.cpu import cpu_threads
 from edgecnn.model import Model
 from edgecnn.runtime.options import RuntimeOptions
@@ -20,7 +21,7 @@ def test_bundled_face_classifier_matches_reference() -> None:
     reference = Model(fast.graph, RuntimeOptions.resolve(device="reference"))
     x = np.random.default_rng(0).standard_normal((1, 3, 128, 128), dtype=np.float32)
     kernels = {step.kernel.name for step in fast.plan_for(x).steps}
-    by_the_cpu = {"im2col_gemm", "packed_gemm", "pixel_rows"}
+    by_the_cpu = {"im2col_gemm", "packed_gemm", "pixel_rows", "direct_rows"}
     assert {"pool_2d", "gemm"} <= kernels and kernels & by_the_cpu
     expected = reference(x)
     for threads in (1, 2):
@@ -39,9 +40,12 @@ def test_alexnet_with_groups_and_caffe_pooling_matches_reference() -> None:
     x = np.random.default_rng(1).standard_normal((1, 3, 227, 227), dtype=np.float32)
     kernels = [step.kernel.name for step in fast.plan_for(x).steps]
     convolutions = [
-        k for k in kernels if k in ("im2col_gemm", "packed_gemm", "direct_gemm") or k.startswith("winograd")
+        k
+        for k in kernels
+        if k in ("im2col_gemm", "packed_gemm", "direct_gemm", "direct_rows") or k.startswith("winograd")
     ]
-    assert kernels[0] == "direct_gemm"  # the 11x11/4 stem: shallow filters, no im2col
+    # the 11x11/4 stem: shallow filters, no im2col (with AVX-512, 96 channels in panels of 32)
+    assert kernels[0] == ("direct_rows" if conv_kernels.MICRO_KERNEL_OVER_BLAS else "direct_gemm")
     assert len(convolutions) == 5 and kernels.count("pool_2d") == 3  # 3x3 layers may go to Winograd
     expected = reference(x)
     with cpu_threads(2):

@@ -32,6 +32,7 @@ SHAPE_DEPENDENT = (
     "tests/kernels/test_winograd.py",
     "tests/kernels/test_conv.py",
     "tests/kernels/test_conv_rows.py",
+    "tests/kernels/test_conv_direct_rows.py",
 )
 
 pytestmark = pytest.mark.skipif(not WIDE, reason="numba compiles for AVX2 here: the suite runs its blocks")

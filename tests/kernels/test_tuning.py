@@ -190,6 +190,7 @@ def test_candidates_are_every_kernel_that_can_run_the_layer() -> None:
         "winograd_f43",
         "winograd_f23",
         "pixel_rows",
+        "direct_rows",
         "direct_gemm",
         "packed_gemm",
         "im2col_gemm",
@@ -197,6 +198,7 @@ def test_candidates_are_every_kernel_that_can_run_the_layer() -> None:
     strided, types2, values2 = small_conv(strides=(2, 2))
     assert [e.name for e in candidate_kernels(strided, types2, values2)] == [
         "pixel_rows",
+        "direct_rows",
         "direct_gemm",
         "packed_gemm",
         "im2col_gemm",
@@ -209,6 +211,7 @@ def test_time_layer_measures_every_candidate(cache: Path) -> None:
     (timing,) = timings
     assert set(timing.times_ms) == {
         "pixel_rows",
+        "direct_rows",
         "packed_gemm",
         "winograd_f43",
         "winograd_f23",
@@ -234,6 +237,7 @@ def test_residual_conv_is_tuned_as_its_convolution(cache: Path) -> None:
     assert timing.key == tuning.layer_key(inner, types, values, "cpu", 1)
     assert set(timing.times_ms) == {
         "pixel_rows",
+        "direct_rows",
         "packed_gemm",
         "winograd_f43",
         "winograd_f23",

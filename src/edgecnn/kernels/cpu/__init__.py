@@ -36,6 +36,7 @@ KERNEL_MODULES: dict[str, tuple[str, ...]] = {
     "conv": _CONV,
     "conv_residual": ("FusedConvAdd",),
     "conv_rows": _CONV,
+    "conv_direct_rows": _CONV,
     "dense": _GEMM,
     "eltwise": ("Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSwish"),
     "int8": ("QLinearConv", "Int8Conv", "QLinearMatMul", "Int8Gemm", "QuantizeLinear"),

@@ -32,19 +32,19 @@ from edgecnn.kernels.cpu.threads import current_threads, small_conv
 from edgecnn.kernels.cpu.twins import parallel_and_serial
 
 
-def frame_shape(s: ConvSetup) -> tuple[int, int, int]:
+def frame_shape(s: ConvSetup, run: int = COLUMNS) -> tuple[int, int, int]:
     """(rows, stride phases, columns per phase) of one channel's frame: every padded row an output
-    row reads, and every column the 16-pixel runs of the last output chunk read."""
+    row reads, and every column the ``run``-pixel runs of the last output chunk read."""
     rows = (s.out[0] - 1) * s.strides[0] + (s.kernel[0] - 1) * s.dilations[0] + 1
     reach = (s.kernel[1] - 1) * s.dilations[1] // s.strides[1]
-    columns = math.ceil(s.out[1] / COLUMNS) * COLUMNS + reach
+    columns = math.ceil(s.out[1] / run) * run + reach
     return rows, s.strides[1], columns
 
 
-def tap_offsets(s: ConvSetup) -> np.ndarray:
-    """Offset in a group's frame of each tap (channel, ky, kx) of the packed weights' depth order,
-    relative to the first pixel of the output row's run."""
-    rows, phases, columns = frame_shape(s)
+def tap_offsets(s: ConvSetup, run: int = COLUMNS) -> np.ndarray:
+    """Offset in a group's frame (``frame_shape(s, run)``) of each tap (channel, ky, kx) of the
+    packed weights' depth order, relative to the first pixel of the output row's run."""
+    rows, phases, columns = frame_shape(s, run)
     c, ky, kx = np.meshgrid(
         np.arange(s.in_channels // s.group), np.arange(s.kernel[0]), np.arange(s.kernel[1]), indexing="ij"
     )

@@ -77,14 +77,16 @@ def when_rows(node: Node, types: Sequence[TensorType | None], values: Sequence[n
     return can_run(node, types, values) and setup is not None and rows_fit(setup)
 
 
-def pack_panels(weights: np.ndarray) -> np.ndarray:
-    """(M, C, kh, kw) filters -> flat (panels, K, COLUMNS): K ordered (tap row, tap column, channel),
-    output channel 32 p + j in column j of panel p, the last panel padded with zero columns."""
+def pack_panels(weights: np.ndarray, taps_first: bool = True) -> np.ndarray:
+    """(M, C, kh, kw) filters -> flat (panels, K, COLUMNS): K ordered (tap row, tap column, channel)
+    for a channels-last input, or (channel, tap row, tap column) for an NCHW one (``taps_first``
+    False); output channel 32 p + j in column j of panel p, the last panel padded with zero columns."""
     out_channels = weights.shape[0]
     depth = int(np.prod(weights.shape[1:]))
     panels = -(-out_channels // COLUMNS)
     matrix = np.zeros((depth, panels * COLUMNS), dtype=np.float32)
-    matrix[:, :out_channels] = weights.transpose(2, 3, 1, 0).reshape(depth, out_channels)
+    order = (2, 3, 1, 0) if taps_first else (1, 2, 3, 0)
+    matrix[:, :out_channels] = weights.transpose(order).reshape(depth, out_channels)
     return np.ascontiguousarray(matrix.reshape(depth, panels, COLUMNS).transpose(1, 0, 2)).reshape(-1)
 
 

@@ -67,18 +67,82 @@ def _vector_pointer(
     return builder.bitcast(builder.gep(base, [index]), vector.as_pointer())
 
 
-def _codegen(offsets: bool, strided_a: bool = False, finishing: bool = False, column_a: bool = False):
+def _transpose_stages(builder: ir.IRBuilder, rows: list[ir.Value]) -> list[tuple[ir.Value, list[int]]]:
+    """ROWS vectors of LANES values (row r, column l) -> vectors that each hold whole columns: for
+    each, the value and its columns, column k's ROWS values (rows in order) at lanes k*ROWS on.
+
+    Where ROWS is a power of two that divides LANES: log2(ROWS) rounds of two-vector shuffles (rows r
+    and r + ROWS/2 first, each round halving a vector's columns and doubling its rows), 24 for
+    8 x 16, each one instruction with AVX-512 (vpermt2ps). Else (6 x 8 with AVX2) one column at a
+    time from single values, which LLVM turns into shuffles as best it can."""
+    labelled = [(value, [(r, lane) for lane in range(LANES)]) for r, value in enumerate(rows)]
+    if ROWS & (ROWS - 1) or LANES % ROWS:
+        zero = ir.Constant(ir.VectorType(ir.FloatType(), ROWS), None)
+        columns = []
+        for lane in range(LANES):
+            column = zero
+            for r, value in enumerate(rows):
+                item = builder.extract_element(value, ir.Constant(ir.IntType(32), lane))
+                column = builder.insert_element(column, item, ir.Constant(ir.IntType(32), r))
+            columns.append((column, [lane]))
+        return columns
+    shift = ROWS // 2
+    while shift >= 1:
+        merged: list[tuple[ir.Value, list[tuple[int, int]]]] = []
+        used: set[int] = set()
+        for i, (first, first_labels) in enumerate(labelled):
+            first_rows = sorted({r for r, _ in first_labels})
+            columns = sorted({c for _, c in first_labels})
+            partner = next(
+                (
+                    j
+                    for j, (_, labels) in enumerate(labelled)
+                    if j not in used
+                    and sorted({r for r, _ in labels}) == [r + shift for r in first_rows]
+                    and sorted({c for _, c in labels}) == columns
+                ),
+                None,
+            )
+            if i in used or partner is None:
+                continue
+            used |= {i, partner}
+            second, second_labels = labelled[partner]
+            merged_rows = sorted(first_rows + [r + shift for r in first_rows])
+            source = first_labels + second_labels
+            half = len(columns) // 2
+            for part in (columns[:half], columns[half:]):
+                labels = [(r, c) for c in part for r in merged_rows]
+                mask = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [source.index(x) for x in labels])
+                merged.append((builder.shuffle_vector(first, second, mask), labels))
+        assert len(used) == len(labelled)
+        labelled = merged
+        shift //= 2
+    return [(value, sorted({c for _, c in labels})) for value, labels in labelled]
+
+
+def _codegen(
+    offsets: bool,
+    strided_a: bool = False,
+    finishing: bool = False,
+    column_a: bool = False,
+    tap_a: bool = False,
+    transposed: bool = False,
+):
     """The kernel's LLVM code: B's row k at b_off + k*ldb, or at b_off + offsets[k] (``offsets``);
     A packed (A[r, k] at a_off + k*ROWS + r), row-major (``strided_a``: at a_off + r*lda + k,
-    with ``lda`` the argument after a_off) or column-major (``column_a``: at a_off + k*lda + r); with ``finishing``, five more arguments (bias,
-    bias_off, kind, low, high) and every value stored gets its row's bias added, then ReLU (kind 1)
-    or the clip to [low, high] (kind 3); any other kind: none."""
+    with ``lda`` the argument after a_off), column-major (``column_a``: at a_off + k*lda + r) or
+    one run per tap (``tap_a``: at a_off + taps[k] + r, ``taps`` the argument after a_off); with
+    ``finishing``, five more arguments (bias, bias_off, kind, low, high) and every value stored gets
+    its row's bias added, then ReLU (kind 1) or the clip to [low, high] (kind 3); any other kind:
+    none. ``transposed`` (with ``finishing``): C[r, j] stored at c_off + j*ldc + r, finished with
+    column j's bias, one ROWS-value vector per column; ``accumulate`` is ignored (always stored)."""
 
     def codegen(context, builder, sig, args):
         args, types_ = list(args), list(sig.args)
-        lda_v = args.pop(3) if strided_a or column_a else None
-        if strided_a or column_a:
-            types_.pop(3)
+        in_place_a = strided_a or column_a or tap_a
+        lda_v = args.pop(3) if in_place_a else None
+        lda_type = types_.pop(3) if in_place_a else None
+        taps_ptr = context.make_array(lda_type)(context, builder, lda_v).data if tap_a else None
         finish_v = args[12:] if finishing else None
         depth_v, a_v, a_off_v, b_v, b_off_v, ldb_v, c_v, c_off_v, ldc_v, accumulate_v, count_v, width_v = (
             args[:12]
@@ -110,8 +174,11 @@ def _codegen(offsets: bool, strided_a: bool = False, finishing: bool = False, co
                     )
                     for v in range(VECTORS)
                 ]
+                tap_at = builder.add(a_off_v, builder.load(builder.gep(taps_ptr, [k]))) if tap_a else None
                 for r in range(rows):
-                    if strided_a:
+                    if tap_a:
+                        a_at = builder.add(tap_at, ir.Constant(index, r))
+                    elif strided_a:
                         a_at = builder.add(builder.add(a_off_v, builder.mul(lda_v, ir.Constant(index, r))), k)
                     else:
                         step = lda_v if column_a else ir.Constant(index, ROWS)
@@ -149,11 +216,54 @@ def _codegen(offsets: bool, strided_a: bool = False, finishing: bool = False, co
                 for v in finish_v[3:]
             )
 
+        def store_columns(finish: Any) -> None:
+            """Column j of the block, finished with bias[bias_off + j], to c_off + j*ldc: whole
+            where all ROWS rows count, else value by value; columns from ``width`` on not at all."""
+            whole_block = builder.icmp_signed("==", count_v, ir.Constant(count_v.type, ROWS))
+            row_vector = ir.VectorType(ir.FloatType(), ROWS)
+            for v in range(VECTORS):
+                held = _transpose_stages(builder, [builder.load(sums[r][v]) for r in range(ROWS)])
+                for value, columns in held:
+                    for k, lane in enumerate(columns):
+                        j = v * LANES + lane
+                        if len(columns) == 1:
+                            column = value
+                        else:
+                            mask = ir.Constant(
+                                ir.VectorType(ir.IntType(32), ROWS), list(range(k * ROWS, (k + 1) * ROWS))
+                            )
+                            column = builder.shuffle_vector(value, value, mask)
+                        inside = builder.icmp_signed(">", width_v, ir.Constant(width_v.type, j))
+                        with builder.if_then(inside):
+                            column = finish(column, j)
+                            at = builder.add(c_off_v, builder.mul(ldc_v, ir.Constant(index, j)))
+                            with builder.if_else(whole_block) as (whole, cut):
+                                with whole:
+                                    builder.store(
+                                        column, _vector_pointer(builder, c_ptr, at, row_vector), align=4
+                                    )
+                                with cut:
+                                    for r in range(ROWS):
+                                        below = builder.icmp_signed(
+                                            ">", count_v, ir.Constant(count_v.type, r)
+                                        )
+                                        with builder.if_then(below):
+                                            item = builder.extract_element(
+                                                column, ir.Constant(ir.IntType(32), r)
+                                            )
+                                            target = builder.gep(
+                                                c_ptr, [builder.add(at, ir.Constant(index, r))]
+                                            )
+                                            builder.store(item, target, align=4)
+
         def splat_of(scalar: ir.Value, like: ir.Value) -> ir.Value:
             if not isinstance(like.type, ir.VectorType):
                 return scalar
-            single = builder.insert_element(zero, scalar, ir.Constant(ir.IntType(32), 0))
-            return builder.shuffle_vector(single, single, splat)
+            single = builder.insert_element(
+                ir.Constant(like.type, None), scalar, ir.Constant(ir.IntType(32), 0)
+            )
+            lanes = ir.Constant(ir.VectorType(ir.IntType(32), like.type.count), None)
+            return builder.shuffle_vector(single, single, lanes)
 
         def finish(value: ir.Value, row: int) -> ir.Value:
             """The row's bias added, then ReLU or the clip where asked. NaN stays NaN in both, as in
@@ -168,6 +278,10 @@ def _codegen(offsets: bool, strided_a: bool = False, finishing: bool = False, co
             lowered = builder.select(builder.fcmp_ordered(">", raised, ceiling), ceiling, raised)
             bounded = builder.select(clip, lowered, raised)
             return builder.select(builder.or_(relu, clip), bounded, value)
+
+        if transposed:
+            store_columns(finish)
+            return context.get_dummy_value()
 
         def store(target: ir.Value, value: ir.Value, adding: bool, align: int, row: int) -> None:
             if adding:
@@ -283,6 +397,23 @@ def micro_kernel_column_a(
     for every k: the caller keeps a block cut by A's last row inside the array."""
     signature = types.void(depth, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, accumulate, count, width)
     return signature, _codegen(False, column_a=True)
+
+
+@intrinsic
+def micro_kernel_tap_a_transposed(
+    typingctx, depth, a, a_off, taps, b, b_off, ldb, c, c_off, ldc, accumulate, count, width, bias, bias_off,
+    kind, low, high,
+):  # fmt: skip
+    """A block of a direct convolution with output pixels as rows, read from the padded image and
+    stored as NCHW: A[r, k] at a[a_off + taps[k] + r] (``taps``: 1-D int64 array; ROWS consecutive
+    output pixels of a row as its rows, whatever ``count`` is: the caller's image must reach that
+    far), finished (bias[bias_off + j] added to column j, then ReLU or the clip, as in
+    micro_kernel_finished) and stored transposed: C[r, j] at c[c_off + j*ldc + r], so the pixels of
+    one output channel go out as one vector (ldc: the output's plane size). ``accumulate`` is
+    ignored: the block is always stored (conv_direct_rows.py)."""
+    arguments = (depth, a, a_off, taps, b, b_off, ldb, c, c_off, ldc, accumulate, count, width)
+    signature = types.void(*arguments, bias, bias_off, kind, low, high)
+    return signature, _codegen(False, finishing=True, tap_a=True, transposed=True)
 
 
 LINE = 16

@@ -1,0 +1,173 @@
+"""Direct convolution with the output pixels as the micro-kernel's rows and the output channels as
+its columns: no im2col matrix, and no lanes lost to a map's width.
+
+Why: the direct kernel (conv_direct.py) puts COLUMNS consecutive pixels of an output row in the
+micro-kernel's vector lanes, so rows that are not a multiple of COLUMNS wide leave lanes empty:
+SqueezeNet's 55-wide maps fill 55 of 64, its 111-wide stem 111 of 128. Here the vector lanes hold
+COLUMNS output channels and the broadcast rows ROWS consecutive pixels of an output row, so a row
+wastes at most ROWS - 1 pixels' work; the last panel wastes what the output channels leave of its
+COLUMNS. The rule (``when_direct_rows``) takes a layer where that wastes less than the direct
+kernel does.
+
+The input is copied into conv_direct's zero-padded, stride-split frame, where each filter tap of
+ROWS consecutive output pixels is one contiguous run at an offset that depends on the tap only
+(``tap_offsets``). The micro-kernel reads A from the frame through those offsets, and stores its
+ROWS x COLUMNS block transposed, each output channel's ROWS pixels as one vector of the NCHW
+output, with bias and ReLU or clip applied (``micro_kernel_tap_a_transposed``); other activations
+follow per task, on the rows it wrote, while they are in cache.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numba
+import numpy as np
+
+from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu import conv
+from edgecnn.kernels.cpu.common import scratch
+from edgecnn.kernels.cpu.conv_direct import fill_frame, frame_shape, tap_offsets
+from edgecnn.kernels.cpu.conv_gemm import rows_epilogue
+from edgecnn.kernels.cpu.conv_rows import can_run, pack_panels
+from edgecnn.kernels.cpu.conv_setup import ConvKernel, ConvSetup, conv_setup
+from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, micro_kernel_tap_a_transposed
+from edgecnn.kernels.cpu.threads import current_threads, small_conv
+from edgecnn.kernels.cpu.twins import parallel_and_serial
+from edgecnn.kernels.registry import register_kernel
+
+BAND_PIXELS = 256
+"""Output pixels per task, rounded up to whole output rows."""
+
+MIN_GAIN = 1.0
+"""How many times the direct kernel's share of useful lanes this kernel's must exceed for the
+heuristic to take a layer from it (``lane_shares``). Ties stay with the direct kernel: where both
+fill every lane nothing is gained (VGG-16, whose first layer a first version of the rule gave this
+kernel: 1.01x its time, docs/tuning.md)."""
+
+
+def lane_shares(setup: ConvSetup) -> tuple[float, float]:
+    """Shares of the micro-kernel's multiply-adds that compute output values: (direct kernel, this
+    one). The direct kernel loses the runs of COLUMNS pixels that rows do not fill; this one the
+    runs of ROWS pixels, and the part of the last COLUMNS-channel panel that no channel fills."""
+    width, channels = setup.out[1], setup.out_channels
+    direct = width / (math.ceil(width / COLUMNS) * COLUMNS)
+    rows = width / (math.ceil(width / ROWS) * ROWS) * channels / (math.ceil(channels / COLUMNS) * COLUMNS)
+    return direct, rows
+
+
+def when_direct_rows(
+    node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
+) -> bool:
+    """The layers the direct kernel's rule takes (conv.when_direct), ungrouped, where this kernel
+    leaves fewer lanes empty (MIN_GAIN); only where the micro-kernel takes the BLAS tiles' layers
+    (conv.MICRO_KERNEL_OVER_BLAS: AVX-512, where the block's transpose is 24 shuffles)."""
+    if not (
+        conv.MICRO_KERNEL_OVER_BLAS and can_run(node, types, values) and conv.when_direct(node, types, values)
+    ):
+        return False
+    setup = conv_setup(node, types)
+    assert setup is not None
+    direct, rows = lane_shares(setup)
+    return rows > MIN_GAIN * direct
+
+
+def _direct_rows_conv_2d(
+    x: np.ndarray,  # (N, C, H, W)
+    pad_top: int,
+    pad_left: int,
+    frame: np.ndarray,  # (N*C*frame rows, phases, columns) scratch, filled here
+    packed: np.ndarray,  # pack_panels(filters, taps_first=False)
+    offsets: np.ndarray,  # (K,) tap_offsets
+    bias: np.ndarray,  # (M,)
+    stride_h: int,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    band: int,  # output rows per task
+    workers: int,
+    out: np.ndarray,  # (N, M, OH, OW), written
+) -> None:
+    """The frame filled by all workers, then every (image, band, panel) task (two parallel regions)."""
+    batch, out_channels, out_h, out_w = out.shape
+    depth = offsets.shape[0]
+    panels = packed.shape[0] // (depth * COLUMNS)
+    all_rows = frame.shape[0]
+    for worker in numba.prange(workers):
+        fill_frame(
+            x, pad_top, pad_left, worker * all_rows // workers, (worker + 1) * all_rows // workers, frame
+        )
+    phases, columns = frame.shape[1], frame.shape[2]
+    image_size = (all_rows // batch) * phases * columns
+    row_size = stride_h * phases * columns
+    bands = (out_h + band - 1) // band
+    tasks = batch * bands * panels
+    pixels = out_h * out_w
+    frame_flat = frame.reshape(-1)
+    result = out.reshape(-1)
+    fused = kind == 0 or kind == 1 or kind == 3  # the micro-kernel's stores apply these
+    store_kind = kind if fused else 0
+    out_rows = out.reshape(batch, out_channels, pixels)
+    for worker in numba.prange(workers):
+        for task in range(worker, tasks, workers):
+            panel = task % panels
+            rest = task // panels
+            oy0 = rest % bands * band
+            n = rest // bands
+            oy1 = min(oy0 + band, out_h)
+            first = panel * COLUMNS
+            for oy in range(oy0, oy1):
+                row_at = n * image_size + oy * row_size
+                target = (n * out_channels + first) * pixels + oy * out_w
+                for ox0 in range(0, out_w, ROWS):
+                    micro_kernel_tap_a_transposed(
+                        depth, frame_flat, row_at + ox0, offsets, packed, first * depth, COLUMNS, result,
+                        target + ox0, pixels, False, min(ROWS, out_w - ox0), out_channels - first, bias, first,
+                        store_kind, np.float32(low), np.float32(high),
+                    )  # fmt: skip
+            if not fused:
+                last = min(first + COLUMNS, out_channels)
+                rows_epilogue(
+                    out_rows[n], first, last, oy0 * out_w, oy1 * out_w, bias, False, kind, alpha, low, high
+                )
+
+
+direct_rows_conv_2d, direct_rows_conv_2d_serial = parallel_and_serial(
+    _direct_rows_conv_2d, "direct_rows_conv_2d"
+)
+
+
+class DirectRowsConv(ConvKernel):
+    """One layer's weights packed in channel panels, its tap offsets and frame geometry."""
+
+    def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
+        super().__init__(node, types, values)
+        s = self.setup
+        w = values[1]
+        assert w is not None and s.group == 1
+        self.packed = pack_panels(np.asarray(w, dtype=np.float32), taps_first=False)
+        self.offsets = tap_offsets(s, ROWS)
+        rows, phases, columns = frame_shape(s, ROWS)
+        self.frame = (s.batch * s.in_channels * rows, phases, columns)
+        self.band = max(1, min(s.out[0], math.ceil(BAND_PIXELS / s.out[1])))
+        self.tasks = s.batch * math.ceil(s.out[0] / self.band) * math.ceil(s.out_channels / COLUMNS)
+        self.small = small_conv(s.batch * s.out_channels * self.pixels * len(self.offsets))
+
+    def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
+        """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
+        s = self.setup
+        workers = 1 if self.small else max(1, min(current_threads(), self.tasks))
+        frame = scratch(math.prod(self.frame)).reshape(self.frame)
+        kernel = direct_rows_conv_2d_serial if workers == 1 else direct_rows_conv_2d
+        kernel(
+            np.ascontiguousarray(x), s.pads[0], s.pads[1], frame, self.packed, self.offsets, self.bias,
+            s.strides[0], *self.activation, self.band, workers, out,
+        )  # fmt: skip
+
+
+for _op in ("Conv", "FusedConv"):
+    register_kernel(_op, when=when_direct_rows, priority=13, name="direct_rows", applies=can_run)(
+        DirectRowsConv
+    )
