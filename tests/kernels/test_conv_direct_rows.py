@@ -17,7 +17,7 @@ from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu import conv as conv_kernels
 from edgecnn.kernels.cpu.conv_direct_rows import DirectRowsConv, when_direct_rows
 from edgecnn.kernels.cpu.conv_rows import pack_panels
-from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS
+from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, WIDE
 from edgecnn.kernels.cpu.threads import cpu_threads
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
@@ -128,6 +128,7 @@ def _takes(x_shape: tuple[int, ...], out_channels: int, kernel: int, stride: int
     return when_direct_rows(Node("Conv", "conv", ["x", "w"], ["y"], attrs), types, [None, w])
 
 
+@pytest.mark.skipif(not WIDE, reason="the examples count the lanes of AVX-512's 8 x 32 blocks")
 def test_rule_takes_the_direct_kernels_layers_where_fewer_lanes_are_empty(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -139,5 +140,8 @@ def test_rule_takes_the_direct_kernels_layers_where_fewer_lanes_are_empty(
     assert not _takes((1, 3, 128, 128), 16, 3, 2)  # SimpleCNN's stem: half a panel
     assert not _takes((1, 64, 56, 56), 64, 1, 1)  # 1x1: not the direct kernel's
     assert not _takes((1, 8, 56, 56), 64, 3, 2, group=2)  # grouped
+
+
+def test_rule_is_off_where_the_blas_tiles_take_layers(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(conv_kernels, "MICRO_KERNEL_OVER_BLAS", False)
-    assert not _takes((1, 3, 224, 224), 64, 7, 2)  # measured with AVX-512 only
+    assert not _takes((1, 16, 55, 55), 64, 3, 1)  # measured with AVX-512 only
