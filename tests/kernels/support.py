@@ -6,11 +6,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from hypothesis import strategies as st
 
 from edgecnn.ir.dtypes import dtype_name
 from edgecnn.ir.graph import Graph, Node, TensorSpec
 from edgecnn.kernels.cpu.threads import cpu_threads
 from edgecnn.model import Model
+from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
 from edgecnn.runtime.options import RuntimeOptions
 from edgecnn.testing import run_node
 
@@ -55,3 +57,40 @@ def assert_matches(actual: np.ndarray, expected: np.ndarray, magnitude: float | 
     error = np.abs(a - e) - 1e-4 * np.abs(e) - (atol[comparable] if np.ndim(atol) else atol)
     worst = error.max() if error.size else 0.0
     assert same_nan and worst <= 0, f"max excess error {worst:.3g} (atol {np.max(atol):.3g})"
+
+
+def drawn_conv_layer(
+    draw: st.DrawFn,
+    kernel: tuple[int, int],
+    channels: Sequence[int],
+    largest: tuple[int, int, int],  # height, width, pad of one side
+    most_outputs: int,
+) -> dict[str, Any]:
+    """A random FusedConv case with this kernel: input shape (batch 1-2, one of ``channels``, a map
+    no larger than ``largest`` that the window fits), 1 to ``most_outputs`` filters, strides 1-3,
+    dilations 1-2, padding of every side, any activation, bias or not, 1 or 2 threads, a seed."""
+    dilations = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    pads = tuple(draw(st.integers(0, largest[2])) for _ in range(4))
+    spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    return {
+        "x_shape": (
+            draw(st.integers(1, 2)),
+            draw(st.sampled_from(list(channels))),
+            draw(st.integers(max(1, spans[0] - pads[0] - pads[2]), largest[0])),
+            draw(st.integers(max(1, spans[1] - pads[1] - pads[3]), largest[1])),
+        ),
+        "out_channels": draw(st.integers(1, most_outputs)),
+        "attrs": FusedConvAttrs(
+            kernel_shape=kernel,
+            strides=(draw(st.integers(1, 3)), draw(st.integers(1, 3))),
+            dilations=dilations,
+            pads=pads,
+            activation=draw(st.sampled_from(ACTIVATIONS)),
+            negative_slope=0.2,
+            low=-0.5,
+            high=1.5,
+        ),
+        "bias": draw(st.booleans()),
+        "threads": draw(st.sampled_from([1, 2])),
+        "seed": draw(st.integers(0, 2**16)),
+    }

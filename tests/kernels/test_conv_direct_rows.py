@@ -20,40 +20,15 @@ from edgecnn.kernels.cpu.conv_rows import pack_panels
 from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, WIDE
 from edgecnn.kernels.cpu.threads import cpu_threads
 from edgecnn.ops.conv import ConvAttrs
-from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
-from kernels.support import assert_matches, reference_run
+from edgecnn.ops.fused import FusedConvAttrs
+from kernels.support import assert_matches, drawn_conv_layer, reference_run
 
 
 @st.composite
 def layers(draw: st.DrawFn) -> dict[str, Any]:
     side = draw(st.sampled_from([1, 3, 5, 7]))
     kernel = (side, draw(st.sampled_from([1, 2, 3])) if side == 1 else side)
-    strides = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    dilations = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
-    pads = tuple(draw(st.integers(0, 3)) for _ in range(4))
-    spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
-    return {
-        "x_shape": (
-            draw(st.integers(1, 2)),
-            draw(st.sampled_from([1, 3, 8, 17])),
-            draw(st.integers(max(1, spans[0] - pads[0] - pads[2]), 23)),
-            draw(st.integers(max(1, spans[1] - pads[1] - pads[3]), 41)),
-        ),
-        "out_channels": draw(st.integers(1, 2 * COLUMNS + 5)),
-        "attrs": FusedConvAttrs(
-            kernel_shape=kernel,
-            strides=strides,
-            dilations=dilations,
-            pads=pads,
-            activation=draw(st.sampled_from(ACTIVATIONS)),
-            negative_slope=0.2,
-            low=-0.5,
-            high=1.5,
-        ),
-        "bias": draw(st.booleans()),
-        "threads": draw(st.sampled_from([1, 2])),
-        "seed": draw(st.integers(0, 2**16)),
-    }
+    return drawn_conv_layer(draw, kernel, [1, 3, 8, 17], (23, 41, 3), 2 * COLUMNS + 5)
 
 
 def _check(case: dict[str, Any]) -> None:

@@ -22,11 +22,11 @@ from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS
 from edgecnn.kernels.cpu.threads import cpu_threads
 from edgecnn.model import Model
 from edgecnn.ops.conv import ConvAttrs
-from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
+from edgecnn.ops.fused import FusedConvAttrs
 from edgecnn.ops.registry import NoAttrs
 from edgecnn.runtime.arena import memory_plan
 from edgecnn.runtime.options import RuntimeOptions
-from kernels.support import assert_matches, reference_run
+from kernels.support import assert_matches, drawn_conv_layer, reference_run
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -34,31 +34,7 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 @st.composite
 def layers(draw: st.DrawFn) -> dict[str, Any]:
     kernel = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    dilations = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
-    pads = tuple(draw(st.integers(0, 2)) for _ in range(4))
-    spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
-    return {
-        "x_shape": (
-            draw(st.integers(1, 2)),
-            draw(st.sampled_from([1, 3, 16, 37])),
-            draw(st.integers(max(1, spans[0] - pads[0] - pads[2]), 11)),
-            draw(st.integers(max(1, spans[1] - pads[1] - pads[3]), 11)),
-        ),
-        "out_channels": draw(st.integers(1, 2 * COLUMNS + 3)),
-        "attrs": FusedConvAttrs(
-            kernel_shape=kernel,
-            strides=(draw(st.integers(1, 3)), draw(st.integers(1, 3))),
-            dilations=dilations,
-            pads=pads,
-            activation=draw(st.sampled_from(ACTIVATIONS)),
-            negative_slope=0.2,
-            low=-0.5,
-            high=1.5,
-        ),
-        "bias": draw(st.booleans()),
-        "threads": draw(st.sampled_from([1, 2])),
-        "seed": draw(st.integers(0, 2**16)),
-    }
+    return drawn_conv_layer(draw, kernel, [1, 3, 16, 37], (11, 11, 2), 2 * COLUMNS + 3)
 
 
 def _run(case: dict[str, Any], residual: bool) -> None:
