@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgecnn.ir.graph import Graph, Node, TensorSpec
+from edgecnn.kernels.cpu import conv_residual
 from edgecnn.kernels.cpu.threads import cpu_threads
 from edgecnn.kernels.registry import scoped_registrations, select_kernel
 from edgecnn.model import Model
@@ -201,3 +202,40 @@ def test_output_never_shares_the_residual_buffer() -> None:
     )
     for _ in range(2):  # the second run reuses the arena
         np.testing.assert_allclose(model(x), expected, rtol=1e-5, atol=1e-5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("channels", "side"), [(64, 8), (256, 7)])  # the in-place 1x1 kernel; pixel rows
+@pytest.mark.parametrize("overwrite", [True, False])
+def test_output_takes_the_buffer_of_a_residual_that_dies(
+    channels: int, side: int, overwrite: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 1x1 bottleneck tail whose kernel adds z itself, value by value where it writes y: with z
+    dead after the step, the arena gives y z's buffer (OVERWRITE_RESIDUAL), and the sum is right
+    run after run."""
+    monkeypatch.setattr(conv_residual, "OVERWRITE_RESIDUAL", overwrite)
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((channels, channels, 1, 1), dtype=np.float32)
+    b = rng.standard_normal(channels, dtype=np.float32)
+    graph = Graph(
+        [TensorSpec("x", "float32", (1, channels, side, side))],
+        ["y"],
+        [
+            Node("Relu", "shortcut", ["x"], ["z"], NoAttrs()),
+            Node("FusedConvAdd", "block", ["x", "w", "b", "z"], ["s"], FusedConvAttrs(activation="relu")),
+            Node("Relu", "tail", ["s"], ["y"], NoAttrs()),  # s inside the arena: a graph output is not
+        ],
+        {"w": w, "b": b},
+    )
+    model = Model(graph, RuntimeOptions.resolve(threads=2, optimize=False))
+    x = rng.standard_normal((1, channels, side, side), dtype=np.float32)
+    plan = model.plan_for(x)
+    step = plan.steps[1]
+    adds_itself = step.kernel.run.conv_kernel in ("pointwise", "pixel_rows")
+    memory = memory_plan(plan, frozenset({plan.slots["y"]}))
+    assert (memory.buffers.in_place.get(1) == 3) == (overwrite and adds_itself)
+    expected = reference_run("FusedConvAdd", graph.nodes[1].attrs, [x, w, b, np.maximum(x, 0)], (1, 2))
+    scale = float(np.abs(x).max() * np.abs(w).sum(axis=1).max() + 10.0)
+    for _ in range(2):
+        assert_matches(model(x), expected, scale)  # type: ignore[arg-type]
+    if channels == 64:
+        assert adds_itself  # the in-place 1x1 kernel takes it on every machine

@@ -9,7 +9,8 @@ Write-into protocol (arena execution, edgecnn.runtime.arena): a CPU step callabl
 ``out`` is a C-contiguous array of exactly the planned output type (dtype and shape), often a view
 into the run's arena; a tuple of such arrays for a step with several outputs. It never overlaps an
 input unless the callable sets ``fn.in_place = True``: then ``out`` may *be* input 0 (same memory,
-same type), and the kernel must read every element before writing it. ``run_into`` must neither
+same type), and the kernel must read every element before writing it; a tuple of input positions
+(``fn.in_place = (3,)``) names other inputs that ``out`` may be, on the same terms. ``run_into`` must neither
 keep ``out`` or the inputs past the call nor return a view of them; per-call temporaries belong in
 ``kernels.cpu.common.scratch`` (per thread, reused), so that a steady-state run allocates nothing.
 Steps without ``run_into`` still work: their results are kept as they are, outside the arena.

@@ -61,7 +61,8 @@ def describe_step(step: Step, plan: Plan) -> tuple[StepIO, Callable[..., Any] | 
     if known:
         into = getattr(step.kernel.run, "run_into", None)
         if into is not None:
-            in_place = (0,) if getattr(step.kernel.run, "in_place", False) else ()
+            declared = getattr(step.kernel.run, "in_place", False)  # True: input 0; or positions
+            in_place = (0,) if declared is True else tuple(declared or ())
             return StepIO(step.inputs, step.outputs, "into", in_place), into
         if step.kernel.name == "reference":
             adapter = reference_adapter(node, in_types, out_types)

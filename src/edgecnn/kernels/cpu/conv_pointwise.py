@@ -108,6 +108,7 @@ def _pointwise_tasks(
     chunk: int,
     edge: np.ndarray,  # (workers, K * COLUMNS) scratch: each image's last, cut run of pixels
     residual: np.ndarray,  # (N, M, H, W) added before the activation, or empty: none
+    onto_out: bool,  # out already holds the residual (it is the residual's buffer): add onto it
     out: np.ndarray,  # (N, M, H, W), written
 ) -> None:
     """Tiles [worker * tasks // workers, (worker + 1) * tasks // workers) of the layer."""
@@ -150,13 +151,14 @@ def _pointwise_tasks(
                 for r in range(r0, r0 + count):
                     at = (n * rows + r) * pixels
                     c_flat[at + p0 : at + p1] = z_flat[at + p0 : at + p1]
+            if has_residual or onto_out:
                 for r in range(r0 + ROWS, min(r0 + 2 * ROWS, m1)):  # the next block's, while this one runs
                     for p in range(p0, p1, LINE):
-                        prefetch(z_flat, (n * rows + r) * pixels + p)
+                        prefetch(c_flat if onto_out else z_flat, (n * rows + r) * pixels + p)
             for k0 in range(0, depth, DEPTH_BLOCK):
                 steps = min(DEPTH_BLOCK, depth - k0)
                 a_at = k0 * blocks * ROWS + (r0 // ROWS) * steps * ROWS
-                adding = k0 > 0 or has_residual
+                adding = k0 > 0 or has_residual or onto_out
                 if finishing and k0 == last_pass:
                     for j0 in range(p0, cut, COLUMNS):
                         micro_kernel_finished(
@@ -196,6 +198,7 @@ def _pointwise_conv_2d(
     chunk: int,
     edge: np.ndarray,
     residual: np.ndarray,
+    onto_out: bool,
     out: np.ndarray,
 ) -> None:
     """All tiles, ``edge.shape[0]`` workers side by side (one parallel region per layer)."""
@@ -216,6 +219,7 @@ def _pointwise_conv_2d(
             chunk,
             edge,
             residual,
+            onto_out,
             out,
         )
 
@@ -249,7 +253,8 @@ class PointwiseConv(ResidualIntoKernel):
         per_worker = self.setup.in_channels * COLUMNS
         edge = scratch(workers * per_worker).reshape(workers, per_worker)
         kernel = pointwise_conv_2d_serial if workers == 1 else pointwise_conv_2d
+        onto_out = residual.size > 0 and np.may_share_memory(residual, out)  # the arena's in-place sum
         kernel(
             np.ascontiguousarray(x), self.packed, self.bias, self.has_bias, *activation, row_step, chunk, edge,
-            residual, out,
+            residual[:0] if onto_out else residual, onto_out, out,
         )  # fmt: skip

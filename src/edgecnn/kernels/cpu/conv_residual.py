@@ -5,8 +5,12 @@ activation (Winograd, 1x1 GEMM, im2col, sparse...), written straight into ``out`
 pass adds the residual and applies the activation in place. That replaces the unfused Add and
 activation steps (two more passes over the tensor, one of them through numpy) by one.
 
-``out`` never aliases an input: the kernel does not declare ``in_place``, so the arena gives it a
-buffer of its own (the convolution must not overwrite z or x before reading them).
+Where the convolution kernel adds the residual itself (``run_into_residual``: the 1x1 and
+pixel-row kernels read each value of z where they write that value of y), the step declares
+``in_place = (3,)``: the arena may then give y the buffer of z when z dies here, as in every
+bottleneck block of ResNet, and the kernel adds onto z where it lies instead of copying it first
+(OVERWRITE_RESIDUAL). Otherwise ``out`` never aliases an input (the convolution would overwrite z
+before the sum reads it).
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ microseconds for ResNet's sums at batch 1), less than waking numba's sleeping wo
 region costs on a busy 2-core VM. Measured by ``benchmarks/residual.py --epilogue`` (docs/fusion.md)."""
 
 CHUNK = 16384
+
+OVERWRITE_RESIDUAL = True
+"""Whether a fused residual step offers the arena its output over z (``in_place = (3,)``)."""
 
 Types = Sequence["TensorType | None"]
 Values = Sequence["np.ndarray | None"]
@@ -65,6 +72,7 @@ class ConvResidual:
         self.conv_into = getattr(self.conv.run, "run_into", None)
         self.conv_residual_into = getattr(self.conv.run, "run_into_residual", None)
         self.conv_inputs = len(inner.inputs)
+        self.in_place = (3,) if OVERWRITE_RESIDUAL and self.conv_residual_into is not None else ()
         self.out_shape = shape_of(types[3])
         self.activation = activation_args(node.attrs)  # (kind, negative slope, low, high)
         size = int(np.prod(self.out_shape))
@@ -82,7 +90,8 @@ class ConvResidual:
         return out
 
     def run_into(self, out: np.ndarray, *inputs: np.ndarray | None) -> None:
-        """Writes into ``out`` (C-contiguous, the output's shape; overlaps no input)."""
+        """Writes into ``out`` (C-contiguous, the output's shape; it may be the residual itself
+        where ``in_place`` says so, else it overlaps no input)."""
         conv_inputs = inputs[: self.conv_inputs]
         residual = inputs[3]
         assert residual is not None
