@@ -6,9 +6,10 @@ Both versions of kernels/cpu/im2col.py are called directly in one process (REV's
 ``git show`` as a module of its own), interleaved with the order turned every call, on the same
 image, filling the whole (C*KH*KW, OH*OW) matrix; outputs are checked equal. This tree's copy is
 the one the im2col_gemm kernel makes: through the tap table where ``gathers_columns`` says so
-(REV's ``im2col_range`` where REV has no tap table). Layers the direct kernel takes are timed on
-the copy it makes instead: the phase-split frame (conv_direct.fill_frame), REV's against this
-tree's. Writes the table into docs/conv-gap.md between its markers.
+(REV's ``im2col_range`` where REV has no tap table). Layers the direct kernels take (direct_gemm,
+direct_rows) are timed on the copy they make instead, at any stride: the phase-split frame
+(conv_direct.fill_frame), REV's against this tree's. Writes the table into docs/conv-gap.md
+between the markers ``--mark`` names.
 
     .venv/bin/python benchmarks/im2col.py --against e02f3dc --repeats 40
 """
@@ -33,8 +34,10 @@ from edgecnn.bench.zoo import build_model
 from edgecnn.kernels.cpu.conv_direct import fill_frame, frame_shape
 from edgecnn.kernels.cpu.conv_setup import ConvSetup, conv_setup
 from edgecnn.kernels.cpu.im2col import gather_rows, gathers_columns, im2col_range, tap_table
+from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS
 
 DOC = Path(__file__).parent.parent / "docs" / "conv-gap.md"
+FRAME_RUNS = {"direct_gemm": COLUMNS, "direct_rows": ROWS}  # kernels that copy a frame: pixels per run
 
 
 def copies_rows(s: ConvSetup) -> bool:
@@ -71,15 +74,20 @@ def time_unfold(old: ModuleType, s: ConvSetup, repeats: int) -> tuple[float, flo
     if gathers_columns(s.width, s.strides, s.out):
         taps = tap_table(s.height, s.width, s.kernel, s.strides, s.pads[:2], s.dilations, s.out)
         copies["after"] = lambda: gather_rows(image, taps, 0, len(outs["after"]), 0, pixels, outs["after"])
+        if hasattr(old, "gather_rows"):  # REV gathers too: its own tap table and loop
+            copies["before"] = lambda: old.gather_rows(
+                image, taps, 0, len(outs["before"]), 0, pixels, outs["before"]
+            )
     else:
         copies["after"] = lambda: im2col_range(image, *arguments, outs["after"])
     return interleaved(copies, outs, repeats)
 
 
-def time_frame(old: ModuleType, s: ConvSetup, repeats: int) -> tuple[float, float]:
-    """REV's and this tree's phase-split frame of one image (what the direct kernel copies)."""
+def time_frame(old: ModuleType, s: ConvSetup, run: int, repeats: int) -> tuple[float, float]:
+    """REV's and this tree's phase-split frame of one image (what the direct kernels copy), its rows
+    padded for output runs of ``run`` pixels."""
     x = np.random.default_rng(0).standard_normal((1, s.in_channels, s.height, s.width)).astype(np.float32)
-    rows, phases, columns = frame_shape(s)
+    rows, phases, columns = frame_shape(s, run)
     shape = (s.in_channels * rows, phases, columns)
     outs = {k: np.empty(shape, np.float32) for k in ("before", "after")}
     copies = {
@@ -95,6 +103,7 @@ def main() -> None:
     parser.add_argument("--models", default="resnet18,resnet50,simplecnn,lenet5,alexnet,googlenet")
     parser.add_argument("--repeats", type=int, default=40)
     parser.add_argument("--output", type=Path, default=DOC)
+    parser.add_argument("--mark", default="conv-gap:im2col", help="the section of --output to rewrite")
     args = parser.parse_args()
     folder = Path(tempfile.gettempdir()) / "edgecnn-revisions"
     old_unfold = import_source(
@@ -112,11 +121,15 @@ def main() -> None:
         _, x = _input(model)
         for node, types, _, chosen in conv_layers(_load(model, 1), x):
             s = conv_setup(node, types)
-            if s is None or not copies_rows(s) or (s.window, s.in_channels, s.height, s.width) in seen:
+            if (
+                s is None
+                or not (copies_rows(s) or chosen in FRAME_RUNS)
+                or (s.window, s.in_channels, s.height, s.width) in seen
+            ):
                 continue
             seen.add((s.window, s.in_channels, s.height, s.width))
-            if chosen == "direct_gemm":
-                before, after = time_frame(old_frame, s, args.repeats)
+            if chosen in FRAME_RUNS:
+                before, after = time_frame(old_frame, s, FRAME_RUNS[chosen], args.repeats)
             else:
                 before, after = time_unfold(old_unfold, s, args.repeats)
             shape = (
@@ -129,18 +142,18 @@ def main() -> None:
             print(rows[-1], flush=True)
     lines = [
         f"Machine: {cpu_model()}, {os.cpu_count()} cores; load average {load:.2f} at the start, "
-        f"{os.getloadavg()[0]:.2f} at the end; one thread, the whole matrix of one image and group (direct_gemm: "
-        "the whole frame of one image), medians "
+        f"{os.getloadavg()[0]:.2f} at the end; one thread, the whole matrix of one image and group "
+        "(direct_gemm, direct_rows: the whole frame of one image), medians "
         f"of {args.repeats} interleaved calls.",
         "",
         f"Command: `.venv/bin/python benchmarks/im2col.py --against {args.against} --models {args.models} "
-        f"--repeats {args.repeats}`",
+        f"--repeats {args.repeats} --mark {args.mark}`",
         "",
         f"| model | channels @ input, filter/stride -> output | layer's kernel | {args.against} ms | this tree ms | ratio |",
         "|---|---|---|---:|---:|---:|",
         *rows,
     ]
-    args.output.write_text(replace_section(args.output.read_text(), "conv-gap:im2col", lines))
+    args.output.write_text(replace_section(args.output.read_text(), args.mark, lines))
 
 
 if __name__ == "__main__":

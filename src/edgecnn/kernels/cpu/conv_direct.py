@@ -58,41 +58,65 @@ def fill_frame(x: np.ndarray, pad_top: int, pad_left: int, first: int, last: int
     """Rows first..last-1 of frame (N*C*rows, phases, columns) from x: row (plane, y) holds input row
     y - pad_top of plane (image * C + channel), its columns split by phase, zeros outside the image.
 
-    Flat, unsigned indices and no slices: on small maps (SimpleCNN's 15x15 layer: 1088 runs of 17
-    floats) building a view per run cost more than the copies."""
+    Why this shape (each measured on SimpleCNN's 3x3/2 stem, where the copy cost as much as the
+    multiplications): the columns that every phase holds are copied by one loop over the input row,
+    with stride 2 a de-interleave that LLVM vectorises only through views of the row (flat indices
+    left it scalar, about one value per cycle); the few edge columns go through a table built once,
+    not through divisions and short loops per row; short runs keep flat, unsigned indices, as a
+    view per run costs more than its copy there (SimpleCNN's 15x15 layer: 1088 runs of 17 floats)."""
     height, width = x.shape[2], x.shape[3]
     rows, phases, columns = frame.shape[0] // (x.shape[0] * x.shape[1]), frame.shape[1], frame.shape[2]
     source = x.reshape(-1)
     target = frame.reshape(-1)
     zero = np.float32(0.0)
+    # columns j that hold an input column (j*phases + q - pad_left in [0, width)) in every phase q
+    common_lo = min((pad_left + phases - 1) // phases, columns)
+    common_hi = max(min(columns, (width + pad_left) // phases), common_lo)
+    count = common_hi - common_lo
+    # the other columns: (offset in the row's phases x columns, padded column or -1 for a zero)
+    edges = np.empty((phases * (columns - count), 2), np.int64)
+    e = 0
+    for q in range(phases):
+        for j in range(columns):
+            if j < common_lo or j >= common_hi:
+                padded = j * phases + q
+                edges[e, 0] = q * columns + j
+                edges[e, 1] = padded if 0 <= padded - pad_left < width else -1
+                e += 1
+    plane, y = first // rows, first % rows
     for r in range(first, last):
-        plane, y = r // rows, r % rows
         iy = y - pad_top
-        for q in range(phases):
-            base = (r * phases + q) * columns
-            if iy < 0 or iy >= height:
-                for j in range(columns):
-                    target[np.uint64(base + j)] = zero
-                continue
-            # columns j whose input column j*phases + q - pad_left lies in [0, width)
-            lo = min(max(0, (pad_left - q + phases - 1) // phases), columns)
-            hi = max(min(columns, (width + pad_left - q + phases - 1) // phases), lo)
-            for j in range(lo):
-                target[np.uint64(base + j)] = zero
-            start = (plane * height + iy) * width + lo * phases + q - pad_left
-            if phases == 1:
-                for j in range(hi - lo):
-                    target[np.uint64(base + lo + j)] = source[np.uint64(start + j)]
-            else:  # one unsigned base each, and stride 2 (most strided stems) as a constant
-                into, at, step = np.uint64(base + lo), np.uint64(start), np.uint64(phases)
-                if phases == 2:
-                    for j in range(np.uint64(hi - lo)):
-                        target[into + j] = source[at + j + j]
-                else:
-                    for j in range(np.uint64(hi - lo)):
-                        target[into + j] = source[at + j * step]
-            for j in range(hi, columns):
-                target[np.uint64(base + j)] = zero
+        line = (plane * height + iy) * width - pad_left  # flat index of padded column 0
+        y += 1
+        if y == rows:
+            plane, y = plane + 1, 0
+        row = r * phases * columns
+        if iy < 0 or iy >= height:
+            for j in range(phases * columns):
+                target[np.uint64(row + j)] = zero
+            continue
+        for e in range(edges.shape[0]):
+            padded = edges[e, 1]
+            target[np.uint64(row + edges[e, 0])] = source[np.uint64(line + padded)] if padded >= 0 else zero
+        into, at = row + common_lo, line + common_lo * phases
+        if phases == 1:
+            for j in range(np.uint64(count)):
+                target[np.uint64(into) + j] = source[np.uint64(at) + j]
+        elif phases == 2 and count >= 16:
+            even, odd, pairs = (
+                target[into : into + count],
+                target[into + columns :],
+                source[at : at + 2 * count],
+            )
+            for j in range(count):
+                even[j] = pairs[2 * j]
+                odd[j] = pairs[2 * j + 1]
+        else:
+            step = np.uint64(phases)
+            for q in range(phases):
+                into_q, at_q = np.uint64(into + q * columns), np.uint64(at + q)
+                for j in range(np.uint64(count)):
+                    target[into_q + j] = source[at_q + j * step]
 
 
 @numba.njit(cache=True)
