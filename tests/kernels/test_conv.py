@@ -96,7 +96,8 @@ def expected_kernel(case: dict[str, Any]) -> str:
     unpadded 1x1 stride 1, the
     packed-weight GEMM for strided 1x1 (but the pixel-row GEMM, ahead of every kernel below the BLAS
     1x1 tiles, for deep layers on small maps), the direct kernel for shallow filters on full rows
-    (with pixels as rows where that leaves fewer lanes empty, MICRO_KERNEL_OVER_BLAS), else
+    (with pixels as rows where that leaves fewer lanes empty, MICRO_KERNEL_OVER_BLAS; there also
+    on every layer with few input channels and enough taps, ahead of the pixel-row GEMM), else
     im2col + GEMM; where BLAS cannot be called, or the micro-kernel outruns it
     (MICRO_KERNEL_OVER_BLAS), the packed-weight GEMM instead of the BLAS kernels."""
     tiles = blas.AVAILABLE and not conv_kernels.MICRO_KERNEL_OVER_BLAS
@@ -114,6 +115,17 @@ def expected_kernel(case: dict[str, Any]) -> str:
             return "pointwise"  # the input read in place by the micro-kernel
         if tiles:
             return "gemm_1x1"
+    shape = geometry["kernel_shape"]
+    shallow = channels < conv_direct_rows.SHALLOW_CHANNELS
+    taps = channels * shape[0] * shape[1] >= conv_direct_rows.MIN_TAP_DEPTH
+    if (
+        conv_kernels.MICRO_KERNEL_OVER_BLAS
+        and geometry.get("group", 1) == 1
+        and shape != (1, 1)
+        and shallow
+        and taps
+    ):
+        return "direct_rows"  # shallow layers, whatever their width (above pixel_rows)
     if geometry.get("group", 1) == 1 and rows_fit(_setup(case)):
         return "pixel_rows"  # deep layers on small maps (below gemm_1x1, above the rest)
     if pointwise:

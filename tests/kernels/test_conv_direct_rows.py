@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu import conv as conv_kernels
+from edgecnn.kernels.cpu import conv_direct_rows
 from edgecnn.kernels.cpu.conv_direct_rows import DirectRowsConv, when_direct_rows
 from edgecnn.kernels.cpu.conv_rows import pack_panels
 from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, WIDE
@@ -115,6 +116,21 @@ def test_rule_takes_the_direct_kernels_layers_where_fewer_lanes_are_empty(
     assert not _takes((1, 3, 128, 128), 16, 3, 2)  # SimpleCNN's stem: half a panel
     assert not _takes((1, 64, 56, 56), 64, 1, 1)  # 1x1: not the direct kernel's
     assert not _takes((1, 8, 56, 56), 64, 3, 2, group=2)  # grouped
+
+
+@pytest.mark.skipif(not WIDE, reason="measured with AVX-512's 8 x 32 blocks only")
+def test_rule_takes_shallow_layers_of_any_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(conv_kernels, "MICRO_KERNEL_OVER_BLAS", True)
+    assert _takes((1, 32, 27, 27), 128, 3, 1)  # SqueezeNet's, Winograd's otherwise
+    assert _takes((1, 16, 14, 14), 48, 5, 1)  # GoogLeNet's 5x5, the pixel-row GEMM's otherwise
+    assert _takes((1, 32, 15, 15), 32, 3, 2)  # SimpleCNN's 8x8 output
+    assert _takes((1, 63, 7, 7), 64, 3, 1)
+    assert not _takes((1, 64, 56, 56), 192, 3, 1)  # 64 channels: Winograd's
+    assert not _takes((1, 14, 28, 28), 64, 3, 1)  # 126 taps: too shallow, too narrow for the first case
+    assert not _takes((1, 32, 27, 27), 128, 1, 1)  # 1x1
+    assert not _takes((1, 32, 27, 27), 128, 3, 1, group=2)  # grouped
+    monkeypatch.setattr(conv_direct_rows, "SHALLOW_CHANNELS", 0)
+    assert not _takes((1, 32, 27, 27), 128, 3, 1)  # the rule before
 
 
 def test_rule_is_off_where_the_blas_tiles_take_layers(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,7 +7,7 @@ SqueezeNet's 55-wide maps fill 55 of 64, its 111-wide stem 111 of 128. Here the 
 COLUMNS output channels and the broadcast rows ROWS consecutive pixels of an output row, so a row
 wastes at most ROWS - 1 pixels' work; the last panel wastes what the output channels leave of its
 COLUMNS. The rule (``when_direct_rows``) takes a layer where that wastes less than the direct
-kernel does.
+kernel does, and shallow layers, where it needs no im2col copy and no transforms.
 
 The input is copied into conv_direct's zero-padded, stride-split frame, where each filter tap of
 ROWS consecutive output pixels is one contiguous run at an offset that depends on the tap only
@@ -57,20 +57,37 @@ def lane_shares(setup: ConvSetup) -> tuple[float, float]:
     return direct, rows
 
 
+SHALLOW_CHANNELS, MIN_TAP_DEPTH = 64, 128
+"""The rule's second case: layers with fewer than SHALLOW_CHANNELS input channels and at least
+MIN_TAP_DEPTH multiply-adds per output value, whatever their width. There the kernel beat every
+other candidate in benchmarks/conv_gap.py (2 threads, docs/conv-gap.md "Direct rows on shallow
+layers"): Winograd F(4x4) on SqueezeNet's 32->128 @ 27x27 and 48->192 @ 13x13 (its GEMMs are only C
+deep), the pixel-row GEMM on GoogLeNet's 5x5 layers and SimpleCNN's 8x8 map (whose im2col copy cost
+more than its multiplications), the packed GEMM on LeNet's. Shallower filters (the 3-channel stems'
+27 taps) do too few multiply-adds per transposed store: VGG-16's 3->64 @ 224x224 took 2.2x the
+direct kernel's time. From 64 channels Winograd won or tied (GoogLeNet's 64->192 @ 56x56, ResNet's
+64->64)."""
+
+
 def when_direct_rows(
     node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
 ) -> bool:
-    """The layers the direct kernel's rule takes (conv.when_direct), ungrouped, where this kernel
-    leaves fewer lanes empty (MIN_GAIN); only where the micro-kernel takes the BLAS tiles' layers
-    (conv.MICRO_KERNEL_OVER_BLAS: AVX-512, where the block's transpose is 24 shuffles)."""
-    if not (
-        conv.MICRO_KERNEL_OVER_BLAS and can_run(node, types, values) and conv.when_direct(node, types, values)
-    ):
+    """Ungrouped, not 1x1, and only where the micro-kernel takes the BLAS tiles' layers
+    (conv.MICRO_KERNEL_OVER_BLAS: AVX-512, where the block's transpose is 24 shuffles): the layers
+    the direct kernel's rule takes (conv.when_direct) where this kernel leaves fewer lanes empty
+    (MIN_GAIN), and shallow layers (SHALLOW_CHANNELS, MIN_TAP_DEPTH). Its priority is above the
+    Winograd and pixel-row kernels' for the second case; the first never meets their rules."""
+    if not (conv.MICRO_KERNEL_OVER_BLAS and can_run(node, types, values)):
         return False
     setup = conv_setup(node, types)
     assert setup is not None
+    if setup.kernel == (1, 1):
+        return False
+    depth = setup.in_channels * setup.kernel[0] * setup.kernel[1]
+    if setup.in_channels < SHALLOW_CHANNELS and depth >= MIN_TAP_DEPTH:
+        return True
     direct, rows = lane_shares(setup)
-    return rows > MIN_GAIN * direct
+    return conv.when_direct(node, types, values) and rows > MIN_GAIN * direct
 
 
 def _direct_rows_conv_2d(
@@ -168,6 +185,6 @@ class DirectRowsConv(ConvKernel):
 
 
 for _op in ("Conv", "FusedConv"):
-    register_kernel(_op, when=when_direct_rows, priority=13, name="direct_rows", applies=can_run)(
+    register_kernel(_op, when=when_direct_rows, priority=17, name="direct_rows", applies=can_run)(
         DirectRowsConv
     )
