@@ -244,7 +244,7 @@ def revision_module(revision: str) -> ModuleType:
     )
 
 
-def against_table(revision: str, threads: int, repeats: int) -> list[str]:
+def against_table(revision: str, threads: int, repeats: int, mark: str = "against") -> list[str]:
     """This tree's WinogradConv against ``revision``'s on the Winograd layers of LAYERS: medians of
     ``repeats`` interleaved calls (order turned every call), outputs checked equal."""
     from edgecnn.kernels.cpu.conv_setup import conv_setup
@@ -281,7 +281,7 @@ def against_table(revision: str, threads: int, repeats: int) -> list[str]:
     return [
         f"Machine: {cpu_model()}, {os.cpu_count()} logical CPUs; load average {os.getloadavg()[0]:.2f}; "
         f"batch 1, {threads} thread(s). Command: `.venv/bin/python benchmarks/winograd.py --against {revision} "
-        f"--threads {threads} --repeats {repeats}`",
+        f"--threads {threads} --repeats {repeats} --mark {mark}`",
         "",
         f"| layer | C->M @ HxW | tile | {revision} ms | this tree ms | ratio |",
         "|---|---|---|---:|---:|---:|",
@@ -324,13 +324,16 @@ def main() -> None:
     )
     parser.add_argument("--chunk-sweep", action="store_true", help="only print the chunk size sweep")
     parser.add_argument("--against", metavar="REV", help="only time this tree's Winograd against REV's")
+    parser.add_argument(
+        "--mark", default="against", help="--against's table goes between winograd:MARK markers"
+    )
     args = parser.parse_args()
     if args.against:
-        lines = against_table(args.against, args.threads, args.repeats)
+        lines = against_table(args.against, args.threads, args.repeats, args.mark)
         print("\n".join(lines))
         if not args.no_write:
             DOC.write_text(
-                replace_between(DOC.read_text(encoding="utf-8"), "against", lines), encoding="utf-8"
+                replace_between(DOC.read_text(encoding="utf-8"), args.mark, lines), encoding="utf-8"
             )
         return
     if args.chunk_sweep:

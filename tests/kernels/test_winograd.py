@@ -230,6 +230,28 @@ def test_odd_sizes(size: int) -> None:
         check(case)
 
 
+@pytest.mark.parametrize("activation", ["none", "relu", "leaky_relu", "clip", "silu"])
+@pytest.mark.parametrize(("pads", "threads"), [((1, 1, 1, 1), 2), ((0, 0, 0, 0), 1), ((1, 0, 1, 0), 2)])
+def test_planes_of_whole_pages(activation: str, pads: tuple[int, int, int, int], threads: int) -> None:
+    """32x32 planes are one page each: the input moves to channels-last and (with padding 1) the
+    tiles are stored in the orders kept for planes that alias in L1 (PAGE_BYTES)."""
+    for tile in (2, 4):
+        case = {
+            "batch": 2,
+            "in": 19,
+            "out": 37,
+            "height": 32,
+            "width": 32,
+            "pads": pads,
+            "bias": True,
+            "activation": {"activation": activation, "negative_slope": 0.2, "low": -0.5, "high": 1.0},
+            "tile": tile,
+            "threads": threads,
+            "seed": 7,
+        }
+        check(case)
+
+
 @pytest.mark.parametrize("tile", [2, 4])
 @pytest.mark.parametrize(("channels", "out", "size", "batch"), [(300, 37, 9, 1), (70, 130, 11, 2)])
 def test_deep_and_wide_layers_cross_the_gemm_blocks(

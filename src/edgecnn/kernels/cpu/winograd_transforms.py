@@ -93,6 +93,11 @@ def transform_filters(weights: np.ndarray, m: int) -> np.ndarray:
 CHANNEL_BLOCK = 128
 """Channels per pass of ``pad_channels_last`` over a row: 128 source lines, 8 KiB of L1."""
 
+PAGE_BYTES = 4096
+"""L1 sets repeat every page: lines a whole number of pages apart compete for one set's 12 ways.
+On planes of whole pages (VGG-16's 224x224: 49 pages) ``pad_channels_last`` and ``store_tile``
+go through the values a plane apart in another order (their docstrings say why)."""
+
 DEPTH_BLOCK = 256
 """Input channels per micro-kernel pass (a COLUMNS-channel panel of one point's filters: 16 or 32 KiB)."""
 
@@ -265,8 +270,18 @@ def pad_channels_last(
         source = x[n].reshape(-1)
         plane = height * width
         start = y * width
+        if (plane * 4) % PAGE_BYTES == 0:
+            # one source line at a time, all of it: 16 j of each channel, stores a row apart
+            for j0 in range(0, width, 16):
+                j1 = min(j0 + 16, width)
+                for c in range(channels):
+                    at = c * plane + start
+                    for j in range(j0, j1):
+                        row[np.uint64((pad_left + j) * channels + c)] = source[np.uint64(at + j)]
+            continue
         # contiguous stores, loads a plane apart: each loaded line is reused for 16 j, so a block's
-        # CHANNEL_BLOCK lines stay in L1 until then (all of a 1024-channel row's lines would not)
+        # CHANNEL_BLOCK lines stay in L1 until then (all of a 1024-channel row's lines would not;
+        # nor would the lines of planes of whole pages, all in one L1 set: see above)
         for c0 in range(0, channels, CHANNEL_BLOCK):
             c1 = min(c0 + CHANNEL_BLOCK, channels)
             for j in range(width):
@@ -293,7 +308,8 @@ def store_tile(
     out: np.ndarray,
 ) -> None:
     """out[n, oc0 + o, y0 + a, x0 + b] = act(result[(a*m + b)*width + o] + bias), clipped at the edges
-    (one store per output value, a plane apart: the one scattered pass of the output)."""
+    (one store per output value, a plane apart: the one scattered pass of the output). Where planes
+    are whole pages, ``store_tile_by_channel`` instead."""
     out_h, out_w = out.shape[2], out.shape[3]
     plane = out_h * out_w
     flat = out.reshape(-1)
@@ -312,9 +328,52 @@ def store_tile(
                 for o in range(width):
                     value = result[k + o]
                     flat[np.uint64(base + o * plane)] = zero if value <= zero else value
+            elif kind == 2:  # leaky ReLU (tiny-YOLO): through activate() as slow as the GEMMs
+                slope = np.float32(alpha)
+                for o in range(width):
+                    value = result[k + o]
+                    flat[np.uint64(base + o * plane)] = value if value >= zero else value * slope
             else:
                 for o in range(width):
                     flat[np.uint64(base + o * plane)] = activate(result[k + o], kind, alpha, low, high)
+
+
+@numba.njit(cache=True)
+def store_tile_by_channel(
+    result: np.ndarray,
+    width: int,
+    n: int,
+    oc0: int,
+    y0: int,
+    x0: int,
+    m: int,
+    bias: np.ndarray,
+    has_bias: bool,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    out: np.ndarray,
+) -> None:
+    """``store_tile`` channel by channel, each channel's m x m block whole, for planes of whole pages
+    (PAGE_BYTES; VGG-16's 224x224 maps): there one pixel's ``width`` stores a plane apart all fall
+    into one L1 set and evicted each other before the next pixel reused their lines."""
+    out_h, out_w = out.shape[2], out.shape[3]
+    plane = out_h * out_w
+    flat = out.reshape(-1)
+    zero = np.float32(0.0)
+    rows, columns = min(m, out_h - y0), min(m, out_w - x0)
+    for o in range(width):
+        shift = bias[oc0 + o] if has_bias else zero
+        for a in range(rows):
+            at, k = (n * out.shape[1] + oc0 + o) * plane + (y0 + a) * out_w + x0, a * m * width + o
+            for b in range(columns):
+                value = result[k + b * width] + shift
+                if kind == 1:
+                    value = zero if value <= zero else value
+                elif kind != 0:
+                    value = activate(value, kind, alpha, low, high)
+                flat[np.uint64(at + b)] = value
 
 
 def _winograd_conv_2d(
@@ -352,6 +411,7 @@ def _winograd_conv_2d(
     frame_h, frame_w = xt.shape[0] // batch, xt.shape[1]
     workers = v_buffers.shape[0]
     rows = batch * frame_h
+    paged = (out_h * out_w * 4) % PAGE_BYTES == 0
     for worker in numba.prange(workers):
         pad_channels_last(x, pad_top, pad_left, worker * rows // workers, (worker + 1) * rows // workers, xt)
     flat = xt.reshape(-1)
@@ -386,9 +446,13 @@ def _winograd_conv_2d(
                 n, r = divmod(p0 + q, tiles_per_image)
                 ty, tx = divmod(r, tiles_w)
                 output_tile(m, pflat, q * oc_step, prow, width, tmp, result)
-                store_tile(
-                    result, width, n, oc0, ty * m, tx * m, m, bias, has_bias, kind, alpha, low, high, out
-                )
+                y0, x0 = ty * m, tx * m
+                if paged:
+                    store_tile_by_channel(
+                        result, width, n, oc0, y0, x0, m, bias, has_bias, kind, alpha, low, high, out
+                    )
+                else:
+                    store_tile(result, width, n, oc0, y0, x0, m, bias, has_bias, kind, alpha, low, high, out)
 
 
 winograd_conv_2d = numba.njit(parallel=True, nogil=True, cache=True)(_winograd_conv_2d)
