@@ -64,6 +64,9 @@ LAYERS = [  # (label, in channels, out channels, height = width)
     ("narrow 64->24", 64, 24, 40),
     ("thin 8->64", 8, 64, 56),
     ("tiny map 128->128", 128, 128, 4),
+    ("whole-page planes 128->128", 128, 128, 32),
+    ("whole-page planes 256->256", 256, 256, 32),
+    ("whole-page planes 128->128 @ 64", 128, 128, 64),
     ("first layer 3->64", 3, 64, 112),
 ]
 

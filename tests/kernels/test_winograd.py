@@ -252,6 +252,28 @@ def test_planes_of_whole_pages(activation: str, pads: tuple[int, int, int, int],
         check(case)
 
 
+@pytest.mark.parametrize(("height", "width"), [(2, 512), (512, 2), (64, 48), (16, 256)])
+def test_whole_page_planes_cut_by_the_tiles(height: int, width: int) -> None:
+    """Planes of whole pages whose tiles, or groups of side-by-side tiles stored together, run past
+    the bottom or right edge of the map (the stores clip them), on one thread and two."""
+    for tile in (2, 4):
+        for threads in (1, 2):
+            case = {
+                "batch": 1,
+                "in": 5,
+                "out": 9,
+                "height": height,
+                "width": width,
+                "pads": (1, 1, 1, 1),
+                "bias": True,
+                "activation": {"activation": "leaky_relu", "negative_slope": 0.1},
+                "tile": tile,
+                "threads": threads,
+                "seed": 3,
+            }
+            check(case)
+
+
 @pytest.mark.parametrize("tile", [2, 4])
 @pytest.mark.parametrize(("channels", "out", "size", "batch"), [(300, 37, 9, 1), (70, 130, 11, 2)])
 def test_deep_and_wide_layers_cross_the_gemm_blocks(

@@ -98,6 +98,10 @@ PAGE_BYTES = 4096
 On planes of whole pages (VGG-16's 224x224: 49 pages) ``pad_channels_last`` and ``store_tile``
 go through the values a plane apart in another order (their docstrings say why)."""
 
+TILE_GROUP_FLOATS = 16
+"""Output columns (one 64-byte line) stored together on planes of whole pages: TILE_GROUP_FLOATS // m
+side-by-side tiles per group (store_tiles_by_channel)."""
+
 DEPTH_BLOCK = 256
 """Input channels per micro-kernel pass (a COLUMNS-channel panel of one point's filters: 16 or 32 KiB)."""
 
@@ -339,8 +343,9 @@ def store_tile(
 
 
 @numba.njit(cache=True)
-def store_tile_by_channel(
+def store_tiles_by_channel(
     result: np.ndarray,
+    tiles: int,
     width: int,
     n: int,
     oc0: int,
@@ -354,26 +359,40 @@ def store_tile_by_channel(
     low: float,
     high: float,
     out: np.ndarray,
+    line: np.ndarray,  # (>= tiles * m,) scratch
 ) -> None:
-    """``store_tile`` channel by channel, each channel's m x m block whole, for planes of whole pages
-    (PAGE_BYTES; VGG-16's 224x224 maps): there one pixel's ``width`` stores a plane apart all fall
-    into one L1 set and evicted each other before the next pixel reused their lines."""
+    """``store_tile`` for ``tiles`` side-by-side tiles (tile g's values from g*m*m*width in
+    ``result``), for planes of whole pages (PAGE_BYTES; VGG-16's 224x224 maps). There the stores a
+    plane apart all fall into one L1 set, so one tile's m-value runs left each line to be evicted
+    and fetched again for the next tile: here each channel's output row across the group is gathered
+    into ``line``, biased and activated there (the activation's branch once per row, not per value),
+    then stored in one run of whole lines (TILE_GROUP_FLOATS // m tiles per group)."""
     out_h, out_w = out.shape[2], out.shape[3]
     plane = out_h * out_w
     flat = out.reshape(-1)
     zero = np.float32(0.0)
-    rows, columns = min(m, out_h - y0), min(m, out_w - x0)
+    rows = min(m, out_h - y0)
+    size = m * m * width
+    columns = min(tiles * m, out_w - x0)
     for o in range(width):
         shift = bias[oc0 + o] if has_bias else zero
         for a in range(rows):
-            at, k = (n * out.shape[1] + oc0 + o) * plane + (y0 + a) * out_w + x0, a * m * width + o
-            for b in range(columns):
-                value = result[k + b * width] + shift
-                if kind == 1:
-                    value = zero if value <= zero else value
-                elif kind != 0:
-                    value = activate(value, kind, alpha, low, high)
-                flat[np.uint64(at + b)] = value
+            for c in range(columns):
+                g, b = divmod(c, m)
+                line[c] = result[g * size + (a * m + b) * width + o] + shift
+            if kind == 1:
+                for c in range(columns):
+                    line[c] = max(line[c], zero)
+            elif kind == 2:
+                slope = np.float32(alpha)
+                for c in range(columns):
+                    line[c] = line[c] if line[c] >= zero else line[c] * slope
+            elif kind != 0:
+                for c in range(columns):
+                    line[c] = activate(line[c], kind, alpha, low, high)
+            at = np.uint64((n * out.shape[1] + oc0 + o) * plane + (y0 + a) * out_w + x0)
+            for c in range(np.uint64(columns)):
+                flat[at + c] = line[c]
 
 
 def _winograd_conv_2d(
@@ -424,7 +443,9 @@ def _winograd_conv_2d(
         vflat, pflat = v.reshape(-1), products.reshape(-1)
         vrow, prow = v.shape[1], products.shape[1]
         tmp = np.empty(points * max(channels, oc_step), dtype=np.float32)
-        result = np.empty(m * m * oc_step, dtype=np.float32)
+        group = TILE_GROUP_FLOATS // m if paged else 1  # tiles stored together
+        result = np.empty(group * m * m * oc_step, dtype=np.float32)
+        line = np.empty(group * m, dtype=np.float32)
         transformed = -1
         for task in range(worker, chunks * blocks, workers):
             chunk = task // blocks
@@ -442,17 +463,43 @@ def _winograd_conv_2d(
                 transformed = chunk
             for k in range(points):
                 point_gemm(vflat[k * vrow :], count, channels, u[k], oc0, oc1, pflat[k * prow :], oc_step)
+            if paged:
+                q = 0
+                while q < count:  # runs of side-by-side tiles, each ending at a multiple of group
+                    n, r = divmod(p0 + q, tiles_per_image)
+                    ty, tx = divmod(r, tiles_w)
+                    run = min(group - tx % group, count - q, tiles_w - tx)
+                    for g in range(run):
+                        output_tile(
+                            m, pflat, (q + g) * oc_step, prow, width, tmp, result[g * m * m * width :]
+                        )
+                    store_tiles_by_channel(
+                        result,
+                        run,
+                        width,
+                        n,
+                        oc0,
+                        ty * m,
+                        tx * m,
+                        m,
+                        bias,
+                        has_bias,
+                        kind,
+                        alpha,
+                        low,
+                        high,
+                        out,
+                        line,
+                    )
+                    q += run
+                continue
             for q in range(count):
                 n, r = divmod(p0 + q, tiles_per_image)
                 ty, tx = divmod(r, tiles_w)
                 output_tile(m, pflat, q * oc_step, prow, width, tmp, result)
-                y0, x0 = ty * m, tx * m
-                if paged:
-                    store_tile_by_channel(
-                        result, width, n, oc0, y0, x0, m, bias, has_bias, kind, alpha, low, high, out
-                    )
-                else:
-                    store_tile(result, width, n, oc0, y0, x0, m, bias, has_bias, kind, alpha, low, high, out)
+                store_tile(
+                    result, width, n, oc0, ty * m, tx * m, m, bias, has_bias, kind, alpha, low, high, out
+                )
 
 
 winograd_conv_2d = numba.njit(parallel=True, nogil=True, cache=True)(_winograd_conv_2d)
