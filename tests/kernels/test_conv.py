@@ -97,7 +97,8 @@ def expected_kernel(case: dict[str, Any]) -> str:
     packed-weight GEMM for strided 1x1 (but the pixel-row GEMM, ahead of every kernel below the BLAS
     1x1 tiles, for deep layers on small maps), the direct kernel for shallow filters on full rows
     (with pixels as rows where that leaves fewer lanes empty, MICRO_KERNEL_OVER_BLAS; there also
-    on every layer with few input channels and enough taps, ahead of the pixel-row GEMM), else
+    on every layer with few input channels and enough taps, or up to 64 on planes of whole pages,
+    ahead of the pixel-row GEMM), else
     im2col + GEMM; where BLAS cannot be called, or the micro-kernel outruns it
     (MICRO_KERNEL_OVER_BLAS), the packed-weight GEMM instead of the BLAS kernels."""
     tiles = blas.AVAILABLE and not conv_kernels.MICRO_KERNEL_OVER_BLAS
@@ -116,7 +117,8 @@ def expected_kernel(case: dict[str, Any]) -> str:
         if tiles:
             return "gemm_1x1"
     shape = geometry["kernel_shape"]
-    shallow = channels < conv_direct_rows.SHALLOW_CHANNELS
+    paged = channels <= conv_direct_rows.PAGED_CHANNELS and conv_direct_rows.whole_pages(_setup(case))
+    shallow = channels < conv_direct_rows.SHALLOW_CHANNELS or paged
     taps = channels * shape[0] * shape[1] >= conv_direct_rows.MIN_TAP_DEPTH
     if (
         conv_kernels.MICRO_KERNEL_OVER_BLAS
@@ -125,7 +127,7 @@ def expected_kernel(case: dict[str, Any]) -> str:
         and shallow
         and taps
     ):
-        return "direct_rows"  # shallow layers, whatever their width (above pixel_rows)
+        return "direct_rows"  # shallow layers, whatever their width, and planes of whole pages
     if geometry.get("group", 1) == 1 and rows_fit(_setup(case)):
         return "pixel_rows"  # deep layers on small maps (below gemm_1x1, above the rest)
     if pointwise:

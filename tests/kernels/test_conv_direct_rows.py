@@ -133,6 +133,19 @@ def test_rule_takes_shallow_layers_of_any_width(monkeypatch: pytest.MonkeyPatch)
     assert not _takes((1, 32, 27, 27), 128, 3, 1)  # the rule before
 
 
+@pytest.mark.skipif(not WIDE, reason="measured with AVX-512's 8 x 32 blocks only")
+def test_rule_takes_64_channel_layers_on_planes_of_whole_pages(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(conv_kernels, "MICRO_KERNEL_OVER_BLAS", True)
+    assert _takes((1, 64, 224, 224), 64, 3, 1)  # VGG-16's conv1_2: 224 x 224 x 4 bytes = 49 pages
+    assert _takes((1, 64, 64, 64), 128, 3, 1)
+    assert _takes((2, 64, 32, 32), 64, 3, 1)  # one page per plane, whatever the batch
+    assert not _takes((1, 64, 56, 56), 64, 3, 1)  # ResNet's: 3.06 pages, Winograd's
+    assert not _takes((1, 128, 64, 64), 128, 3, 1)  # deeper: Winograd tied or won
+    assert not _takes((1, 64, 64, 64), 64, 1, 1)  # 1x1
+    monkeypatch.setattr(conv_direct_rows, "PAGED_CHANNELS", 0)
+    assert not _takes((1, 64, 224, 224), 64, 3, 1)  # the rule before
+
+
 def test_rule_is_off_where_the_blas_tiles_take_layers(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(conv_kernels, "MICRO_KERNEL_OVER_BLAS", False)
     assert not _takes((1, 16, 55, 55), 64, 3, 1)  # measured with AVX-512 only

@@ -176,6 +176,7 @@ def check_packed_conv(case: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(threads, "CONV_GEMM_GRAIN", 0)  # small layers threaded too
     monkeypatch.setattr("edgecnn.kernels.cpu.conv.MAX_DIRECT_DEPTH", 0)  # no layer to the direct kernels
     monkeypatch.setattr("edgecnn.kernels.cpu.conv_direct_rows.SHALLOW_CHANNELS", 0)  # shallow ones neither
+    monkeypatch.setattr("edgecnn.kernels.cpu.conv_direct_rows.PAGED_CHANNELS", 0)  # nor planes of whole pages
     monkeypatch.setattr("edgecnn.kernels.cpu.conv.READ_IN_PLACE", False)  # nor to the in-place 1x1 kernel
     monkeypatch.setattr("edgecnn.kernels.cpu.conv_rows.MAX_ROWS", 0)  # nor to the pixel-row GEMM
     actual, kernel = fast_run(op, attrs, inputs, constants, case["threads"])

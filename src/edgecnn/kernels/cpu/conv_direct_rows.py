@@ -35,6 +35,7 @@ from edgecnn.kernels.cpu.conv_setup import ConvKernel, ConvSetup, conv_setup
 from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, micro_kernel_tap_a_transposed
 from edgecnn.kernels.cpu.threads import current_threads, small_conv
 from edgecnn.kernels.cpu.twins import parallel_and_serial
+from edgecnn.kernels.cpu.winograd_transforms import PAGE_BYTES
 from edgecnn.kernels.registry import register_kernel
 
 BAND_PIXELS = 256
@@ -57,6 +58,11 @@ def lane_shares(setup: ConvSetup) -> tuple[float, float]:
     return direct, rows
 
 
+def whole_pages(setup: ConvSetup) -> bool:
+    """Whether each output plane is a whole number of pages (PAGE_BYTES)."""
+    return (setup.out[0] * setup.out[1] * 4) % PAGE_BYTES == 0
+
+
 SHALLOW_CHANNELS, MIN_TAP_DEPTH = 64, 128
 """The rule's second case: layers with fewer than SHALLOW_CHANNELS input channels and at least
 MIN_TAP_DEPTH multiply-adds per output value, whatever their width. There the kernel beat every
@@ -68,6 +74,14 @@ more than its multiplications), the packed GEMM on LeNet's. Shallower filters (t
 direct kernel's time. From 64 channels Winograd won or tied (GoogLeNet's 64->192 @ 56x56, ResNet's
 64->64)."""
 
+PAGED_CHANNELS = 64
+"""The rule's third case: layers with at most PAGED_CHANNELS input channels (and MIN_TAP_DEPTH)
+whose output planes are whole pages (winograd_transforms.PAGE_BYTES: 64x64, 128x128, VGG-16's
+224x224). Winograd's channels-last move and tile stores go a plane apart there, into one L1 set,
+and lost to this kernel by 0.64-0.75x on 64-channel layers at 64x64, 128x128 and 224x224 (2
+threads, interleaved, docs/tuning.md "Direct rows on planes of whole pages"); with 128 channels the
+two tied or Winograd won. 0 turns the case off."""
+
 
 def when_direct_rows(
     node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
@@ -75,8 +89,9 @@ def when_direct_rows(
     """Ungrouped, not 1x1, and only where the micro-kernel takes the BLAS tiles' layers
     (conv.MICRO_KERNEL_OVER_BLAS: AVX-512, where the block's transpose is 24 shuffles): the layers
     the direct kernel's rule takes (conv.when_direct) where this kernel leaves fewer lanes empty
-    (MIN_GAIN), and shallow layers (SHALLOW_CHANNELS, MIN_TAP_DEPTH). Its priority is above the
-    Winograd and pixel-row kernels' for the second case; the first never meets their rules."""
+    (MIN_GAIN), shallow layers (SHALLOW_CHANNELS, MIN_TAP_DEPTH) and 64-channel layers on planes of
+    whole pages (PAGED_CHANNELS). Its priority is above the
+    Winograd and pixel-row kernels' for the second and third cases; the first never meets their rules."""
     if not (conv.MICRO_KERNEL_OVER_BLAS and can_run(node, types, values)):
         return False
     setup = conv_setup(node, types)
@@ -85,6 +100,8 @@ def when_direct_rows(
         return False
     depth = setup.in_channels * setup.kernel[0] * setup.kernel[1]
     if setup.in_channels < SHALLOW_CHANNELS and depth >= MIN_TAP_DEPTH:
+        return True
+    if setup.in_channels <= PAGED_CHANNELS and depth >= MIN_TAP_DEPTH and whole_pages(setup):
         return True
     direct, rows = lane_shares(setup)
     return conv.when_direct(node, types, values) and rows > MIN_GAIN * direct
