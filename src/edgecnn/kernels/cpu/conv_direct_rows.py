@@ -33,7 +33,7 @@ from edgecnn.kernels.cpu.conv_gemm import rows_epilogue
 from edgecnn.kernels.cpu.conv_rows import can_run, pack_panels
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, ConvSetup, conv_setup
 from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, micro_kernel_tap_a_transposed
-from edgecnn.kernels.cpu.threads import current_threads, small_conv
+from edgecnn.kernels.cpu.threads import current_threads, small_conv, worker_share
 from edgecnn.kernels.cpu.twins import parallel_and_serial
 from edgecnn.kernels.cpu.winograd_transforms import PAGE_BYTES
 from edgecnn.kernels.registry import register_kernel
@@ -145,7 +145,8 @@ def _direct_rows_conv_2d(
     store_kind = kind if fused else 0
     out_rows = out.reshape(batch, out_channels, pixels)
     for worker in numba.prange(workers):
-        for task in range(worker, tasks, workers):
+        first_task, end_task = worker_share(worker, workers, tasks)
+        for task in range(first_task, end_task):
             panel = task % panels
             rest = task // panels
             oy0 = rest % bands * band

@@ -289,6 +289,20 @@ def is_small(work: int) -> bool:
     return work < GRAIN
 
 
+@numba.njit(inline="always", cache=True)
+def worker_share(worker: int, workers: int, tasks: int) -> tuple[int, int]:
+    """Worker ``worker``'s tasks [first, end): a contiguous run, not every ``workers``-th task.
+
+    Why: kernels order their tasks by pixels (bands of rows, runs of tiles), so a contiguous share
+    is one region of the map, and the next layer's share of the same region reads mostly what its
+    own core wrote, instead of lines that must cross from the other core's caches. On this
+    project's 2-core VM that crossing became 2-3x slower in phases of a minute or two, when
+    edgecnn's runs slowed by up to 1.45x and onnxruntime's by a few percent (benchmarks/phases.py,
+    docs/tuning.md "Slow phases"). Outside those phases the split made no difference; inside them
+    it is not yet measured."""
+    return worker * tasks // workers, (worker + 1) * tasks // workers
+
+
 def small_conv(macs: int) -> bool:
     """Whether a GEMM-based conv layer of ``macs`` multiply-adds should stay on one thread (read at
     call time, so benchmarks can patch the module's CONV_GEMM_GRAIN)."""

@@ -21,6 +21,7 @@ import numpy as np
 
 from edgecnn.kernels.cpu.epilogue import activate
 from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, micro_kernel_strided_a
+from edgecnn.kernels.cpu.threads import worker_share
 
 FILTER_TRANSFORMS = {
     2: np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float64),
@@ -447,7 +448,8 @@ def _winograd_conv_2d(
         result = np.empty(group * m * m * oc_step, dtype=np.float32)
         line = np.empty(group * m, dtype=np.float32)
         transformed = -1
-        for task in range(worker, chunks * blocks, workers):
+        first, end = worker_share(worker, workers, chunks * blocks)
+        for task in range(first, end):
             chunk = task // blocks
             oc0 = (task % blocks) * oc_step
             oc1 = min(oc0 + oc_step, out_channels)
