@@ -47,6 +47,24 @@ def single_output(node: Node) -> bool:
     return len(node.outputs) == 1
 
 
+def worker_scratch(workers: int, size: int) -> np.ndarray:
+    """(workers, capacity) float32, C-contiguous, capacity >= ``size``: row w is worker w's own
+    scratch, owned by the calling thread like ``scratch``'s buffer but apart from it.
+
+    Why: each row starts at the same address in every layer, so worker w (the same core from one
+    parallel region to the next) writes only lines its own core wrote last. Carving one shared
+    buffer into ``size``-float shares instead moves the boundary from layer to layer, and every
+    write past it first takes the line from the other core's cache: on this project's 2-core VM
+    those transfers ran 2x slower in phases of a minute or two (benchmarks/phases.py)."""
+    buffer: np.ndarray | None = getattr(_scratch, "workers", None)
+    if buffer is None or buffer.shape[0] < workers or buffer.shape[1] < size:
+        rows = max(workers, buffer.shape[0] if buffer is not None else 0)
+        capacity = max(size, buffer.shape[1] if buffer is not None else 0)
+        buffer = np.empty((rows, capacity), dtype=np.float32)
+        _scratch.workers = buffer
+    return buffer[:workers]
+
+
 def scratch(size: int) -> np.ndarray:
     """A float32 buffer of ``size`` elements, owned by the calling thread and shared by every kernel
     it runs (kernels of one run execute one after another, and none keeps it past its call)."""

@@ -23,7 +23,7 @@ import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu.common import scratch
+from edgecnn.kernels.cpu.common import worker_scratch
 from edgecnn.kernels.cpu.conv_gemm import rows_epilogue
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, ConvSetup
 from edgecnn.kernels.cpu.im2col import NO_TAP_TABLE, im2col_rows, tap_table
@@ -265,7 +265,7 @@ class PackedConv(ConvKernel):
         s = self.setup
         row_step, pixel_step, workers = self.tiles(1 if self.small else current_threads())
         per_worker = scratch_floats(pixel_step)
-        buffers = scratch(workers * per_worker).reshape(workers, per_worker)
+        buffers = worker_scratch(workers, per_worker)
         kernel = packed_conv_2d_serial if workers == 1 else packed_conv_2d
         kernel(
             np.ascontiguousarray(x),

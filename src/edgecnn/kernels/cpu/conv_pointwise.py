@@ -25,7 +25,7 @@ import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu.common import scratch
+from edgecnn.kernels.cpu.common import worker_scratch
 from edgecnn.kernels.cpu.conv_gemm import rows_epilogue
 from edgecnn.kernels.cpu.conv_packed import pack_conv_weights
 from edgecnn.kernels.cpu.conv_setup import ResidualIntoKernel
@@ -251,7 +251,7 @@ class PointwiseConv(ResidualIntoKernel):
     ) -> None:
         row_step, chunk, workers = self.tiles(1 if self.small else current_threads())
         per_worker = self.setup.in_channels * COLUMNS
-        edge = scratch(workers * per_worker).reshape(workers, per_worker)
+        edge = worker_scratch(workers, per_worker)
         kernel = pointwise_conv_2d_serial if workers == 1 else pointwise_conv_2d
         onto_out = residual.size > 0 and np.may_share_memory(residual, out)  # the arena's in-place sum
         kernel(

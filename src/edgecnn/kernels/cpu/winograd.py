@@ -20,7 +20,7 @@ import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu.common import constant_float32, scratch, single_output
+from edgecnn.kernels.cpu.common import constant_float32, scratch, single_output, worker_scratch
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, ConvSetup, conv_setup
 from edgecnn.kernels.cpu.microkernel import COLUMNS
 from edgecnn.kernels.cpu.threads import GEMM_GRAIN, call
@@ -135,11 +135,11 @@ def when_winograd_f23(
     return setup is not None and preferred_tile(setup) == 2
 
 
-def padded_view(buffer: np.ndarray, workers: int, points: int, rows: int, step: int) -> np.ndarray:
-    """``buffer`` as (workers, points, rows * step + POINT_PAD), C-contiguous: each point's (rows x
-    step) block followed by POINT_PAD unused floats, so that the blocks of consecutive transform
-    points do not start 4 KiB apart."""
-    return buffer.reshape(workers, points, rows * step + POINT_PAD)
+def point_row(rows: int, step: int) -> int:
+    """Floats per transform point in a worker's scratch: the point's (rows x step) block followed by
+    POINT_PAD unused floats, so that the blocks of consecutive transform points do not start 4 KiB
+    apart."""
+    return rows * step + POINT_PAD
 
 
 def round_up(value: int, multiple: int) -> int:
@@ -202,14 +202,11 @@ class WinogradConv(ConvKernel):
         """Write the convolution of ``x`` into ``out`` (C-contiguous float32 of the output shape)."""
         s = self.setup
         step, oc_step, workers = self.chunking(1 if self.small else numba.get_num_threads())
-        v_size = workers * self.points * (s.in_channels * step + POINT_PAD)
-        m_size = workers * self.points * (oc_step * step + POINT_PAD)
+        v_row, m_row = point_row(s.in_channels, step), point_row(oc_step, step)
+        regions = worker_scratch(workers, self.points * (v_row + m_row))
         frame = self.frame
         x_size = s.batch * frame[0] * frame[1] * s.in_channels
-        buffer = scratch(v_size + m_size + x_size)
-        v_buffers = padded_view(buffer[:v_size], workers, self.points, s.in_channels, step)
-        m_buffers = padded_view(buffer[v_size : v_size + m_size], workers, self.points, oc_step, step)
-        channels_last = buffer[v_size + m_size :].reshape(s.batch * frame[0], frame[1], s.in_channels)
+        channels_last = scratch(x_size).reshape(s.batch * frame[0], frame[1], s.in_channels)
         call(
             winograd_conv_2d,
             workers == 1,
@@ -224,8 +221,9 @@ class WinogradConv(ConvKernel):
             step,
             oc_step,
             channels_last,
-            v_buffers,
-            m_buffers,
+            regions,
+            v_row,
+            m_row,
             out,
         )
 

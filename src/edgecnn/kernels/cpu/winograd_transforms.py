@@ -411,8 +411,9 @@ def _winograd_conv_2d(
     tile_step: int,  # tiles per chunk
     oc_step: int,  # output channels per task
     xt: np.ndarray,  # (N * Hp, Wp, C) scratch: the padded channels-last input, Hp = tiles_h*m + 2
-    v_buffers: np.ndarray,  # (workers, T, >= tile_step * C) scratch, C-contiguous
-    m_buffers: np.ndarray,  # (workers, T, >= tile_step * oc_step) scratch, C-contiguous
+    regions: np.ndarray,  # (workers, >= T * (v_row + m_row)) scratch: each worker's own row
+    v_row: int,  # floats per transform point of the transformed input, >= tile_step * C
+    m_row: int,  # floats per transform point of the products, >= tile_step * oc_step
     out: np.ndarray,  # (N, M, OH, OW), written
 ) -> None:
     """The input moved to channels-last (rows spread over the threads), then tasks (a chunk of tiles
@@ -429,7 +430,7 @@ def _winograd_conv_2d(
     tiles_per_image = tiles_h * tiles_w
     tiles = batch * tiles_per_image
     frame_h, frame_w = xt.shape[0] // batch, xt.shape[1]
-    workers = v_buffers.shape[0]
+    workers = regions.shape[0]
     rows = batch * frame_h
     paged = (out_h * out_w * 4) % PAGE_BYTES == 0
     for worker in numba.prange(workers):
@@ -439,10 +440,9 @@ def _winograd_conv_2d(
     chunks = (tiles + tile_step - 1) // tile_step
     blocks = (out_channels + oc_step - 1) // oc_step
     for worker in numba.prange(workers):
-        v = v_buffers[worker]
-        products = m_buffers[worker]
-        vflat, pflat = v.reshape(-1), products.reshape(-1)
-        vrow, prow = v.shape[1], products.shape[1]
+        region = regions[worker]
+        vrow, prow = v_row, m_row
+        vflat, pflat = region[: points * vrow], region[points * vrow : points * (vrow + prow)]
         tmp = np.empty(points * max(channels, oc_step), dtype=np.float32)
         group = TILE_GROUP_FLOATS // m if paged else 1  # tiles stored together
         result = np.empty(group * m * m * oc_step, dtype=np.float32)
