@@ -54,9 +54,12 @@ def tap_offsets(s: ConvSetup, run: int = COLUMNS) -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def fill_frame(x: np.ndarray, pad_top: int, pad_left: int, first: int, last: int, frame: np.ndarray) -> None:
-    """Rows first..last-1 of frame (N*C*rows, phases, columns) from x: row (plane, y) holds input row
-    y - pad_top of plane (image * C + channel), its columns split by phase, zeros outside the image.
+def fill_frame(
+    x: np.ndarray, pad_top: int, pad_left: int, first: int, last: int, y0: int, y1: int, frame: np.ndarray
+) -> None:
+    """Rows first..last-1 of frame (N*C*rows, phases, columns) from x, those of them whose row in
+    their plane is y0..y1-1: row (plane, y) holds input row y - pad_top of plane (image * C +
+    channel), its columns split by phase, zeros outside the image.
 
     Why this shape (each measured on SimpleCNN's 3x3/2 stem, where the copy cost as much as the
     multiplications): the columns that every phase holds are copied by one loop over the input row,
@@ -87,9 +90,12 @@ def fill_frame(x: np.ndarray, pad_top: int, pad_left: int, first: int, last: int
     for r in range(first, last):
         iy = y - pad_top
         line = (plane * height + iy) * width - pad_left  # flat index of padded column 0
+        wanted = y0 <= y < y1
         y += 1
         if y == rows:
             plane, y = plane + 1, 0
+        if not wanted:
+            continue
         row = r * phases * columns
         if iy < 0 or iy >= height:
             for j in range(phases * columns):
@@ -237,7 +243,8 @@ def _direct_conv_2d(
     """The frame filled by all workers, then every task (two parallel regions per layer)."""
     rows = frame.shape[0]
     for worker in numba.prange(workers):
-        fill_frame(x, pad_top, pad_left, worker * rows // workers, (worker + 1) * rows // workers, frame)
+        first, last = worker * rows // workers, (worker + 1) * rows // workers
+        fill_frame(x, pad_top, pad_left, first, last, 0, frame_rows, frame)
     for worker in numba.prange(workers):
         _direct_tasks(
             worker,

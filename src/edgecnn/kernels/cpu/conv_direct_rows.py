@@ -107,6 +107,19 @@ def when_direct_rows(
     return conv.when_direct(node, types, values) and rows > MIN_GAIN * direct
 
 
+@numba.njit(inline="always", cache=True)
+def _share_start(
+    worker: int, workers: int, tasks: int, panels: int, bands: int, band: int, stride_h: int, batch: int
+) -> tuple[int, int]:
+    """(image, frame row) where worker ``worker``'s share of the (image, band, panel) tasks starts
+    reading; (batch, 0) for the end of the last share."""
+    if worker >= workers:
+        return batch, 0
+    first_task = worker_share(worker, workers, tasks)[0]
+    rest = first_task // panels
+    return rest // bands, rest % bands * band * stride_h
+
+
 def _direct_rows_conv_2d(
     x: np.ndarray,  # (N, C, H, W)
     pad_top: int,
@@ -124,20 +137,30 @@ def _direct_rows_conv_2d(
     workers: int,
     out: np.ndarray,  # (N, M, OH, OW), written
 ) -> None:
-    """The frame filled by all workers, then every (image, band, panel) task (two parallel regions)."""
+    """The frame filled by all workers, then every (image, band, panel) task (two parallel regions).
+
+    Each worker fills the frame rows from where its own tasks start reading, in every channel, up to
+    where the next worker's start: the rows it reads back are then, but for the window's few rows
+    past the boundary, lines its own core wrote, not lines to fetch from the other core's cache."""
     batch, out_channels, out_h, out_w = out.shape
     depth = offsets.shape[0]
     panels = packed.shape[0] // (depth * COLUMNS)
     all_rows = frame.shape[0]
-    for worker in numba.prange(workers):
-        fill_frame(
-            x, pad_top, pad_left, worker * all_rows // workers, (worker + 1) * all_rows // workers, frame
-        )
-    phases, columns = frame.shape[1], frame.shape[2]
-    image_size = (all_rows // batch) * phases * columns
-    row_size = stride_h * phases * columns
+    plane_rows = all_rows // (batch * x.shape[1])
+    image_rows = all_rows // batch
     bands = (out_h + band - 1) // band
     tasks = batch * bands * panels
+    for worker in numba.prange(workers):
+        n0, y0 = _share_start(worker, workers, tasks, panels, bands, band, stride_h, batch)
+        n1, y1 = _share_start(worker + 1, workers, tasks, panels, bands, band, stride_h, batch)
+        for n in range(n0, min(n1 + 1, batch)):
+            first_y = y0 if n == n0 else 0
+            end_y = y1 if n == n1 else plane_rows
+            if end_y > first_y:
+                fill_frame(x, pad_top, pad_left, n * image_rows, (n + 1) * image_rows, first_y, end_y, frame)
+    phases, columns = frame.shape[1], frame.shape[2]
+    image_size = image_rows * phases * columns
+    row_size = stride_h * phases * columns
     pixels = out_h * out_w
     frame_flat = frame.reshape(-1)
     result = out.reshape(-1)
