@@ -122,9 +122,10 @@ def _rows_conv_2d(
     depth = kernel_h * kernel_w * channels
     frame_h, frame_w = xt.shape[0] // batch, xt.shape[1]
     frame_rows = batch * frame_h
-    for worker in numba.prange(0 if in_place else workers):
-        first, last = worker * frame_rows // workers, (worker + 1) * frame_rows // workers
-        pad_channels_last(x, pad_top, pad_left, first, last, xt)
+    if not in_place:  # a prange of no iterations still wakes the workers (about 10 us after a pause)
+        for worker in numba.prange(workers):
+            first, last = worker * frame_rows // workers, (worker + 1) * frame_rows // workers
+            pad_channels_last(x, pad_top, pad_left, first, last, xt)
     if unfold:
         flat = xt.reshape(-1)
         for worker in numba.prange(workers):
