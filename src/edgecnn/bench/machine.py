@@ -32,13 +32,19 @@ def simd_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> list[str]:
 
 
 def blas_library() -> str:
-    """numpy's BLAS (name, version, threading layer), as threadpoolctl sees it."""
+    """numpy's BLAS (name, version, threading layer and, where it says, the CPU its kernels were
+    chosen for: OpenBLAS runs older kernels where OPENBLAS_CORETYPE names an older CPU), as
+    threadpoolctl sees it."""
     import numpy  # noqa: F401  (loads the BLAS so threadpoolctl can see it)
     from threadpoolctl import threadpool_info
 
     for info in threadpool_info():
         if info.get("user_api") == "blas":
-            return f"{info.get('internal_api')} {info.get('version')} ({info.get('threading_layer', '?')} threads)"
+            kernels = f", {info['architecture']} kernels" if info.get("architecture") else ""
+            return (
+                f"{info.get('internal_api')} {info.get('version')} "
+                f"({info.get('threading_layer', '?')} threads{kernels})"
+            )
     return "unknown"
 
 
