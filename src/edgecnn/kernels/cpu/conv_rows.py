@@ -169,16 +169,23 @@ def _rows_conv_2d(
                     at = (n * out_channels + o) * pixels
                     column = n * pixels * ldc + o
                     target = result[at : at + pixels]
-                    if has_residual:
+                    # ReLU in the same pass: the sum is a value, not a load of the store's target,
+                    # so LLVM selects and stores it plainly (no masked store, slow on AMD Zen)
+                    if has_residual and kind == 1:
+                        for p in range(pixels):
+                            v = c[column + p * ldc] + b + z[at + p]
+                            target[p] = zero if v <= zero else v
+                    elif kind == 1:
+                        for p in range(pixels):
+                            v = c[column + p * ldc] + b
+                            target[p] = zero if v <= zero else v
+                    elif has_residual:
                         for p in range(pixels):
                             target[p] = c[column + p * ldc] + b + z[at + p]
                     else:
                         for p in range(pixels):
                             target[p] = c[column + p * ldc] + b
-                    if kind == 1:
-                        for p in range(pixels):
-                            target[p] = zero if target[p] <= zero else target[p]
-                    elif kind != 0:
+                    if kind != 0 and kind != 1:
                         for p in range(pixels):
                             target[p] = activate(target[p], kind, alpha, low, high)
 
