@@ -302,7 +302,8 @@ def test_packed_tiles_cover_the_layer(products: int, rows: int, pixels: int, thr
 def test_fill_frame_splits_padded_rows_by_phase(
     channels: int, height: int, width: int, phases: int, top: int, left: int, rows: int, columns: int, data
 ) -> None:
-    """frame[c*rows + y, q, j] = padded[c, y, j*phases + q], zero outside the image, for the rows asked."""
+    """frame[c*rows + y, q, j] = padded[c, y, j*phases + q], zero outside the image, for the rows asked
+    whose row in their plane lies in the window asked (the direct-rows kernel's per-worker bands)."""
     x = np.random.default_rng(0).standard_normal((1, channels, height, width)).astype(np.float32)
     padded = np.zeros((channels, top + height + rows, left + width + columns * phases), dtype=np.float32)
     padded[:, top : top + height, left : left + width] = x[0]
@@ -310,10 +311,15 @@ def test_fill_frame_splits_padded_rows_by_phase(
     expected = expected.transpose(0, 1, 3, 2).reshape(channels * rows, phases, columns)
     first = data.draw(st.integers(0, channels * rows - 1))
     last = data.draw(st.integers(first + 1, channels * rows))
+    y0 = data.draw(st.integers(0, rows))
+    y1 = data.draw(st.integers(y0, rows))
     frame = np.full((channels * rows, phases, columns), np.nan, dtype=np.float32)
-    fill_frame(x, top, left, first, last, frame)
-    np.testing.assert_array_equal(frame[first:last], expected[first:last])
-    assert np.isnan(frame[:first]).all() and np.isnan(frame[last:]).all()
+    fill_frame(x, top, left, first, last, y0, y1, frame)
+    wanted = np.zeros(channels * rows, dtype=bool)
+    wanted[first:last] = True
+    wanted &= np.isin(np.arange(channels * rows) % rows, np.arange(y0, y1))
+    np.testing.assert_array_equal(frame[wanted], expected[wanted])
+    assert np.isnan(frame[~wanted]).all()
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ damaged files."""
 
 from __future__ import annotations
 
+import math
 import mmap
 import os
 import struct
@@ -60,6 +61,9 @@ VARINT, FIXED64, LENGTH, FIXED32 = 0, 1, 2, 5
 
 # AttributeProto.AttributeType
 FLOAT, INT, STRING, TENSOR, FLOATS, INTS, STRINGS, TENSORS = 1, 2, 3, 4, 6, 7, 8, 9
+
+MAX_TENSOR_BYTES = sys.maxsize
+"""Largest tensor numpy can shape (its dims' product with zeros counted as ones, times the item size)."""
 
 _TYPED_FIELDS = {1: (4, "<f4"), 6: (5, None), 7: (7, None), 11: (10, "<f8"), 13: (11, None)}
 """Element type -> (TensorProto field holding its values when raw_data is absent, packed layout)."""
@@ -312,7 +316,10 @@ class _Reader:
         dtype = ELEMENT_TYPES.get(elem_type)
         if dtype is None or any(d < 0 for d in dims):
             raise NotFastPath("unsupported element type or negative dimension")
-        count = int(np.prod(dims, dtype=np.int64))
+        if math.prod(max(d, 1) for d in dims) * np.dtype(dtype).itemsize > MAX_TENSOR_BYTES:
+            # numpy refuses such shapes even with a zero among them (a damaged dims field)
+            raise NotFastPath("dimensions beyond what numpy can shape")
+        count = math.prod(dims)  # exact: np.prod would wrap around on damaged dims
         if raw is not None:
             a, b = raw
             itemsize = np.dtype(dtype).itemsize
