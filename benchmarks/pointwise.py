@@ -21,7 +21,7 @@ import shlex
 from pathlib import Path
 
 from conv_gap import _input, _load, conv_layers, layer_timers
-from rule_ab import old_and_new, rotated_times
+from rule_ab import prepared_runs, rotated_times
 from sections import replace_section
 
 from edgecnn.bench.machine import cpu_model
@@ -56,7 +56,9 @@ def layer_rows(models: list[str], threads: int, rounds: int) -> list[str]:
 def whole_row(model_name: str, threads: int, rounds: int) -> str:
     """One table row: the model before (``conv.READ_IN_PLACE = False``) and after, and onnxruntime,
     runs alternating (rule_ab.py)."""
-    times = old_and_new(model_name, threads, rounds, [("edgecnn.kernels.cpu.conv", "READ_IN_PLACE", False)])
+    times = rotated_times(
+        prepared_runs(model_name, threads, [("edgecnn.kernels.cpu.conv", "READ_IN_PLACE", False)]), rounds
+    )
     before, after, ort = times["old"][0], times["new"][0], times["onnxruntime"][0]
     return (
         f"| {model_name} | {before:.2f} | {after:.2f} | {after / before:.2f} | "

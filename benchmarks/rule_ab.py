@@ -28,6 +28,7 @@ from unittest import mock
 
 import numpy as np
 from conv_gap import _input, _load, ort_options
+from core_distance import FAR_NS, far_apart, round_trip_ns
 from sections import replace_section
 
 from edgecnn.bench.machine import cpu_model
@@ -100,11 +101,11 @@ def rotated_times(
     }
 
 
-def old_and_new(
-    model_name: str, threads: int, rounds: int, settings: Sequence[Setting], cold: Cold = Cold()
-) -> dict[str, tuple[float, float]]:
-    """Median (wall ms, CPU ms) of the model planned under the old settings ("old"), as the tree has
-    it ("new"), and of onnxruntime ("onnxruntime"), their runs alternating."""
+def prepared_runs(
+    model_name: str, threads: int, settings: Sequence[Setting]
+) -> dict[str, Callable[[], object]]:
+    """The model planned under the old settings ("old"), as the tree has it ("new"), and in
+    onnxruntime ("onnxruntime"), each a callable running it once; old and new checked equal."""
     import onnxruntime as ort
 
     model = build_model(model_name)
@@ -119,11 +120,28 @@ def old_and_new(
     session = ort.InferenceSession(
         model.SerializeToString(), ort_options(threads), providers=["CPUExecutionProvider"]
     )
-    return rotated_times(
-        {"old": lambda: old(x), "new": lambda: new(x), "onnxruntime": lambda: session.run(None, {name: x})},
-        rounds,
-        cold=cold,
-    )
+    return {"old": lambda: old(x), "new": lambda: new(x), "onnxruntime": lambda: session.run(None, {name: x})}
+
+
+def phased_times(
+    runs: dict[str, Callable[[], object]], rounds: int, seconds: float, cold: Cold = Cold()
+) -> dict[str, tuple[int, dict[str, tuple[float, float]]]]:
+    """For ``seconds``: blocks of ``rounds`` rotated rounds, each after one reading of the cores'
+    distance (core_distance.py); per phase ("near", "far"): the number of blocks and the median
+    over them of each callable's block medians."""
+    blocks: dict[str, list[dict[str, tuple[float, float]]]] = {"near": [], "far": []}
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        phase = "far" if far_apart(round_trip_ns()) else "near"
+        blocks[phase].append(rotated_times(runs, rounds, warmup=1, cold=cold))
+    return {
+        phase: (
+            len(found),
+            {name: tuple(float(np.median([b[name][i] for b in found])) for i in (0, 1)) for name in runs},  # type: ignore[misc]
+        )
+        for phase, found in blocks.items()
+        if found
+    }
 
 
 def table(
@@ -133,13 +151,21 @@ def table(
     settings: Sequence[Setting],
     command: str,
     cold: Cold = Cold(),
+    phases: float = 0.0,
 ) -> list[str]:
     load = os.getloadavg()
     old = ", ".join(f"`{module.rsplit('.', 1)[-1]}.{name} = {value!r}`" for module, name, value in settings)
     lines = [
         f"Old rule: {old}; new: the tree as committed. Batch 1, {threads} thread(s), medians of {rounds} rounds",
         f"of old / new / onnxruntime in one process (the order turning every round; {cold.describe()});",
-        "CPU = process CPU time.",
+        "CPU = process CPU time."
+        + (
+            f" For {phases:g} s per model, blocks of {rounds} rounds, each tagged by the cores' round trip just"
+            f" before it: near (at most {FAR_NS:g} ns) or far (benchmarks/core_distance.py); medians of the"
+            " blocks' medians."
+            if phases
+            else ""
+        ),
         f"Machine: {cpu_model()}, {os.cpu_count()} cores, load average {load[0]:.2f} / {load[1]:.2f} at the start.",
         "",
         f"Command: `{command}`",
@@ -148,13 +174,21 @@ def table(
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for model_name in models:
-        t = old_and_new(model_name, threads, rounds, settings, cold)
-        (old_ms, old_cpu), (new_ms, new_cpu), (ort_ms, _) = t["old"], t["new"], t["onnxruntime"]
-        lines.append(
-            f"| {model_name} | {old_ms:.2f} | {new_ms:.2f} | {new_ms / old_ms:.2f}x | {old_cpu:.2f} | "
-            f"{new_cpu:.2f} | {ort_ms:.2f} | {new_ms / ort_ms:.2f}x |"
-        )
-        print(lines[-1], flush=True)
+        runs = prepared_runs(model_name, threads, settings)
+        if phases:
+            rows = [
+                (f"{model_name}, cores {p} ({n} blocks)", t)
+                for p, (n, t) in phased_times(runs, rounds, phases, cold).items()
+            ]
+        else:
+            rows = [(model_name, rotated_times(runs, rounds, cold=cold))]
+        for label, t in rows:
+            (old_ms, old_cpu), (new_ms, new_cpu), (ort_ms, _) = t["old"], t["new"], t["onnxruntime"]
+            lines.append(
+                f"| {label} | {old_ms:.2f} | {new_ms:.2f} | {new_ms / old_ms:.3f}x | {old_cpu:.2f} | "
+                f"{new_cpu:.2f} | {ort_ms:.2f} | {new_ms / ort_ms:.2f}x |"
+            )
+            print(lines[-1], flush=True)
     lines.append("")
     lines.append(f"Load average at the end: {os.getloadavg()[0]:.2f}.")
     return lines
@@ -170,6 +204,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--evict-mb", type=int, default=0, help="MiB written before each timed call")
     parser.add_argument("--gap-ms", type=float, default=0.0, help="pause before each timed call")
+    parser.add_argument(
+        "--phases", type=float, default=0.0, metavar="SECONDS",
+        help="run each model this long in blocks of --rounds, split by the cores' distance",
+    )  # fmt: skip
     parser.add_argument("--mark", help="write the table between <!-- MARK:start/end --> in --doc")
     parser.add_argument("--doc", type=Path, default=DOCS / "tuning.md")
     args = parser.parse_args()
@@ -179,10 +217,11 @@ def main() -> None:
         f"--rounds {args.rounds}"
         + (f" --evict-mb {args.evict_mb}" if args.evict_mb else "")
         + (f" --gap-ms {args.gap_ms:g}" if args.gap_ms else "")
+        + (f" --phases {args.phases:g}" if args.phases else "")
         + (f" --mark {args.mark}" if args.mark else "")
     )
     cold = Cold(args.evict_mb, args.gap_ms)
-    lines = table(args.models.split(","), args.threads, args.rounds, args.old, command, cold)
+    lines = table(args.models.split(","), args.threads, args.rounds, args.old, command, cold, args.phases)
     if args.mark:
         args.doc.write_text(replace_section(args.doc.read_text(), args.mark, lines))
         print(f"wrote {args.doc}")

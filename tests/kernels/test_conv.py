@@ -92,7 +92,8 @@ def conv_cases(draw: st.DrawFn) -> dict[str, Any]:
 
 def expected_kernel(case: dict[str, Any]) -> str:
     """The heuristic: depthwise for group == C_in > 1, the in-place 1x1 kernel for ungrouped unpadded
-    1x1 stride 1 up to MAX_DEPTH channels (or NARROW_DEPTH with few outputs), direct GEMM for other
+    1x1 stride 1 up to MAX_DEPTH channels (or NARROW_DEPTH with few outputs, or any depth on maps of
+    DEEP_MIN_PIXELS), direct GEMM for other
     unpadded 1x1 stride 1, the
     packed-weight GEMM for strided 1x1 (but the pixel-row GEMM, ahead of every kernel below the BLAS
     1x1 tiles, for deep layers on small maps), the direct kernel for shallow filters on full rows
@@ -112,7 +113,8 @@ def expected_kernel(case: dict[str, Any]) -> str:
     if pointwise:
         outputs = case["w_shape"][0]
         narrow = channels <= conv_kernels.NARROW_DEPTH and outputs <= conv_kernels.NARROW_OUTPUTS
-        if geometry.get("group", 1) == 1 and (channels <= conv_kernels.MAX_DEPTH or narrow):
+        large_map = case["x_shape"][2] * case["x_shape"][3] >= conv_kernels.DEEP_MIN_PIXELS
+        if geometry.get("group", 1) == 1 and (channels <= conv_kernels.MAX_DEPTH or narrow or large_map):
             return "pointwise"  # the input read in place by the micro-kernel
         if tiles:
             return "gemm_1x1"

@@ -157,8 +157,9 @@ def test_tiles_cover_the_layer_and_give_both_threads_work() -> None:
 
 
 def test_chosen_for_narrow_layers_only() -> None:
-    """The heuristic gives it ungrouped 1x1 layers up to MAX_DEPTH channels deep, and up to
-    NARROW_DEPTH with at most NARROW_OUTPUTS output channels."""
+    """The heuristic gives it ungrouped 1x1 layers up to MAX_DEPTH channels deep, up to
+    NARROW_DEPTH with at most NARROW_OUTPUTS output channels, and any depth on maps of
+    DEEP_MIN_PIXELS or more."""
     from edgecnn.kernels.cpu import blas
     from edgecnn.kernels.cpu import conv as conv_kernels
     from edgecnn.kernels.registry import select_kernel
@@ -174,6 +175,13 @@ def test_chosen_for_narrow_layers_only() -> None:
     for depth, outputs, expected in cases:
         # 17x17: more pixels than conv_rows.MAX_ROWS, so the deep cases are not the pixel-row GEMM's
         node, types, values, *_ = _layer((1, depth, 17, 17), outputs, "relu", True, 0)
+        assert select_kernel(node, types, values, backend="cpu").name == expected
+    # the large-map rule (ResNet-50's 256 -> 64 at 56x56), but not on one pixel fewer
+    for pixels, expected in (
+        (conv_pointwise.DEEP_MIN_PIXELS, "pointwise"),
+        (conv_pointwise.DEEP_MIN_PIXELS - 1, deep),
+    ):
+        node, types, values, *_ = _layer((1, 256, 1, pixels), 64, "relu", True, 0)
         assert select_kernel(node, types, values, backend="cpu").name == expected
     grouped = Node("Conv", "g", ["x", "w"], ["y"], ConvAttrs(group=2))
     types = [TensorType("float32", (1, 8, 5, 5)), TensorType("float32", (4, 4, 1, 1))]

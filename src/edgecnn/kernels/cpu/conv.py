@@ -22,7 +22,13 @@ from edgecnn.kernels.cpu.common import constant_float32, scratch, single_output
 from edgecnn.kernels.cpu.conv_direct import DirectConv
 from edgecnn.kernels.cpu.conv_gemm import conv_gemm_2d, conv_gemm_2d_serial
 from edgecnn.kernels.cpu.conv_packed import PackedConv
-from edgecnn.kernels.cpu.conv_pointwise import MAX_DEPTH, NARROW_DEPTH, NARROW_OUTPUTS, PointwiseConv
+from edgecnn.kernels.cpu.conv_pointwise import (
+    DEEP_MIN_PIXELS,
+    MAX_DEPTH,
+    NARROW_DEPTH,
+    NARROW_OUTPUTS,
+    PointwiseConv,
+)
 from edgecnn.kernels.cpu.conv_setup import ConvKernel, conv_setup
 from edgecnn.kernels.cpu.depthwise import depthwise_conv_2d
 from edgecnn.kernels.cpu.microkernel import COLUMNS, WIDE
@@ -110,14 +116,16 @@ def can_read_in_place(
 def when_in_place(
     node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
 ) -> bool:
-    """The in-place 1x1 kernel for layers at most MAX_DEPTH channels deep, or NARROW_DEPTH deep with
-    at most NARROW_OUTPUTS output channels (conv_pointwise.py says where the limits come from)."""
+    """The in-place 1x1 kernel for layers at most MAX_DEPTH channels deep, NARROW_DEPTH deep with
+    at most NARROW_OUTPUTS output channels, or any depth on maps of DEEP_MIN_PIXELS or more
+    (conv_pointwise.py says where the limits come from)."""
     if not can_read_in_place(node, types, values):
         return False
     s = conv_setup(node, types)
     assert s is not None
     narrow = s.in_channels <= NARROW_DEPTH and s.out_channels <= NARROW_OUTPUTS
-    return READ_IN_PLACE and (s.in_channels <= MAX_DEPTH or narrow)
+    large_map = s.out[0] * s.out[1] >= DEEP_MIN_PIXELS
+    return READ_IN_PLACE and (s.in_channels <= MAX_DEPTH or narrow or large_map)
 
 
 def when_direct(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:

@@ -48,6 +48,16 @@ the BLAS tiles' time but on MobileNetV2's 96 -> 576 @ 14x14 (1.12-1.35x), and 0.
 
 NARROW_DEPTH, NARROW_OUTPUTS = 256, 32
 
+DEEP_MIN_PIXELS = 56 * 56
+"""Smallest map (output pixels per image) on which the heuristic gives this kernel layers of any
+depth. ResNet-50's 256 -> 64 and 256 -> 128 reductions at 56x56 took 0.75-0.85x the packed GEMM's
+time in-model, and split by pixels, as the layers around them are, each core reads what it wrote
+(the packed GEMM splits output channels, so each core read the whole input, half of it from the
+other core's cache). The whole model: 0.963x in this VM's slow phases, where a cache line takes
+4x longer to cross between the cores, 0.995x outside them (docs/tuning.md, "Cores far apart").
+Taking the 28x28 maps too measured 0.989x and 1.013x against this rule, so they keep the packed
+GEMM; smaller maps go to the pixel-row kernel (conv_rows.py), which wins there."""
+
 MIN_SPLIT_ROWS = 4 * ROWS
 """Output channels per thread from which a map too small to give every thread a chunk is shared
 by channels rather than by narrower chunks: MobileNetV2's 64 -> 384 and 96 -> 576 on 14x14 maps
