@@ -53,8 +53,8 @@ DEEP_MIN_PIXELS = 56 * 56
 depth. ResNet-50's 256 -> 64 and 256 -> 128 reductions at 56x56 took 0.75-0.85x the packed GEMM's
 time in-model, and split by pixels, as the layers around them are, each core reads what it wrote
 (the packed GEMM splits output channels, so each core read the whole input, half of it from the
-other core's cache). The whole model: 0.963x in this VM's slow phases, where a cache line takes
-4x longer to cross between the cores, 0.995x outside them (docs/tuning.md, "Cores far apart").
+other core's cache). The whole model: 0.960x in this VM's slow phases, where a cache line takes
+4x longer to cross between the cores, 0.981x outside them (docs/tuning.md, "Cores far apart").
 Taking the 28x28 maps too measured 0.989x and 1.013x against this rule, so they keep the packed
 GEMM; smaller maps go to the pixel-row kernel (conv_rows.py), which wins there."""
 
