@@ -6,6 +6,7 @@ threads, every activation, and the residual sum added as C goes back to NCHW."""
 from __future__ import annotations
 
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -34,7 +35,9 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 @st.composite
 def layers(draw: st.DrawFn) -> dict[str, Any]:
     kernel = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    return drawn_conv_layer(draw, kernel, [1, 3, 16, 37], (11, 11, 2), 2 * COLUMNS + 3)
+    case = drawn_conv_layer(draw, kernel, [1, 3, 16, 37], (11, 11, 2), 2 * COLUMNS + 3)
+    # passes over the depth: whole, one step, cut ones, and the default
+    return {**case, "depth_block": draw(st.sampled_from([0, 1, 7, 16, conv_rows.DEPTH_BLOCK]))}
 
 
 def _run(case: dict[str, Any], residual: bool) -> None:
@@ -51,7 +54,8 @@ def _run(case: dict[str, Any], residual: bool) -> None:
         types.append(TensorType("float32", b.shape))
         values.append(b)
     magnitude = float(np.abs(x).max() * np.abs(w).reshape(w.shape[0], -1).sum(axis=1).max() + 10.0)
-    with cpu_threads(case["threads"]):
+    depth_block = case.get("depth_block", conv_rows.DEPTH_BLOCK)
+    with cpu_threads(case["threads"]), mock.patch.object(conv_rows, "DEPTH_BLOCK", depth_block):
         if residual:  # a residual block's convolution: no activation of its own
             geometry = {k: getattr(attrs, k) for k in ("kernel_shape", "strides", "dilations", "pads")}
             plain = Node("FusedConv", "conv", inputs, ["y"], FusedConvAttrs(**geometry))
@@ -85,6 +89,8 @@ def test_fused_residual_matches_the_reference(case: dict[str, Any]) -> None:
     ("x_shape", "out_channels", "kernel", "stride"),
     [
         ((1, 300, 7, 7), 70, 1, 1),  # 1x1 stride 1: A read from the channels-last copy itself
+        ((2, 600, 7, 7), COLUMNS, 1, 1),  # read in place: moved blocks, two images, 3 cut depth passes
+        ((2, 300, 14, 13), 40, 1, 2),  # a strided 1x1 layer, unfolded
         ((1, 64, 14, 14), 2 * COLUMNS, 3, 2),  # ResNet's strided 3x3, 49 pixels: a cut block of 1
         ((2, 40, 9, 9), COLUMNS + 1, 3, 1),  # a panel of one channel, rows across two images
         ((1, 8, 3, 3), ROWS, 1, 1),  # fewer pixels than one ROWS block
@@ -92,9 +98,12 @@ def test_fused_residual_matches_the_reference(case: dict[str, Any]) -> None:
 )
 def test_block_edges(x_shape: tuple[int, ...], out_channels: int, kernel: int, stride: int) -> None:
     attrs = FusedConvAttrs(kernel_shape=(kernel, kernel), strides=(stride,) * 2, pads=(kernel // 2,) * 4)
-    for threads in (1, 2):
+    for threads, split_pixels_from in ((1, 1), (2, 1), (2, 1 << 30)):
         case = {"x_shape": x_shape, "out_channels": out_channels, "attrs": attrs, "bias": True}
-        _run({**case, "threads": threads, "seed": threads}, residual=False)
+        _run(
+            {**case, "threads": threads, "seed": threads, "split_pixels_from": split_pixels_from},
+            residual=False,
+        )
 
 
 def test_panels_hold_the_filters_in_tap_then_channel_order() -> None:
