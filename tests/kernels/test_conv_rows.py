@@ -6,7 +6,6 @@ threads, every activation, and the residual sum added as C goes back to NCHW."""
 from __future__ import annotations
 
 from typing import Any
-from unittest import mock
 
 import numpy as np
 import pytest
@@ -35,9 +34,7 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 @st.composite
 def layers(draw: st.DrawFn) -> dict[str, Any]:
     kernel = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    case = drawn_conv_layer(draw, kernel, [1, 3, 16, 37], (11, 11, 2), 2 * COLUMNS + 3)
-    # passes over the depth: whole, one step, cut ones, and the default
-    return {**case, "depth_block": draw(st.sampled_from([0, 1, 7, 16, conv_rows.DEPTH_BLOCK]))}
+    return drawn_conv_layer(draw, kernel, [1, 3, 16, 37], (11, 11, 2), 2 * COLUMNS + 3)
 
 
 def _run(case: dict[str, Any], residual: bool) -> None:
@@ -54,8 +51,7 @@ def _run(case: dict[str, Any], residual: bool) -> None:
         types.append(TensorType("float32", b.shape))
         values.append(b)
     magnitude = float(np.abs(x).max() * np.abs(w).reshape(w.shape[0], -1).sum(axis=1).max() + 10.0)
-    depth_block = case.get("depth_block", conv_rows.DEPTH_BLOCK)
-    with cpu_threads(case["threads"]), mock.patch.object(conv_rows, "DEPTH_BLOCK", depth_block):
+    with cpu_threads(case["threads"]):
         if residual:  # a residual block's convolution: no activation of its own
             geometry = {k: getattr(attrs, k) for k in ("kernel_shape", "strides", "dilations", "pads")}
             plain = Node("FusedConv", "conv", inputs, ["y"], FusedConvAttrs(**geometry))
@@ -89,7 +85,7 @@ def test_fused_residual_matches_the_reference(case: dict[str, Any]) -> None:
     ("x_shape", "out_channels", "kernel", "stride"),
     [
         ((1, 300, 7, 7), 70, 1, 1),  # 1x1 stride 1: A read from the channels-last copy itself
-        ((2, 600, 7, 7), COLUMNS, 1, 1),  # read in place: moved blocks, two images, 3 cut depth passes
+        ((2, 600, 7, 7), COLUMNS, 1, 1),  # read in place, two images, each with a cut block of 1 pixel
         ((2, 300, 14, 13), 40, 1, 2),  # a strided 1x1 layer, unfolded
         ((1, 64, 14, 14), 2 * COLUMNS, 3, 2),  # ResNet's strided 3x3, 49 pixels: a cut block of 1
         ((2, 40, 9, 9), COLUMNS + 1, 3, 1),  # a panel of one channel, rows across two images

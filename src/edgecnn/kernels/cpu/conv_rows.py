@@ -7,9 +7,10 @@ the micro-kernel's COLUMNS-wide runs and output channels in its rows: a 7x7 map'
 of 64 lanes, a 14x14 map's 196 fill 196 of 224. Here the output channels are the columns (most
 layers have a multiple of COLUMNS) and the pixels the rows, so the ROWS-row blocks waste at most a
 few rows. Each thread takes whole COLUMNS-channel panels of the packed weights and reads each panel
-once per ROWS-row block, DEPTH_BLOCK steps of the depth at a time: from memory for the first block
-(ResNet-50's last two stages hold 1 to 9 MB of weights per layer, which come from DRAM on every run)
-and from L1 for the others; A, a few hundred KB to 2 MB, stays in L2.
+end to end once per ROWS-row block, from memory the first time (ResNet-50's last two stages hold 1
+to 9 MB of weights per layer, which come from DRAM on every run) and from L2 after; A, a few hundred
+KB to 2 MB, stays in L2. (Passes of 256 depth steps over all blocks, the panel's slice then read
+from L1, measured 1.005x on ResNet-50: slower on the unfolded 3x3 layers, docs/tuning.md.)
 
 Steps of a run: the input copied, zero-padded, to channels-last (rows of the frame spread over the
 threads); A unfolded from it, one row per output pixel, each filter tap's C-vector one contiguous
@@ -48,12 +49,6 @@ MAX_A_BYTES = 2 << 20
 READ_IN_PLACE = True
 """Whether 1x1 stride-1 unpadded layers read A from the NCHW input in place (off: from the
 channels-last copy, as the other layers do)."""
-
-DEPTH_BLOCK = 256
-"""Steps of the depth each pass over a panel's row blocks takes (0: the whole depth at once): a
-panel's DEPTH_BLOCK x COLUMNS slice of the weights (32 KB) is read from memory once and by the
-other row blocks from L1, so the weight stream from DRAM runs beside the arithmetic instead of in
-a first pass of its own (ResNet-50's 7x7 layers: 4 to 9 MB of weights per layer)."""
 
 MIN_DEPTH = 256
 """Fewest multiply-adds per output value (K) the heuristic accepts: on shallower layers the copies
@@ -118,7 +113,6 @@ def _rows_conv_2d(
     in_place: bool,  # A is read from x itself, column-major (1x1 stride-1 unpadded, ROWS+ pixels)
     c: np.ndarray,  # flat scratch: (rows, panels * COLUMNS + LINE)
     tails: np.ndarray,  # flat scratch: (workers, N, depth, ROWS), where ``in_place`` and a block is cut
-    depth_block: int,  # depth steps per pass over the row blocks (DEPTH_BLOCK, or the whole depth)
     residual: np.ndarray,  # (N, M, OH, OW) added before the activation, or empty: none
     workers: int,
     out: np.ndarray,  # (N, M, OH, OW), written
@@ -163,28 +157,25 @@ def _rows_conv_2d(
                     source, target = (n * depth + k) * pixels + cut, ((worker * batch + n) * depth + k) * ROWS
                     tails[target : target + pixels - cut] = x_flat[source : source + pixels - cut]
         for panel in range(worker * panels // workers, (worker + 1) * panels // workers):
-            for k0 in range(0, depth, depth_block):
-                steps = min(depth_block, depth - k0)
-                weights = (panel * depth + k0) * COLUMNS
-                if in_place:  # each image's blocks; a cut one from the worker's copy of its rows
-                    for n in range(batch):
-                        for q0 in range(0, cut, ROWS):
-                            micro_kernel_column_a(
-                                steps, x_flat, (n * depth + k0) * pixels + q0, pixels, packed, weights, COLUMNS,
-                                c, (n * pixels + q0) * ldc + panel * COLUMNS, ldc, k0 > 0, ROWS, COLUMNS,
-                            )  # fmt: skip
-                        if cut < pixels:
-                            micro_kernel_column_a(
-                                steps, tails, ((worker * batch + n) * depth + k0) * ROWS, ROWS, packed, weights,
-                                COLUMNS, c, (n * pixels + cut) * ldc + panel * COLUMNS, ldc, k0 > 0, pixels - cut,
-                                COLUMNS,
-                            )  # fmt: skip
-                else:
-                    for q0 in range(0, rows, ROWS):
-                        micro_kernel_strided_a(
-                            steps, a, q0 * depth + k0, depth, packed, weights, COLUMNS,
-                            c, q0 * ldc + panel * COLUMNS, ldc, k0 > 0, min(ROWS, rows - q0), COLUMNS,
+            weights = panel * depth * COLUMNS
+            if in_place:  # each image's blocks; a cut one from the worker's copy of its rows
+                for n in range(batch):
+                    for q0 in range(0, cut, ROWS):
+                        micro_kernel_column_a(
+                            depth, x_flat, n * depth * pixels + q0, pixels, packed, weights, COLUMNS,
+                            c, (n * pixels + q0) * ldc + panel * COLUMNS, ldc, False, ROWS, COLUMNS,
                         )  # fmt: skip
+                    if cut < pixels:
+                        micro_kernel_column_a(
+                            depth, tails, (worker * batch + n) * depth * ROWS, ROWS, packed, weights, COLUMNS,
+                            c, (n * pixels + cut) * ldc + panel * COLUMNS, ldc, False, pixels - cut, COLUMNS,
+                        )  # fmt: skip
+            else:
+                for q0 in range(0, rows, ROWS):
+                    micro_kernel_strided_a(
+                        depth, a, q0 * depth, depth, packed, weights, COLUMNS,
+                        c, q0 * ldc + panel * COLUMNS, ldc, False, min(ROWS, rows - q0), COLUMNS,
+                    )  # fmt: skip
             # the panel's channels back to (N, M, H, W) while its columns of C are in cache:
             # contiguous stores, loads ldc apart (ldc is no multiple of 4 KiB: they spread over L1)
             for o in range(panel * COLUMNS, min(panel * COLUMNS + COLUMNS, out_channels)):
@@ -239,7 +230,6 @@ class RowsConv(ResidualIntoKernel):
         # better than a copy of the cut block per worker
         self.read_in_place = READ_IN_PLACE and not self.unfold and self.pixels >= ROWS
         self.small = small_conv(s.batch * s.out_channels * self.pixels * self.depth)
-        self.depth_block = DEPTH_BLOCK if 0 < DEPTH_BLOCK < self.depth else self.depth
 
     def _run(
         self,
@@ -264,7 +254,7 @@ class RowsConv(ResidualIntoKernel):
             np.ascontiguousarray(x), self.packed, self.bias, *activation, *s.kernel, *s.strides,
             *s.dilations, s.pads[0], s.pads[1], xt, a, self.unfold, self.read_in_place, buffer[a_end : a_end + c_size],
             buffer[a_end + c_size : a_end + c_size + tails_size],
-            self.depth_block, residual, workers, out,
+            residual, workers, out,
         )  # fmt: skip
 
 
