@@ -9,8 +9,7 @@ layers have a multiple of COLUMNS) and the pixels the rows, so the ROWS-row bloc
 few rows. Each thread takes whole COLUMNS-channel panels of the packed weights and reads each panel
 end to end once per ROWS-row block, from memory the first time (ResNet-50's last two stages hold 1
 to 9 MB of weights per layer, which come from DRAM on every run) and from L2 after; A, a few hundred
-KB to 2 MB, stays in L2. (Passes of 256 depth steps over all blocks, the panel's slice then read
-from L1, measured 1.005x on ResNet-50: slower on the unfolded 3x3 layers, docs/tuning.md.)
+KB to 2 MB, stays in L2.
 
 Steps of a run: the input copied, zero-padded, to channels-last (rows of the frame spread over the
 threads); A unfolded from it, one row per output pixel, each filter tap's C-vector one contiguous
@@ -112,7 +111,6 @@ def _rows_conv_2d(
     unfold: bool,  # False: ``a`` already holds A (xt's own storage, 1x1 stride-1 unpadded layers)
     in_place: bool,  # A is read from x itself, column-major (1x1 stride-1 unpadded, ROWS+ pixels)
     c: np.ndarray,  # flat scratch: (rows, panels * COLUMNS + LINE)
-    tails: np.ndarray,  # flat scratch: (workers, N, depth, ROWS), where ``in_place`` and a block is cut
     residual: np.ndarray,  # (N, M, OH, OW) added before the activation, or empty: none
     workers: int,
     out: np.ndarray,  # (N, M, OH, OW), written
@@ -147,33 +145,20 @@ def _rows_conv_2d(
     result = out.reshape(-1)
     zero = np.float32(0.0)
     x_flat = x.reshape(-1)
-    cut = pixels - pixels % ROWS  # the first row of an image's cut block, if any
     for worker in numba.prange(workers):
-        if in_place and cut < pixels:
-            # the cut block's rows copied, ROWS apart: read in place, the micro-kernel's short row
-            # loops would run past the last image's last channel (up to 2 floats past x's end)
-            for n in range(batch):
-                for k in range(depth):
-                    source, target = (n * depth + k) * pixels + cut, ((worker * batch + n) * depth + k) * ROWS
-                    tails[target : target + pixels - cut] = x_flat[source : source + pixels - cut]
         for panel in range(worker * panels // workers, (worker + 1) * panels // workers):
-            weights = panel * depth * COLUMNS
-            if in_place:  # each image's blocks; a cut one from the worker's copy of its rows
+            if in_place:  # each image's blocks; the last one moved back to end at its last pixel
                 for n in range(batch):
-                    for q0 in range(0, cut, ROWS):
+                    for q0 in range(0, pixels, ROWS):
+                        q = min(q0, pixels - ROWS)
                         micro_kernel_column_a(
-                            depth, x_flat, n * depth * pixels + q0, pixels, packed, weights, COLUMNS,
-                            c, (n * pixels + q0) * ldc + panel * COLUMNS, ldc, False, ROWS, COLUMNS,
-                        )  # fmt: skip
-                    if cut < pixels:
-                        micro_kernel_column_a(
-                            depth, tails, (worker * batch + n) * depth * ROWS, ROWS, packed, weights, COLUMNS,
-                            c, (n * pixels + cut) * ldc + panel * COLUMNS, ldc, False, pixels - cut, COLUMNS,
+                            depth, x_flat, n * depth * pixels + q, pixels, packed, panel * depth * COLUMNS,
+                            COLUMNS, c, (n * pixels + q) * ldc + panel * COLUMNS, ldc, False, ROWS, COLUMNS,
                         )  # fmt: skip
             else:
                 for q0 in range(0, rows, ROWS):
                     micro_kernel_strided_a(
-                        depth, a, q0 * depth, depth, packed, weights, COLUMNS,
+                        depth, a, q0 * depth, depth, packed, panel * depth * COLUMNS, COLUMNS,
                         c, q0 * ldc + panel * COLUMNS, ldc, False, min(ROWS, rows - q0), COLUMNS,
                     )  # fmt: skip
             # the panel's channels back to (N, M, H, W) while its columns of C are in cache:
@@ -226,8 +211,7 @@ class RowsConv(ResidualIntoKernel):
         span_w = (s.out[1] - 1) * s.strides[1] + (s.kernel[1] - 1) * s.dilations[1] + 1
         self.frame = (max(top + s.height + bottom, span_h), max(left + s.width + right, span_w))
         self.unfold = not (s.pointwise and self.frame == (s.height, s.width))
-        # fewer pixels than one block: the channels-last copy, one for every worker, serves as A
-        # better than a copy of the cut block per worker
+        # a block moved back to end at the image's last pixel must still start inside the image
         self.read_in_place = READ_IN_PLACE and not self.unfold and self.pixels >= ROWS
         self.small = small_conv(s.batch * s.out_channels * self.pixels * self.depth)
 
@@ -243,8 +227,7 @@ class RowsConv(ResidualIntoKernel):
         frame_size = s.batch * self.frame[0] * self.frame[1] * s.in_channels
         a_size = (self.rows + ROWS) * self.depth if self.unfold else 0
         c_size = self.rows * (self.panels * COLUMNS + LINE)
-        tails_size = workers * s.batch * self.depth * ROWS if self.read_in_place and self.pixels % ROWS else 0
-        buffer = scratch(frame_size + ROWS * s.in_channels + a_size + c_size + tails_size)
+        buffer = scratch(frame_size + ROWS * s.in_channels + a_size + c_size)
         xt = buffer[:frame_size].reshape(s.batch * self.frame[0], self.frame[1], s.in_channels)
         a_end = frame_size + ROWS * s.in_channels + a_size
         a = buffer[frame_size + ROWS * s.in_channels : a_end] if self.unfold else buffer[:a_end]
@@ -253,7 +236,6 @@ class RowsConv(ResidualIntoKernel):
             workers == 1,
             np.ascontiguousarray(x), self.packed, self.bias, *activation, *s.kernel, *s.strides,
             *s.dilations, s.pads[0], s.pads[1], xt, a, self.unfold, self.read_in_place, buffer[a_end : a_end + c_size],
-            buffer[a_end + c_size : a_end + c_size + tails_size],
             residual, workers, out,
         )  # fmt: skip
 
