@@ -35,7 +35,8 @@ region costs on a busy 2-core VM. Measured by ``benchmarks/residual.py --epilogu
 CHUNK = 16384
 
 OVERWRITE_RESIDUAL = True
-"""Whether a fused residual step offers the arena its output over z (``in_place = (3,)``)."""
+"""Whether a fused residual step offers the arena its output over z (``in_place = (3,)``), unless
+its convolution kernel says ``overwrites_residual = False`` (conv_rows.FRESH_RESIDUAL_OUTPUT)."""
 
 Types = Sequence["TensorType | None"]
 Values = Sequence["np.ndarray | None"]
@@ -72,7 +73,9 @@ class ConvResidual:
         self.conv_into = getattr(self.conv.run, "run_into", None)
         self.conv_residual_into = getattr(self.conv.run, "run_into_residual", None)
         self.conv_inputs = len(inner.inputs)
-        self.in_place = (3,) if OVERWRITE_RESIDUAL and self.conv_residual_into is not None else ()
+        # a kernel may decline the offer where z's lines sit in the other core's cache too
+        overwrites = OVERWRITE_RESIDUAL and getattr(self.conv.run, "overwrites_residual", True)
+        self.in_place = (3,) if overwrites and self.conv_residual_into is not None else ()
         self.out_shape = shape_of(types[3])
         self.activation = activation_args(node.attrs)  # (kind, negative slope, low, high)
         size = int(np.prod(self.out_shape))

@@ -49,6 +49,15 @@ READ_IN_PLACE = True
 """Whether 1x1 stride-1 unpadded layers read A from the NCHW input in place (off: from the
 channels-last copy, as the other layers do)."""
 
+FRESH_RESIDUAL_OUTPUT = True
+"""Whether a layer that reads A in place writes its residual sum to a buffer of its own rather than
+over z (conv_residual.OVERWRITE_RESIDUAL). Such a layer is the 1x1 expansion of a bottleneck block
+on a small map (ResNet-50's 14x14 and 7x7 stages), and its z is the block's input, which the
+block's first 1x1 layer, this kernel too, split by output channels, has just read whole on both
+cores: every line of z is then in both caches, and each store over it must first take the line
+back from the other core. With the cores far apart (docs/tuning.md) that doubled those layers'
+time (0.35 -> 0.68 ms); a fresh buffer costs no such trip."""
+
 MIN_DEPTH = 256
 """Fewest multiply-adds per output value (K) the heuristic accepts: on shallower layers the copies
 to and from channels-last cost more than the GEMM saves."""
@@ -214,6 +223,7 @@ class RowsConv(ResidualIntoKernel):
         # a block moved back to end at the image's last pixel must still start inside the image
         self.read_in_place = READ_IN_PLACE and not self.unfold and self.pixels >= ROWS
         self.small = small_conv(s.batch * s.out_channels * self.pixels * self.depth)
+        self.overwrites_residual = not (FRESH_RESIDUAL_OUTPUT and self.read_in_place)
 
     def _run(
         self,

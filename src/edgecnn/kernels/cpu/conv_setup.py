@@ -143,6 +143,10 @@ class ResidualIntoKernel(ConvKernel):
     the output (conv_residual.py uses ``run_into_residual`` when a kernel has it); ``_run`` does
     both, with an empty residual meaning none."""
 
+    overwrites_residual = True
+    """Whether conv_residual.py may give the output the residual's own buffer (a kernel turns it off
+    where that costs more than a fresh buffer: conv_rows.FRESH_RESIDUAL_OUTPUT)."""
+
     def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
         """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
         self._run(out, x, _NO_RESIDUAL, self.activation)
