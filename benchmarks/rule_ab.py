@@ -6,6 +6,8 @@ the tree has them. Kernels are chosen and sized when a plan is built, so each co
 Both copies and an onnxruntime session (set up as `edgecnn bench` sets it) then run alternately,
 the order turning every round; medians of wall and process CPU time; outputs are checked equal.
 The only comparison this shared VM's drift allows (runs minutes apart differ by 10-40%).
+``--phases`` tags blocks of rounds by the cores' distance; ``--layers N`` adds the N layers whose
+time moved most (``Model.profile`` of both plans, alternating).
 
     .venv/bin/python benchmarks/rule_ab.py --old edgecnn.kernels.cpu.winograd.MIN_F43_TILES=36 \\
         --models squeezenet1.1,resnet50 --rounds 30 --mark tuning:winograd-rule
@@ -27,10 +29,12 @@ from pathlib import Path
 from unittest import mock
 
 import numpy as np
+import onnx
 from conv_gap import _input, _load, ort_options
 from core_distance import FAR_NS, far_apart, round_trip_ns
 from sections import replace_section
 
+import edgecnn
 from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model
 
@@ -101,13 +105,11 @@ def rotated_times(
     }
 
 
-def prepared_runs(
+def prepared_models(
     model_name: str, threads: int, settings: Sequence[Setting]
-) -> dict[str, Callable[[], object]]:
-    """The model planned under the old settings ("old"), as the tree has it ("new"), and in
-    onnxruntime ("onnxruntime"), each a callable running it once; old and new checked equal."""
-    import onnxruntime as ort
-
+) -> tuple[onnx.ModelProto, str, np.ndarray, edgecnn.Model, edgecnn.Model]:
+    """The zoo model, its input's name and value, and edgecnn's model planned under the old
+    settings and as the tree has it, checked equal."""
     model = build_model(model_name)
     name, x = _input(model)
     old = _load(model, threads)
@@ -117,6 +119,17 @@ def prepared_runs(
     expected = new(x)  # the zoo models have one output
     scale = float(np.abs(expected).max()) or 1.0
     np.testing.assert_allclose(old(x), expected, rtol=1e-3, atol=1e-4 * scale)
+    return model, name, x, old, new
+
+
+def prepared_runs(
+    model_name: str, threads: int, settings: Sequence[Setting]
+) -> dict[str, Callable[[], object]]:
+    """The model planned under the old settings ("old"), as the tree has it ("new"), and in
+    onnxruntime ("onnxruntime"), each a callable running it once; old and new checked equal."""
+    import onnxruntime as ort
+
+    model, name, x, old, new = prepared_models(model_name, threads, settings)
     session = ort.InferenceSession(
         model.SerializeToString(), ort_options(threads), providers=["CPUExecutionProvider"]
     )
@@ -144,6 +157,39 @@ def phased_times(
     }
 
 
+def layer_table(
+    model_name: str, threads: int, settings: Sequence[Setting], top: int, repeats: int = 6
+) -> list[str]:
+    """The ``top`` layers whose time moved most, old plan against new (``Model.profile``, the two
+    alternating ``repeats`` times, 10 runs each; medians), with the cores' round trip before and after."""
+    _, _, x, old, new = prepared_models(model_name, threads, settings)
+    before = round_trip_ns()
+    samples: dict[str, list[list[float]]] = defaultdict(lambda: [[], []])
+    kernels: dict[str, list[str]] = defaultdict(lambda: ["", ""])
+    for _ in range(repeats):
+        for side, net in enumerate((old, new)):
+            for layer in net.profile(x, iterations=10, warmup=2).layers:
+                samples[layer.name][side].append(layer.mean_ms)
+                kernels[layer.name][side] = layer.kernel
+    after = round_trip_ns()
+    medians = {name: [float(np.median(v)) for v in pair] for name, pair in samples.items()}
+    moved = sorted(medians, key=lambda n: -abs(medians[n][1] - medians[n][0]))[:top]
+    lines = [
+        "",
+        f"{model_name}, layer by layer (cores' round trip {before:.0f} ns before, {after:.0f} ns after; "
+        f"sum of all layers: old {sum(m[0] for m in medians.values()):.2f} ms, new {sum(m[1] for m in medians.values()):.2f} ms):",
+        "",
+        "| layer | old kernel | old ms | new kernel | new ms |",
+        "|---|---|---:|---|---:|",
+    ]
+    lines += [
+        f"| {n} | {kernels[n][0]} | {medians[n][0]:.3f} | {kernels[n][1]} | {medians[n][1]:.3f} |"
+        for n in moved
+    ]
+    print("\n".join(lines), flush=True)
+    return lines
+
+
 def table(
     models: Sequence[str],
     threads: int,
@@ -152,6 +198,7 @@ def table(
     command: str,
     cold: Cold = Cold(),
     phases: float = 0.0,
+    layers: int = 0,
 ) -> list[str]:
     load = os.getloadavg()
     old = ", ".join(f"`{module.rsplit('.', 1)[-1]}.{name} = {value!r}`" for module, name, value in settings)
@@ -189,6 +236,8 @@ def table(
                 f"{new_cpu:.2f} | {ort_ms:.2f} | {new_ms / ort_ms:.2f}x |"
             )
             print(lines[-1], flush=True)
+        if layers:
+            lines += layer_table(model_name, threads, settings, layers)
     lines.append("")
     lines.append(f"Load average at the end: {os.getloadavg()[0]:.2f}.")
     return lines
@@ -208,6 +257,9 @@ def main() -> None:
         "--phases", type=float, default=0.0, metavar="SECONDS",
         help="run each model this long in blocks of --rounds, split by the cores' distance",
     )  # fmt: skip
+    parser.add_argument(
+        "--layers", type=int, default=0, metavar="N", help="also the N layers that moved most"
+    )
     parser.add_argument("--mark", help="write the table between <!-- MARK:start/end --> in --doc")
     parser.add_argument("--doc", type=Path, default=DOCS / "tuning.md")
     args = parser.parse_args()
@@ -218,10 +270,13 @@ def main() -> None:
         + (f" --evict-mb {args.evict_mb}" if args.evict_mb else "")
         + (f" --gap-ms {args.gap_ms:g}" if args.gap_ms else "")
         + (f" --phases {args.phases:g}" if args.phases else "")
+        + (f" --layers {args.layers}" if args.layers else "")
         + (f" --mark {args.mark}" if args.mark else "")
     )
     cold = Cold(args.evict_mb, args.gap_ms)
-    lines = table(args.models.split(","), args.threads, args.rounds, args.old, command, cold, args.phases)
+    lines = table(
+        args.models.split(","), args.threads, args.rounds, args.old, command, cold, args.phases, args.layers
+    )
     if args.mark:
         args.doc.write_text(replace_section(args.doc.read_text(), args.mark, lines))
         print(f"wrote {args.doc}")
