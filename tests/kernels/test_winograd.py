@@ -347,7 +347,7 @@ def test_applies_only_to_3x3_stride_1_single_group(attrs: dict[str, Any], applie
     [
         (64, 64, 56, 1, 4),  # ResNet conv2_x
         (256, 256, 14, 1, 2),  # ResNet conv4_x: 16 tiles, but 9.4 MB of F(4x4) filters
-        (512, 512, 7, 1, 2),  # ResNet conv5_x: 4 tiles of 4x4 are too few; wide enough for 2x2
+        (512, 512, 7, 1, 0),  # ResNet conv5_x: one 7x7 map, too few tiles for the transformed filters
         (512, 512, 14, 1, 2),  # VGG conv5_2: likewise (38 MB)
         (256, 256, 14, 8, 4),  # ... and at batch 8
         (64, 24, 40, 1, 4),  # C*M/(C+M) = 17.5
@@ -359,15 +359,15 @@ def test_applies_only_to_3x3_stride_1_single_group(attrs: dict[str, Any], applie
         (32, 64, 112, 1, 0),  # tiny-YOLO conv3: the same depth on a wide map stays on im2col
         (48, 192, 13, 1, 4),  # SqueezeNet fire6 expand3x3: 32-63 channels, 16 tiles
         (64, 256, 13, 1, 4),  # SqueezeNet fire8 expand3x3: 16 tiles of 4x4
-        (160, 320, 7, 1, 2),  # GoogLeNet 5a: 7x7, C*M/(C+M) = 107
-        (1024, 1024, 7, 1, 2),  # tiny-YOLO conv8: wide enough
+        (160, 320, 7, 1, 0),  # GoogLeNet 5a: likewise
+        (1024, 1024, 7, 1, 0),  # tiny-YOLO conv8: likewise, however wide
         (144, 288, 14, 1, 2),  # GoogLeNet 4d: 6 MB of F(4x4) filters
         (112, 224, 14, 1, 4),  # GoogLeNet 4b: 3.6 MB
-        (192, 384, 7, 1, 2),  # GoogLeNet 5b: likewise
-        (96, 128, 7, 1, 0),  # 7x7, C*M/(C+M) = 55: too few tiles for the transformed filters
+        (192, 384, 7, 1, 0),  # GoogLeNet 5b: likewise
+        (512, 512, 7, 3, 2),  # batch 3 of 7x7: 48 tiles of 2x2
         (96, 208, 14, 1, 4),  # GoogLeNet 4a: C*M/(C+M) = 66 on a 14x14 map
         (64, 128, 14, 1, 4),  # C*M/(C+M) = 43: past MIN_CHANNEL_RATIO
-        (64, 128, 7, 1, 0),  # ... but on a 7x7 map too narrow for 2x2 tiles (< 96)
+        (64, 128, 7, 1, 0),  # ... but not on one 7x7 map
         (64, 256, 7, 4, 4),  # ... at batch 4: 16 tiles of 4x4
         (96, 128, 7, 3, 2),  # batch 3 of 7x7: 12 tiles of 4x4, 48 of 2x2 (C*M/(C+M) = 55)
     ],

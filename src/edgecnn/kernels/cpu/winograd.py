@@ -64,7 +64,7 @@ MIN_CHANNEL_RATIO, MIN_F43_TILES = 12, 36
 MIN_SMALL_F43_TILES, MAX_SMALL_F43_BYTES = 16, 4 << 20
 MIN_IN_CHANNELS = 64
 SHALLOW_IN_CHANNELS, SHALLOW_MAX_WIDTH = 32, 32
-MIN_F23_RATIO, MIN_F23_TILES, WIDE_F23_RATIO = 48, 36, 96
+MIN_F23_RATIO, MIN_F23_TILES, WIDE_F23_RATIO = 48, 36, math.inf
 """The heuristic's thresholds (``preferred_tile``), measured with benchmarks/winograd.py and
 benchmarks/conv_gap.py (docs/conv-gap.md)."""
 
@@ -98,9 +98,11 @@ def preferred_tile(setup: ConvSetup) -> int:
     F(2x2) on every zoo layer (4-20%, docs/tuning.md's per-layer table, weights warm in cache), but
     whole models moved within the noise (benchmarks/rule_ab.py), not worth ResNet-50's 256->256
     layers holding 9.4 MB of filters each instead of 4.2. Else 2x2 tiles on 13x13 and 14x14 maps from
-    C*M/(C+M) = 48, and on 7x7 maps (4 tiles) from 96 (ResNet's 512->512, GoogLeNet's 5a and 5b),
-    where the larger F(4x4) filters are re-read for too few tiles. Layers with SHALLOW_IN_CHANNELS
-    (32) to 63 input channels get F(4x4) on maps at most SHALLOW_MAX_WIDTH wide: it won on
+    C*M/(C+M) = 48 and MIN_F23_TILES tiles; with fewer tiles (one 7x7 map has 16) from
+    WIDE_F23_RATIO, now infinite: none. Such a map's transformed filters, 16/9 of the layer's own
+    (ResNet-50's 512->512: 16.8 MB against 9.4), come from DRAM on every run for too few tiles, and
+    the pixel-row GEMM on the plain filters won in whole models (docs/tuning.md). Layers with
+    SHALLOW_IN_CHANNELS (32) to 63 input channels get F(4x4) on maps at most SHALLOW_MAX_WIDTH wide: it won on
     SqueezeNet's 27x27 and 13x13 maps but lost by 25% on tiny-YOLO's 32->64 @ 112x112.
     """
     c, m = setup.in_channels, setup.out_channels
