@@ -5,6 +5,10 @@ threads, every activation, and the residual sum added as C goes back to NCHW."""
 
 from __future__ import annotations
 
+import ctypes
+import math
+import mmap
+import sys
 from typing import Any
 
 import numpy as np
@@ -84,10 +88,11 @@ def test_fused_residual_matches_the_reference(case: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("x_shape", "out_channels", "kernel", "stride"),
     [
-        ((1, 300, 7, 7), 70, 1, 1),  # 1x1 stride 1: A read from the channels-last copy itself
+        ((1, 300, 7, 7), 70, 1, 1),  # 1x1 stride 1: A read in place, 49 pixels: a cut block of 1
         ((1, 64, 14, 14), 2 * COLUMNS, 3, 2),  # ResNet's strided 3x3, 49 pixels: a cut block of 1
-        ((2, 40, 9, 9), COLUMNS + 1, 3, 1),  # a panel of one channel, rows across two images
-        ((1, 8, 3, 3), ROWS, 1, 1),  # fewer pixels than one ROWS block
+        ((2, 40, 9, 9), COLUMNS + 1, 3, 1),  # a panel of one channel, two images of 81 pixels
+        ((1, 8, 3, 3), ROWS, 1, 1),  # 9 pixels read in place: one block and a cut one
+        ((3, 16, 2, 3), ROWS, 1, 1),  # fewer pixels than one ROWS block, in three images
     ],
 )
 def test_block_edges(x_shape: tuple[int, ...], out_channels: int, kernel: int, stride: int) -> None:
@@ -95,6 +100,39 @@ def test_block_edges(x_shape: tuple[int, ...], out_channels: int, kernel: int, s
     for threads in (1, 2):
         case = {"x_shape": x_shape, "out_channels": out_channels, "attrs": attrs, "bias": True}
         _run({**case, "threads": threads, "seed": threads}, residual=False)
+
+
+def _guarded(shape: tuple[int, ...]) -> tuple[mmap.mmap, np.ndarray]:
+    """A float32 array of ``shape`` that ends where an unreadable page begins (Linux)."""
+    page = mmap.PAGESIZE
+    nbytes = 4 * math.prod(shape)
+    size = -(-nbytes // page) * page
+    memory = mmap.mmap(-1, size + page, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(memory))
+    assert ctypes.CDLL(None).mprotect(ctypes.c_void_p(base + size), page, 0) == 0
+    return memory, np.frombuffer(memory, np.float32, math.prod(shape), size - nbytes).reshape(shape)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mprotect through ctypes: Linux only")
+@pytest.mark.parametrize("x_shape", [(1, 300, 7, 7), (2, 40, 3, 3), (1, 33, 2, 3)])
+def test_in_place_read_stays_inside_the_input(x_shape: tuple[int, ...]) -> None:
+    """A 1x1 layer reads A from its NCHW input in place, and a cut block at the end of the last
+    channel of the last image must not read past it: the input here ends at an unreadable page, so
+    a read past its end would crash the test."""
+    rng = np.random.default_rng(2)
+    memory, x = _guarded(x_shape)
+    x[...] = rng.standard_normal(x_shape, dtype=np.float32)
+    w = rng.standard_normal((COLUMNS + 5, x_shape[1], 1, 1), dtype=np.float32)
+    node = Node("FusedConv", "conv", ["x", "w"], ["y"], FusedConvAttrs(kernel_shape=(1, 1)))
+    kernel = RowsConv(node, [TensorType("float32", x_shape), TensorType("float32", w.shape)], [None, w])
+    assert kernel.read_in_place
+    actual = np.full(kernel.out_shape, np.nan, dtype=np.float32)
+    with cpu_threads(2):
+        kernel.run_into(actual, x)
+    expected = reference_run("FusedConv", FusedConvAttrs(kernel_shape=(1, 1)), [x, w, None], (1, 2))
+    assert_matches(actual, expected, float(np.abs(x).max() * np.abs(w).sum(axis=1).max()))
+    del x
+    memory.close()
 
 
 def test_panels_hold_the_filters_in_tap_then_channel_order() -> None:

@@ -1,6 +1,6 @@
 """Convolution on small maps as one GEMM with the output pixels as its rows:
-C (pixels x M) = A (pixels x K) @ W (K x M), then C back to (N, M, H, W) with bias, residual and
-activation.
+C (pixels x M) = A (pixels x K) @ W (K x M), each block stored transposed into (N, M, H, W) with
+bias, residual and activation.
 
 Why: the packed GEMM (conv_packed.py) and the in-place 1x1 kernel (conv_pointwise.py) put pixels in
 the micro-kernel's COLUMNS-wide runs and output channels in its rows: a 7x7 map's 49 pixels fill 49
@@ -13,7 +13,11 @@ KB to 2 MB, stays in L2.
 
 Steps of a run: the input copied, zero-padded, to channels-last (rows of the frame spread over the
 threads); A unfolded from it, one row per output pixel, each filter tap's C-vector one contiguous
-copy; then each thread's panels multiplied and its channels written back to NCHW. K is ordered
+copy; then each thread's panels multiplied. The micro-kernel stores each block of ROWS pixels x
+COLUMNS channels straight into the NCHW output, one ROWS-float vector per channel, finished: no C
+block in between and no pass to transpose it (that pass was 8-13% of a K=256 layer), and an
+image's last block computes only the rows it stores (a 7x7 map's 49 pixels took 7 blocks of 8 when
+the last one was moved back whole; now 6 and a 2-row one). K is ordered
 (tap row, tap column, channel), so the weights are packed in that order once, at plan time. A 1x1
 stride-1 unpadded layer skips both copies: its NCHW input already is A, column-major, which the
 micro-kernel reads in place (one parallel region instead of three).
@@ -30,9 +34,14 @@ import numpy as np
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu import blas, conv
 from edgecnn.kernels.cpu.common import scratch
+from edgecnn.kernels.cpu.conv_gemm import rows_epilogue
 from edgecnn.kernels.cpu.conv_setup import ConvSetup, ResidualIntoKernel, conv_setup
-from edgecnn.kernels.cpu.epilogue import activate
-from edgecnn.kernels.cpu.microkernel import COLUMNS, LINE, ROWS, micro_kernel_column_a, micro_kernel_strided_a
+from edgecnn.kernels.cpu.microkernel import (
+    COLUMNS,
+    ROWS,
+    micro_kernel_column_a_transposed,
+    micro_kernel_strided_a_transposed,
+)
 from edgecnn.kernels.cpu.threads import call, current_threads, small_conv
 from edgecnn.kernels.cpu.twins import parallel_and_serial
 from edgecnn.kernels.cpu.winograd_transforms import pad_channels_last
@@ -118,8 +127,7 @@ def _rows_conv_2d(
     xt: np.ndarray,  # (N * Hp, Wp, C) scratch: the padded channels-last input
     a: np.ndarray,  # flat scratch: A's rows, then ROWS rows more (read by a cut block, never stored)
     unfold: bool,  # False: ``a`` already holds A (xt's own storage, 1x1 stride-1 unpadded layers)
-    in_place: bool,  # A is read from x itself, column-major (1x1 stride-1 unpadded, ROWS+ pixels)
-    c: np.ndarray,  # flat scratch: (rows, panels * COLUMNS + LINE)
+    in_place: bool,  # A is read from x itself, column-major (1x1 stride-1 unpadded)
     residual: np.ndarray,  # (N, M, OH, OW) added before the activation, or empty: none
     workers: int,
     out: np.ndarray,  # (N, M, OH, OW), written
@@ -148,55 +156,36 @@ def _rows_conv_2d(
                         target = row * depth + (ky * kernel_w + kx) * channels
                         a[target : target + channels] = flat[source : source + channels]
     panels = packed.size // (depth * COLUMNS)
-    ldc = panels * COLUMNS + LINE
     has_residual = residual.size > 0
-    z = residual.reshape(-1)
+    z = residual.reshape(-1) if has_residual else out.reshape(-1)  # never read without a residual
     result = out.reshape(-1)
-    zero = np.float32(0.0)
     x_flat = x.reshape(-1)
+    fused = kind == 0 or kind == 1 or kind == 3  # the micro-kernel's stores apply these
+    store_kind = kind if fused else 0
+    out_rows = out.reshape(batch, out_channels, pixels)
     for worker in numba.prange(workers):
         for panel in range(worker * panels // workers, (worker + 1) * panels // workers):
-            if in_place:  # each image's blocks; the last one moved back to end at its last pixel
-                for n in range(batch):
-                    for q0 in range(0, pixels, ROWS):
-                        q = min(q0, pixels - ROWS)
-                        micro_kernel_column_a(
-                            depth, x_flat, n * depth * pixels + q, pixels, packed, panel * depth * COLUMNS,
-                            COLUMNS, c, (n * pixels + q) * ldc + panel * COLUMNS, ldc, False, ROWS, COLUMNS,
+            first = panel * COLUMNS
+            for n in range(batch):
+                # each block goes straight to the panel's channels of the NCHW output, finished
+                target = (n * out_channels + first) * pixels
+                for q0 in range(0, pixels, ROWS):
+                    count = min(ROWS, pixels - q0)
+                    if in_place:
+                        micro_kernel_column_a_transposed(
+                            depth, x_flat, n * depth * pixels + q0, pixels, packed, panel * depth * COLUMNS,
+                            COLUMNS, result, target + q0, pixels, False, count, out_channels - first, bias, first,
+                            store_kind, np.float32(low), np.float32(high), z, has_residual,
                         )  # fmt: skip
-            else:
-                for q0 in range(0, rows, ROWS):
-                    micro_kernel_strided_a(
-                        depth, a, q0 * depth, depth, packed, panel * depth * COLUMNS, COLUMNS,
-                        c, q0 * ldc + panel * COLUMNS, ldc, False, min(ROWS, rows - q0), COLUMNS,
-                    )  # fmt: skip
-            # the panel's channels back to (N, M, H, W) while its columns of C are in cache:
-            # contiguous stores, loads ldc apart (ldc is no multiple of 4 KiB: they spread over L1)
-            for o in range(panel * COLUMNS, min(panel * COLUMNS + COLUMNS, out_channels)):
-                b = bias[o]
-                for n in range(batch):
-                    at = (n * out_channels + o) * pixels
-                    column = n * pixels * ldc + o
-                    target = result[at : at + pixels]
-                    # ReLU in the same pass: the sum is a value, not a load of the store's target,
-                    # so LLVM selects and stores it plainly (no masked store, slow on AMD Zen)
-                    if has_residual and kind == 1:
-                        for p in range(pixels):
-                            v = c[column + p * ldc] + b + z[at + p]
-                            target[p] = zero if v <= zero else v
-                    elif kind == 1:
-                        for p in range(pixels):
-                            v = c[column + p * ldc] + b
-                            target[p] = zero if v <= zero else v
-                    elif has_residual:
-                        for p in range(pixels):
-                            target[p] = c[column + p * ldc] + b + z[at + p]
                     else:
-                        for p in range(pixels):
-                            target[p] = c[column + p * ldc] + b
-                    if kind != 0 and kind != 1:
-                        for p in range(pixels):
-                            target[p] = activate(target[p], kind, alpha, low, high)
+                        micro_kernel_strided_a_transposed(
+                            depth, a, (n * pixels + q0) * depth, depth, packed, panel * depth * COLUMNS,
+                            COLUMNS, result, target + q0, pixels, False, count, out_channels - first, bias, first,
+                            store_kind, np.float32(low), np.float32(high), z, has_residual,
+                        )  # fmt: skip
+                if not fused:
+                    last = min(first + COLUMNS, out_channels)
+                    rows_epilogue(out_rows[n], first, last, 0, pixels, bias, False, kind, alpha, low, high)
 
 
 rows_conv_2d, rows_conv_2d_serial = parallel_and_serial(_rows_conv_2d, "rows_conv_2d")
@@ -220,8 +209,7 @@ class RowsConv(ResidualIntoKernel):
         span_w = (s.out[1] - 1) * s.strides[1] + (s.kernel[1] - 1) * s.dilations[1] + 1
         self.frame = (max(top + s.height + bottom, span_h), max(left + s.width + right, span_w))
         self.unfold = not (s.pointwise and self.frame == (s.height, s.width))
-        # a block moved back to end at the image's last pixel must still start inside the image
-        self.read_in_place = READ_IN_PLACE and not self.unfold and self.pixels >= ROWS
+        self.read_in_place = READ_IN_PLACE and not self.unfold
         self.small = small_conv(s.batch * s.out_channels * self.pixels * self.depth)
         self.overwrites_residual = not (FRESH_RESIDUAL_OUTPUT and self.read_in_place)
 
@@ -236,8 +224,7 @@ class RowsConv(ResidualIntoKernel):
         workers = 1 if self.small else max(1, min(current_threads(), self.panels))
         frame_size = s.batch * self.frame[0] * self.frame[1] * s.in_channels
         a_size = (self.rows + ROWS) * self.depth if self.unfold else 0
-        c_size = self.rows * (self.panels * COLUMNS + LINE)
-        buffer = scratch(frame_size + ROWS * s.in_channels + a_size + c_size)
+        buffer = scratch(frame_size + ROWS * s.in_channels + a_size)
         xt = buffer[:frame_size].reshape(s.batch * self.frame[0], self.frame[1], s.in_channels)
         a_end = frame_size + ROWS * s.in_channels + a_size
         a = buffer[frame_size + ROWS * s.in_channels : a_end] if self.unfold else buffer[:a_end]
@@ -245,7 +232,7 @@ class RowsConv(ResidualIntoKernel):
             rows_conv_2d,
             workers == 1,
             np.ascontiguousarray(x), self.packed, self.bias, *activation, *s.kernel, *s.strides,
-            *s.dilations, s.pads[0], s.pads[1], xt, a, self.unfold, self.read_in_place, buffer[a_end : a_end + c_size],
+            *s.dilations, s.pads[0], s.pads[1], xt, a, self.unfold, self.read_in_place,
             residual, workers, out,
         )  # fmt: skip
 

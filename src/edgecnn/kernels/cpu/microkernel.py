@@ -127,6 +127,7 @@ def _codegen(
     column_a: bool = False,
     tap_a: bool = False,
     transposed: bool = False,
+    residual: bool = False,
 ):
     """The kernel's LLVM code: B's row k at b_off + k*ldb, or at b_off + offsets[k] (``offsets``);
     A packed (A[r, k] at a_off + k*ROWS + r), row-major (``strided_a``: at a_off + r*lda + k,
@@ -135,7 +136,11 @@ def _codegen(
     ``finishing``, five more arguments (bias, bias_off, kind, low, high) and every value stored gets
     its row's bias added, then ReLU (kind 1) or the clip to [low, high] (kind 3); any other kind:
     none. ``transposed`` (with ``finishing``): C[r, j] stored at c_off + j*ldc + r, finished with
-    column j's bias, one ROWS-value vector per column; ``accumulate`` is ignored (always stored)."""
+    column j's bias, one ROWS-value vector per column; ``accumulate`` is ignored (always stored).
+    ``residual`` (with ``transposed``): two more arguments, an array z shaped like C's target and a
+    flag; where the flag is set, z's value at each stored position is added before the activation.
+    With ``column_a``, a block of fewer than ROWS rows reads its last row again in place of the rows
+    past it, so that no read leaves the rows it stores (A may end with the array)."""
 
     def codegen(context, builder, sig, args):
         args, types_ = list(args), list(sig.args)
@@ -157,8 +162,19 @@ def _codegen(
         splat = ir.Constant(ir.VectorType(ir.IntType(32), LANES), None)
         sums = [[cgutils.alloca_once_value(builder, zero) for _ in range(VECTORS)] for _ in range(ROWS)]
 
-        def depth_loop(rows: int) -> None:
-            """The multiply-adds of the first ``rows`` rows (the others keep their zeros)."""
+        def depth_loop(rows: int, clamped: bool = False) -> None:
+            """The multiply-adds of the first ``rows`` rows (the others keep their zeros); where
+            ``clamped``, rows from ``count`` on read row count - 1 instead of their own."""
+            count = builder.sext(count_v, index) if count_v.type != index else count_v
+            last_row = builder.sub(count, ir.Constant(index, 1))
+            row_of = [
+                builder.select(
+                    builder.icmp_signed("<", ir.Constant(index, r), last_row), ir.Constant(index, r), last_row
+                )
+                if clamped and r > 0
+                else ir.Constant(index, r)
+                for r in range(rows)
+            ]
             with cgutils.for_range(builder, depth_v) as loop:
                 k = builder.sext(loop.index, index) if loop.index.type != index else loop.index
                 if offsets:
@@ -182,7 +198,7 @@ def _codegen(
                         a_at = builder.add(builder.add(a_off_v, builder.mul(lda_v, ir.Constant(index, r))), k)
                     else:
                         step = lda_v if column_a else ir.Constant(index, ROWS)
-                        a_at = builder.add(builder.add(a_off_v, builder.mul(k, step)), ir.Constant(index, r))
+                        a_at = builder.add(builder.add(a_off_v, builder.mul(k, step)), row_of[r])
                     value = builder.load(builder.gep(a_ptr, [a_at]))
                     single = builder.insert_element(zero, value, ir.Constant(ir.IntType(32), 0))
                     broadcast = builder.shuffle_vector(single, single, splat)
@@ -195,17 +211,29 @@ def _codegen(
         # 16 or 32 output channels (6 + 6 + 4, 5 x 6 + 2) a sixth of a layer's work was thrown away.
         few = builder.icmp_signed("<=", count_v, ir.Constant(count_v.type, SHORT_ROWS[0]))
         some = builder.icmp_signed("<=", count_v, ir.Constant(count_v.type, SHORT_ROWS[1]))
+        cut_block = builder.icmp_signed("<", count_v, ir.Constant(count_v.type, ROWS))
         with builder.if_else(few) as (short, longer):
             with short:
-                depth_loop(SHORT_ROWS[0])
-            with longer, builder.if_else(some) as (middle, full):
+                depth_loop(SHORT_ROWS[0], clamped=column_a)
+            with longer, builder.if_else(some) as (middle, rest):
                 with middle:
-                    depth_loop(SHORT_ROWS[1])
-                with full:
-                    depth_loop(ROWS)
+                    depth_loop(SHORT_ROWS[1], clamped=column_a)
+                with rest:
+                    if column_a:
+                        with builder.if_else(cut_block) as (cut, full):
+                            with cut:
+                                depth_loop(ROWS, clamped=True)
+                            with full:
+                                depth_loop(ROWS)
+                    else:
+                        depth_loop(ROWS)
         add = builder.icmp_unsigned("!=", accumulate_v, ir.Constant(accumulate_v.type, 0))
         full_width = builder.icmp_signed("==", width_v, ir.Constant(width_v.type, COLUMNS))
 
+        if residual:
+            z_ptr = context.make_array(types_[17])(context, builder, finish_v[5]).data
+            has_z = builder.icmp_unsigned("!=", finish_v[6], ir.Constant(finish_v[6].type, 0))
+            z_slot = cgutils.alloca_once(builder, ir.VectorType(ir.FloatType(), ROWS))
         if finishing:
             bias_ptr = context.make_array(types_[12])(context, builder, finish_v[0]).data
             kind = finish_v[2]
@@ -213,8 +241,26 @@ def _codegen(
             clip = builder.icmp_signed("==", kind, ir.Constant(kind.type, 3))
             low, high = (
                 builder.fptrunc(v, ir.FloatType()) if isinstance(v.type, ir.DoubleType) else v
-                for v in finish_v[3:]
+                for v in finish_v[3:5]
             )
+
+        def residual_at(at: ir.Value) -> ir.Value:
+            """z's ROWS values from ``at`` (those from ``count`` on: zero), read only where asked."""
+            row_vector = ir.VectorType(ir.FloatType(), ROWS)
+            builder.store(ir.Constant(row_vector, None), z_slot)
+            whole_block = builder.icmp_signed("==", count_v, ir.Constant(count_v.type, ROWS))
+            with builder.if_then(has_z), builder.if_else(whole_block) as (whole, cut):
+                with whole:
+                    builder.store(
+                        builder.load(_vector_pointer(builder, z_ptr, at, row_vector), align=4), z_slot
+                    )
+                with cut:
+                    for r in range(ROWS):
+                        with builder.if_then(builder.icmp_signed(">", count_v, ir.Constant(count_v.type, r))):
+                            item = builder.load(builder.gep(z_ptr, [builder.add(at, ir.Constant(index, r))]))
+                            lane = ir.Constant(ir.IntType(32), r)
+                            builder.store(builder.insert_element(builder.load(z_slot), item, lane), z_slot)
+            return builder.load(z_slot)
 
         def store_columns(finish: Any) -> None:
             """Column j of the block, finished with bias[bias_off + j], to c_off + j*ldc: whole
@@ -235,8 +281,10 @@ def _codegen(
                             column = builder.shuffle_vector(value, value, mask)
                         inside = builder.icmp_signed(">", width_v, ir.Constant(width_v.type, j))
                         with builder.if_then(inside):
-                            column = finish(column, j)
                             at = builder.add(c_off_v, builder.mul(ldc_v, ir.Constant(index, j)))
+                            if residual:
+                                column = builder.select(has_z, builder.fadd(column, residual_at(at)), column)
+                            column = finish(column, j)
                             with builder.if_else(whole_block) as (whole, cut):
                                 with whole:
                                     builder.store(
@@ -414,6 +462,39 @@ def micro_kernel_tap_a_transposed(
     arguments = (depth, a, a_off, taps, b, b_off, ldb, c, c_off, ldc, accumulate, count, width)
     signature = types.void(*arguments, bias, bias_off, kind, low, high)
     return signature, _codegen(False, finishing=True, tap_a=True, transposed=True)
+
+
+def _finished_transposed(column_a: bool, name: str, doc: str) -> Any:
+    """The intrinsic of micro_kernel_column_a (``column_a``) or micro_kernel_strided_a, finished
+    and stored transposed as micro_kernel_tap_a_transposed, with the residual arguments."""
+
+    def typer(
+        typingctx, depth, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, accumulate, count, width, bias, bias_off,
+        kind, low, high, residual, has_residual,
+    ):  # fmt: skip
+        arguments = (depth, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, accumulate, count, width)
+        signature = types.void(*arguments, bias, bias_off, kind, low, high, residual, has_residual)
+        flavour = {"column_a": True} if column_a else {"strided_a": True}
+        return signature, _codegen(False, finishing=True, transposed=True, residual=True, **flavour)
+
+    typer.__name__ = typer.__qualname__ = name
+    typer.__doc__ = doc
+    return intrinsic(typer)
+
+
+micro_kernel_column_a_transposed = _finished_transposed(
+    True,
+    "micro_kernel_column_a_transposed",
+    """micro_kernel_column_a whose block goes straight to an NCHW output: C[r, j] + bias[bias_off + j]
+    (+ residual[c_off + j*ldc + r] where ``has_residual``), then ReLU or the clip (kind 1, 3), stored
+    at c[c_off + j*ldc + r] (conv_rows.py: no C block, no pass to transpose it).""",
+)
+
+micro_kernel_strided_a_transposed = _finished_transposed(
+    False,
+    "micro_kernel_strided_a_transposed",
+    """micro_kernel_strided_a finished and stored as micro_kernel_column_a_transposed does.""",
+)
 
 
 LINE = 16
