@@ -167,11 +167,16 @@ def test_heuristic_is_off_where_the_blas_tiles_take_layers(monkeypatch: pytest.M
 def test_heuristic_takes_deep_layers_on_small_maps() -> None:
     assert rows_fit(_setup((1, 1024, 14, 14), 256, 1, 1))  # ResNet-50's 14x14 1x1 layers
     assert rows_fit(_setup((1, 512, 14, 14), 512, 3, 2))  # its 3x3/2 into 7x7: A is 0.9 MB
+    assert rows_fit(_setup((1, 512, 28, 28), 128, 1, 1))  # its 28x28 reductions, read in place
+    assert not rows_fit(_setup((1, 256, 56, 56), 512, 1, 2))  # but not the strided projection
+    assert not rows_fit(_setup((1, 128, 56, 56), 128, 3, 2))  # nor an unfolded 28x28 layer
     assert not rows_fit(_setup((1, 64, 56, 56), 256, 1, 1))  # a large map
     assert not rows_fit(_setup((1, 128, 14, 14), 512, 1, 1))  # too shallow: K < MIN_DEPTH
     assert not rows_fit(_setup((8, 2048, 7, 7), 512, 1, 1))  # batch 8: 392 rows
+    assert not rows_fit(_setup((4, 256, 14, 14), 1024, 1, 1))  # 784 rows, but not one image
     assert not rows_fit(_setup((1, 1024, 16, 16), 256, 3, 1))  # A of 256 rows x 9216 > 2 MiB
     assert conv_rows.MAX_ROWS >= 196  # one 14x14 map
+    assert conv_rows.MAX_IN_PLACE_ROWS >= 784  # one 28x28 map
 
 
 @pytest.mark.usefixtures("micro_kernel_over_blas")

@@ -51,6 +51,14 @@ MAX_ROWS = 256
 """Most output pixels (over the batch) the heuristic gives this kernel: one 14x14 map or a few
 7x7 ones. Every panel re-reads all of A, which must stay in L2."""
 
+MAX_IN_PLACE_ROWS = 28 * 28
+"""Most output pixels for a 1x1 stride-1 layer at batch 1, whose A the kernel reads from the input
+in place (no copies to make): one 28x28 map; larger batches keep MAX_ROWS (not measured).
+ResNet-50's 512 -> 128 and 512 -> 256 layers there took 0.87-0.95x the packed GEMM's time
+in-model, GoogLeNet's 256-deep 1x1 layers 0.80-0.95x (docs/tuning.md, "The pixel-row GEMM on 28x28
+maps"). Strided 1x1 layers (projections) are not read in place and keep MAX_ROWS: ResNet-50's
+56x56 -> 28x28 one took 1.2x the packed GEMM's time."""
+
 MAX_A_BYTES = 2 << 20
 """Largest unfolded input the heuristic accepts (this machine's L2 per core)."""
 
@@ -73,12 +81,16 @@ to and from channels-last cost more than the GEMM saves."""
 
 
 def rows_fit(setup: ConvSetup) -> bool:
-    """Whether the heuristic gives the layer this kernel: MAX_ROWS, MAX_A_BYTES, MIN_DEPTH, and only
-    where the micro-kernel takes the BLAS tiles' layers too (conv.MICRO_KERNEL_OVER_BLAS: measured
-    with AVX-512 only) or BLAS cannot be called."""
+    """Whether the heuristic gives the layer this kernel: MAX_ROWS (MAX_IN_PLACE_ROWS for 1x1
+    stride-1 layers at batch 1), MAX_A_BYTES, MIN_DEPTH, and only where the micro-kernel takes the BLAS tiles'
+    layers too (conv.MICRO_KERNEL_OVER_BLAS: measured with AVX-512 only) or BLAS cannot be called."""
     rows = setup.batch * setup.out[0] * setup.out[1]
     depth = setup.in_channels * setup.kernel[0] * setup.kernel[1]
-    fits = rows <= MAX_ROWS and 4 * rows * depth <= MAX_A_BYTES and depth >= MIN_DEPTH
+    fits = (
+        (rows <= MAX_ROWS or (setup.pointwise and setup.batch == 1 and rows <= MAX_IN_PLACE_ROWS))
+        and 4 * rows * depth <= MAX_A_BYTES
+        and depth >= MIN_DEPTH
+    )
     return fits and (conv.MICRO_KERNEL_OVER_BLAS or not blas.AVAILABLE)
 
 
