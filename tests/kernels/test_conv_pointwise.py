@@ -173,8 +173,9 @@ def test_chosen_for_narrow_layers_only() -> None:
         (conv_pointwise.NARROW_DEPTH + 1, 8, deep),
     ]
     for depth, outputs, expected in cases:
-        # 17x17: more pixels than conv_rows.MAX_ROWS, so the deep cases are not the pixel-row GEMM's
-        node, types, values, *_ = _layer((1, depth, 17, 17), outputs, "relu", True, 0)
+        # 29x29: more pixels than conv_rows.MAX_IN_PLACE_ROWS, so the deep cases are not the
+        # pixel-row GEMM's
+        node, types, values, *_ = _layer((1, depth, 29, 29), outputs, "relu", True, 0)
         assert select_kernel(node, types, values, backend="cpu").name == expected
     # the large-map rule (ResNet-50's 256 -> 64 at 56x56), but not on one pixel fewer
     for pixels, expected in (

@@ -179,6 +179,7 @@ def check_packed_conv(case: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr("edgecnn.kernels.cpu.conv_direct_rows.PAGED_CHANNELS", 0)  # nor planes of whole pages
     monkeypatch.setattr("edgecnn.kernels.cpu.conv.READ_IN_PLACE", False)  # nor to the in-place 1x1 kernel
     monkeypatch.setattr("edgecnn.kernels.cpu.conv_rows.MAX_ROWS", 0)  # nor to the pixel-row GEMM
+    monkeypatch.setattr("edgecnn.kernels.cpu.conv_rows.MAX_IN_PLACE_ROWS", 0)
     actual, kernel = fast_run(op, attrs, inputs, constants, case["threads"])
     assert kernel == ("depthwise" if case["geometry"]["group"] == case["x_shape"][1] > 1 else "packed_gemm")
     expected = reference_run(op, attrs, inputs, constants)
