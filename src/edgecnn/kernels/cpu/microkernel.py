@@ -20,6 +20,7 @@ packed panel (depth-major, ROWS values per step), B any row-major matrix with ro
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from llvmlite import ir
@@ -395,20 +396,26 @@ def micro_kernel_rows(typingctx, depth, a, a_off, b, b_off, rows, c, c_off, ldc,
     return signature, _codegen(True)
 
 
-def _finishing(offsets: bool, name: str, doc: str) -> Any:
-    """The intrinsic of micro_kernel (``offsets`` False) or micro_kernel_rows (True) with five more
-    arguments after ``width``: bias, bias_off, kind, low, high (see ``_codegen``)."""
+def _variant(name: str, doc: str, arguments: int, offsets: bool = False, **flavour: bool) -> Any:
+    """An intrinsic of ``arguments`` arguments whose code is ``_codegen(offsets, **flavour)``: the
+    variants that take more than micro_kernel's twelve (see ``_codegen`` for what they add)."""
 
-    def typer(
-        typingctx, depth, a, a_off, b, b_off, rows, c, c_off, ldc, accumulate, count, width, bias, bias_off, kind,
-        low, high,
-    ):  # fmt: skip
-        arguments = (depth, a, a_off, b, b_off, rows, c, c_off, ldc, accumulate, count, width)
-        return types.void(*arguments, bias, bias_off, kind, low, high), _codegen(offsets, finishing=True)
+    def typer(typingctx, *args):
+        return types.void(*args), _codegen(offsets, **flavour)
 
+    # numba reads the arity from the signature (``*args`` would reach the code as one tuple)
+    positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    names = ["typingctx", *(f"arg{i}" for i in range(arguments))]
+    typer.__signature__ = inspect.Signature([inspect.Parameter(n, positional) for n in names])  # type: ignore[attr-defined]
     typer.__name__ = typer.__qualname__ = name
     typer.__doc__ = doc
     return intrinsic(typer)
+
+
+def _finishing(offsets: bool, name: str, doc: str) -> Any:
+    """The intrinsic of micro_kernel (``offsets`` False) or micro_kernel_rows (True) with five more
+    arguments after ``width``: bias, bias_off, kind, low, high (see ``_codegen``)."""
+    return _variant(name, doc, 17, offsets, finishing=True)
 
 
 micro_kernel_finished = _finishing(
@@ -467,19 +474,8 @@ def micro_kernel_tap_a_transposed(
 def _finished_transposed(column_a: bool, name: str, doc: str) -> Any:
     """The intrinsic of micro_kernel_column_a (``column_a``) or micro_kernel_strided_a, finished
     and stored transposed as micro_kernel_tap_a_transposed, with the residual arguments."""
-
-    def typer(
-        typingctx, depth, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, accumulate, count, width, bias, bias_off,
-        kind, low, high, residual, has_residual,
-    ):  # fmt: skip
-        arguments = (depth, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, accumulate, count, width)
-        signature = types.void(*arguments, bias, bias_off, kind, low, high, residual, has_residual)
-        flavour = {"column_a": True} if column_a else {"strided_a": True}
-        return signature, _codegen(False, finishing=True, transposed=True, residual=True, **flavour)
-
-    typer.__name__ = typer.__qualname__ = name
-    typer.__doc__ = doc
-    return intrinsic(typer)
+    flavour = {"column_a": True} if column_a else {"strided_a": True}
+    return _variant(name, doc, 20, finishing=True, transposed=True, residual=True, **flavour)
 
 
 micro_kernel_column_a_transposed = _finished_transposed(
