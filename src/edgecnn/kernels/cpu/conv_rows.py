@@ -75,6 +75,11 @@ cores: every line of z is then in both caches, and each store over it must first
 back from the other core. With the cores far apart (docs/tuning.md) that doubled those layers'
 time (0.35 -> 0.68 ms); a fresh buffer costs no such trip."""
 
+PREFETCH_NEXT_PANEL = True
+"""Whether the blocks of each panel ask, spread over their depth loops, for the thread's next
+panel of weights to be brought into L2. Without it, the first block of every panel reads its
+weights from DRAM at the rate of the multiply-adds and stalls, and the other blocks leave DRAM idle."""
+
 MIN_DEPTH = 256
 """Fewest multiply-adds per output value (K) the heuristic accepts: on shallower layers the copies
 to and from channels-last cost more than the GEMM saves."""
@@ -142,6 +147,7 @@ def _rows_conv_2d(
     in_place: bool,  # A is read from x itself, column-major (1x1 stride-1 unpadded)
     residual: np.ndarray,  # (N, M, OH, OW) added before the activation, or empty: none
     workers: int,
+    ahead_panels: bool,  # PREFETCH_NEXT_PANEL
     out: np.ndarray,  # (N, M, OH, OW), written
 ) -> None:
     batch, channels = x.shape[0], x.shape[1]
@@ -175,25 +181,35 @@ def _rows_conv_2d(
     fused = kind == 0 or kind == 1 or kind == 3  # the micro-kernel's stores apply these
     store_kind = kind if fused else 0
     out_rows = out.reshape(batch, out_channels, pixels)
+    panel_size = depth * COLUMNS
+    blocks = batch * ((pixels + ROWS - 1) // ROWS)
+    share = (COLUMNS + blocks - 1) // blocks  # of the next panel's floats per depth step and block
     for worker in numba.prange(workers):
-        for panel in range(worker * panels // workers, (worker + 1) * panels // workers):
+        end = (worker + 1) * panels // workers
+        for panel in range(worker * panels // workers, end):
             first = panel * COLUMNS
+            block = 0
             for n in range(batch):
                 # each block goes straight to the panel's channels of the NCHW output, finished
                 target = (n * out_channels + first) * pixels
                 for q0 in range(0, pixels, ROWS):
                     count = min(ROWS, pixels - q0)
+                    # the part of the next panel this block asks for (prefetches never fault)
+                    ahead, ahead_step = panel * panel_size, 0
+                    if ahead_panels and panel + 1 < end and block * share < COLUMNS:
+                        ahead, ahead_step = (panel + 1) * panel_size + block * share * depth, share
+                    block += 1
                     if in_place:
                         micro_kernel_column_a_transposed(
                             depth, x_flat, n * depth * pixels + q0, pixels, packed, panel * depth * COLUMNS,
                             COLUMNS, result, target + q0, pixels, False, count, out_channels - first, bias, first,
-                            store_kind, np.float32(low), np.float32(high), z, has_residual,
+                            store_kind, np.float32(low), np.float32(high), z, has_residual, ahead, ahead_step,
                         )  # fmt: skip
                     else:
                         micro_kernel_strided_a_transposed(
                             depth, a, (n * pixels + q0) * depth, depth, packed, panel * depth * COLUMNS,
                             COLUMNS, result, target + q0, pixels, False, count, out_channels - first, bias, first,
-                            store_kind, np.float32(low), np.float32(high), z, has_residual,
+                            store_kind, np.float32(low), np.float32(high), z, has_residual, ahead, ahead_step,
                         )  # fmt: skip
                 if not fused:
                     last = min(first + COLUMNS, out_channels)
@@ -245,7 +261,7 @@ class RowsConv(ResidualIntoKernel):
             workers == 1,
             np.ascontiguousarray(x), self.packed, self.bias, *activation, *s.kernel, *s.strides,
             *s.dilations, s.pads[0], s.pads[1], xt, a, self.unfold, self.read_in_place,
-            residual, workers, out,
+            residual, workers, PREFETCH_NEXT_PANEL, out,
         )  # fmt: skip
 
 

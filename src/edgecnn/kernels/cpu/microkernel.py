@@ -129,6 +129,7 @@ def _codegen(
     tap_a: bool = False,
     transposed: bool = False,
     residual: bool = False,
+    prefetching: bool = False,
 ):
     """The kernel's LLVM code: B's row k at b_off + k*ldb, or at b_off + offsets[k] (``offsets``);
     A packed (A[r, k] at a_off + k*ROWS + r), row-major (``strided_a``: at a_off + r*lda + k,
@@ -141,7 +142,10 @@ def _codegen(
     ``residual`` (with ``transposed``): two more arguments, an array z shaped like C's target and a
     flag; where the flag is set, z's value at each stored position is added before the activation.
     With ``column_a``, a block of fewer than ROWS rows reads its last row again in place of the rows
-    past it, so that no read leaves the rows it stores (A may end with the array)."""
+    past it, so that no read leaves the rows it stores (A may end with the array).
+    ``prefetching`` (after the residual's arguments): two more, ``ahead`` and ``ahead_step``; step k
+    asks for the cache line of b[ahead + k*ahead_step] to be brought into L2 (a panel of weights
+    the caller will read next, spread over the blocks that read this one)."""
 
     def codegen(context, builder, sig, args):
         args, types_ = list(args), list(sig.args)
@@ -178,6 +182,11 @@ def _codegen(
             ]
             with cgutils.for_range(builder, depth_v) as loop:
                 k = builder.sext(loop.index, index) if loop.index.type != index else loop.index
+                if prefetching:
+                    ahead, ahead_step = finish_v[7:9]
+                    _prefetch(
+                        builder, builder.gep(b_ptr, [builder.add(ahead, builder.mul(k, ahead_step))]), 2
+                    )
                 if offsets:
                     b_row = builder.add(b_off_v, builder.load(builder.gep(rows_ptr, [k])))
                 else:
@@ -473,9 +482,12 @@ def micro_kernel_tap_a_transposed(
 
 def _finished_transposed(column_a: bool, name: str, doc: str) -> Any:
     """The intrinsic of micro_kernel_column_a (``column_a``) or micro_kernel_strided_a, finished
-    and stored transposed as micro_kernel_tap_a_transposed, with the residual arguments."""
+    and stored transposed as micro_kernel_tap_a_transposed, with the residual and prefetch
+    arguments."""
     flavour = {"column_a": True} if column_a else {"strided_a": True}
-    return _variant(name, doc, 20, finishing=True, transposed=True, residual=True, **flavour)
+    return _variant(
+        name, doc, 22, finishing=True, transposed=True, residual=True, prefetching=True, **flavour
+    )
 
 
 micro_kernel_column_a_transposed = _finished_transposed(
@@ -497,6 +509,15 @@ LINE = 16
 """Floats per 64-byte cache line."""
 
 
+def _prefetch(builder: ir.IRBuilder, pointer: ir.Value, locality: int) -> None:
+    """A read prefetch of ``pointer``'s line into the data caches: locality 3 to L1 (x86
+    prefetcht0), 2 to L2 (prefetcht1)."""
+    i32 = ir.IntType(32)
+    signature = ir.FunctionType(ir.VoidType(), [pointer.type, i32, i32, i32])
+    function = cgutils.get_or_insert_function(builder.module, signature, "llvm.prefetch.p0")
+    builder.call(function, [pointer, ir.Constant(i32, 0), ir.Constant(i32, locality), ir.Constant(i32, 1)])
+
+
 @intrinsic
 def prefetch(typingctx, array, index):
     """prefetch(array, index): asks the CPU to bring the cache line of array[index] into L1 ahead of
@@ -505,12 +526,7 @@ def prefetch(typingctx, array, index):
 
     def codegen(context, builder, sig, args):
         data = context.make_array(sig.args[0])(context, builder, args[0]).data
-        pointer = builder.gep(data, [args[1]])
-        i32 = ir.IntType(32)
-        signature = ir.FunctionType(ir.VoidType(), [pointer.type, i32, i32, i32])
-        function = cgutils.get_or_insert_function(builder.module, signature, "llvm.prefetch.p0")
-        # read (0), keep in every cache level (locality 3), data cache (1)
-        builder.call(function, [pointer, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        _prefetch(builder, builder.gep(data, [args[1]]), 3)
         return context.get_dummy_value()
 
     return types.void(array, index), codegen
