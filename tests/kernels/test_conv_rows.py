@@ -93,6 +93,8 @@ def test_fused_residual_matches_the_reference(case: dict[str, Any]) -> None:
         ((2, 40, 9, 9), COLUMNS + 1, 3, 1),  # a panel of one channel, two images of 81 pixels
         ((1, 8, 3, 3), ROWS, 1, 1),  # 9 pixels read in place: one block and a cut one
         ((3, 16, 2, 3), ROWS, 1, 1),  # fewer pixels than one ROWS block, in three images
+        ((1, 300, 13, 13), 70, 1, 2),  # 1x1 stride 2: 49 pixels gathered, then read in place
+        ((2, 40, 10, 9), COLUMNS + 1, 1, 3),  # two images of 4x3 pixels gathered at stride 3
     ],
 )
 def test_block_edges(x_shape: tuple[int, ...], out_channels: int, kernel: int, stride: int) -> None:
@@ -168,7 +170,8 @@ def test_heuristic_takes_deep_layers_on_small_maps() -> None:
     assert rows_fit(_setup((1, 1024, 14, 14), 256, 1, 1))  # ResNet-50's 14x14 1x1 layers
     assert rows_fit(_setup((1, 512, 14, 14), 512, 3, 2))  # its 3x3/2 into 7x7: A is 0.9 MB
     assert rows_fit(_setup((1, 512, 28, 28), 128, 1, 1))  # its 28x28 reductions, read in place
-    assert not rows_fit(_setup((1, 256, 56, 56), 512, 1, 2))  # but not the strided projection
+    assert rows_fit(_setup((1, 512, 28, 28), 1024, 1, 2))  # its projection into 14x14, gathered
+    assert not rows_fit(_setup((1, 256, 56, 56), 512, 1, 2))  # but not the one into 28x28
     assert not rows_fit(_setup((1, 128, 56, 56), 128, 3, 2))  # nor an unfolded 28x28 layer
     assert not rows_fit(_setup((1, 64, 56, 56), 256, 1, 1))  # a large map
     assert not rows_fit(_setup((1, 128, 14, 14), 512, 1, 1))  # too shallow: K < MIN_DEPTH

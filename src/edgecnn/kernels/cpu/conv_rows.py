@@ -75,6 +75,14 @@ cores: every line of z is then in both caches, and each store over it must first
 back from the other core. With the cores far apart (docs/tuning.md) that doubled those layers'
 time (0.35 -> 0.68 ms); a fresh buffer costs no such trip."""
 
+SUBSAMPLE_STRIDED = True
+"""Whether strided 1x1 unpadded layers (a residual block's projection) take the pixels they read
+into an NCHW scratch of the output's size, which the micro-kernel then reads in place, as a 1x1
+stride-1 layer's input: one plain gather instead of the whole input moved to channels-last and
+then unfolded. ResNet-50's projections into 14x14 and 7x7 went from 0.66 to 0.60 and from 0.61 to
+0.57 ms (docs/tuning.md); the one into 28x28 (784 rows) took 0.79 ms this way against the packed
+GEMM's 0.72, so strided layers keep MAX_ROWS."""
+
 PREFETCH_NEXT_PANEL = True
 """Whether the blocks of each panel ask, spread over their depth loops, for the thread's next
 panel of weights to be brought into L2. Without it, the first block of every panel reads its
@@ -97,6 +105,11 @@ def rows_fit(setup: ConvSetup) -> bool:
         and depth >= MIN_DEPTH
     )
     return fits and (conv.MICRO_KERNEL_OVER_BLAS or not blas.AVAILABLE)
+
+
+def subsampled(setup: ConvSetup) -> bool:
+    """A 1x1 unpadded layer with a stride: its A is the input's pixels at the stride."""
+    return setup.kernel == (1, 1) and not any(setup.pads) and setup.strides != (1, 1)
 
 
 def can_run(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
@@ -144,7 +157,8 @@ def _rows_conv_2d(
     xt: np.ndarray,  # (N * Hp, Wp, C) scratch: the padded channels-last input
     a: np.ndarray,  # flat scratch: A's rows, then ROWS rows more (read by a cut block, never stored)
     unfold: bool,  # False: ``a`` already holds A (xt's own storage, 1x1 stride-1 unpadded layers)
-    in_place: bool,  # A is read from x itself, column-major (1x1 stride-1 unpadded)
+    in_place: bool,  # A is read column-major: from x itself (1x1 stride-1 unpadded), or from ``a``
+    subsample: bool,  # ``a`` gets x's pixels at the strides, (N, C, OH, OW) (1x1 unpadded, strided)
     residual: np.ndarray,  # (N, M, OH, OW) added before the activation, or empty: none
     workers: int,
     ahead_panels: bool,  # PREFETCH_NEXT_PANEL
@@ -157,6 +171,16 @@ def _rows_conv_2d(
     depth = kernel_h * kernel_w * channels
     frame_h, frame_w = xt.shape[0] // batch, xt.shape[1]
     frame_rows = batch * frame_h
+    x_flat = x.reshape(-1)
+    if subsample:
+        planes, height, width = batch * channels, x.shape[2], x.shape[3]
+        for worker in numba.prange(workers):
+            for plane in range(worker * planes // workers, (worker + 1) * planes // workers):
+                for oy in range(out_h):
+                    line = (plane * height + oy * stride_h) * width
+                    target = (plane * out_h + oy) * out_w
+                    for ox in range(out_w):
+                        a[target + ox] = x_flat[line + ox * stride_w]
     if not in_place:  # a prange of no iterations still wakes the workers (about 10 us after a pause)
         for worker in numba.prange(workers):
             first, last = worker * frame_rows // workers, (worker + 1) * frame_rows // workers
@@ -177,7 +201,7 @@ def _rows_conv_2d(
     has_residual = residual.size > 0
     z = residual.reshape(-1) if has_residual else out.reshape(-1)  # never read without a residual
     result = out.reshape(-1)
-    x_flat = x.reshape(-1)
+    columns = a if subsample else x_flat  # A, column-major, where in_place
     fused = kind == 0 or kind == 1 or kind == 3  # the micro-kernel's stores apply these
     store_kind = kind if fused else 0
     out_rows = out.reshape(batch, out_channels, pixels)
@@ -201,7 +225,7 @@ def _rows_conv_2d(
                     block += 1
                     if in_place:
                         micro_kernel_column_a_transposed(
-                            depth, x_flat, n * depth * pixels + q0, pixels, packed, panel * depth * COLUMNS,
+                            depth, columns, n * depth * pixels + q0, pixels, packed, panel * depth * COLUMNS,
                             COLUMNS, result, target + q0, pixels, False, count, out_channels - first, bias, first,
                             store_kind, np.float32(low), np.float32(high), z, has_residual, ahead, ahead_step,
                         )  # fmt: skip
@@ -236,8 +260,9 @@ class RowsConv(ResidualIntoKernel):
         span_h = (s.out[0] - 1) * s.strides[0] + (s.kernel[0] - 1) * s.dilations[0] + 1
         span_w = (s.out[1] - 1) * s.strides[1] + (s.kernel[1] - 1) * s.dilations[1] + 1
         self.frame = (max(top + s.height + bottom, span_h), max(left + s.width + right, span_w))
-        self.unfold = not (s.pointwise and self.frame == (s.height, s.width))
-        self.read_in_place = READ_IN_PLACE and not self.unfold
+        self.subsample = SUBSAMPLE_STRIDED and subsampled(s)
+        self.unfold = not (s.pointwise and self.frame == (s.height, s.width)) and not self.subsample
+        self.read_in_place = READ_IN_PLACE and not self.unfold and not self.subsample
         self.small = small_conv(s.batch * s.out_channels * self.pixels * self.depth)
         self.overwrites_residual = not (FRESH_RESIDUAL_OUTPUT and self.read_in_place)
 
@@ -250,18 +275,22 @@ class RowsConv(ResidualIntoKernel):
     ) -> None:
         s = self.setup
         workers = 1 if self.small else max(1, min(current_threads(), self.panels))
-        frame_size = s.batch * self.frame[0] * self.frame[1] * s.in_channels
-        a_size = (self.rows + ROWS) * self.depth if self.unfold else 0
-        buffer = scratch(frame_size + ROWS * s.in_channels + a_size)
-        xt = buffer[:frame_size].reshape(s.batch * self.frame[0], self.frame[1], s.in_channels)
-        a_end = frame_size + ROWS * s.in_channels + a_size
-        a = buffer[frame_size + ROWS * s.in_channels : a_end] if self.unfold else buffer[:a_end]
+        if self.subsample:  # no frame: A gathered straight from x
+            a = scratch(self.rows * self.depth)
+            xt = a[:0].reshape(0, 0, s.in_channels)
+        else:
+            frame_size = s.batch * self.frame[0] * self.frame[1] * s.in_channels
+            a_size = (self.rows + ROWS) * self.depth if self.unfold else 0
+            buffer = scratch(frame_size + ROWS * s.in_channels + a_size)
+            xt = buffer[:frame_size].reshape(s.batch * self.frame[0], self.frame[1], s.in_channels)
+            a_end = frame_size + ROWS * s.in_channels + a_size
+            a = buffer[frame_size + ROWS * s.in_channels : a_end] if self.unfold else buffer[:a_end]
         call(
             rows_conv_2d,
             workers == 1,
             np.ascontiguousarray(x), self.packed, self.bias, *activation, *s.kernel, *s.strides,
-            *s.dilations, s.pads[0], s.pads[1], xt, a, self.unfold, self.read_in_place,
-            residual, workers, PREFETCH_NEXT_PANEL, out,
+            *s.dilations, s.pads[0], s.pads[1], xt, a, self.unfold, self.read_in_place or self.subsample,
+            self.subsample, residual, workers, PREFETCH_NEXT_PANEL, out,
         )  # fmt: skip
 
 
