@@ -20,7 +20,9 @@ image's last block computes only the rows it stores (a 7x7 map's 49 pixels took 
 the last one was moved back whole; now 6 and a 2-row one). K is ordered
 (tap row, tap column, channel), so the weights are packed in that order once, at plan time. A 1x1
 stride-1 unpadded layer skips both copies: its NCHW input already is A, column-major, which the
-micro-kernel reads in place (one parallel region instead of three).
+micro-kernel reads in place (one parallel region instead of three); a strided 1x1 unpadded layer
+gathers its pixels into an NCHW scratch, read the same way (two regions). While a panel's blocks
+run, they ask for the thread's next panel of weights, so that DRAM works during the whole panel.
 """
 
 from __future__ import annotations
