@@ -26,7 +26,7 @@ from sections import replace_section
 
 from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model
-from edgecnn.kernels.cpu import affinity, threads
+from edgecnn.kernels.cpu.system import affinity, threads
 
 DOC = Path(__file__).parent.parent / "docs" / "tuning.md"
 MARK = "tuning:affinity-reset"

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu.threads import cpu_threads
+from edgecnn.kernels.cpu.system.threads import cpu_threads
 from edgecnn.kernels.registry import candidate_kernels
 from edgecnn.ops.fused import FusedConvAttrs
 

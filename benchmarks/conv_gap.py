@@ -40,8 +40,8 @@ from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model
 from edgecnn.ir.graph import Node
 from edgecnn.kernels.cpu import cpu_threads
-from edgecnn.kernels.cpu.conv_setup import conv_setup
-from edgecnn.kernels.cpu.im2col import im2col_2d
+from edgecnn.kernels.cpu.conv.im2col import im2col_2d
+from edgecnn.kernels.cpu.conv.setup import conv_setup
 from edgecnn.kernels.registry import candidate_kernels
 from edgecnn.kernels.tuning_measure import example_inputs, heuristic_choice
 
@@ -105,7 +105,7 @@ def interleaved(timers: dict[str, Callable[[], object]], rounds: int) -> dict[st
 
 def conv_layers(net: edgecnn.Model, x: np.ndarray) -> list[tuple]:
     """(node, input types, constant values, chosen kernel) of each planned conv step."""
-    from edgecnn.kernels.cpu.conv_residual import conv_part
+    from edgecnn.kernels.cpu.conv.residual import conv_part
 
     plan = net.plan_for(x)
     layers = []

@@ -1,7 +1,7 @@
 """The depthwise loop of this tree against another revision's, on the depthwise layers of
 MobileNetV2 and ShuffleNetV2 (batch 1), with onnxruntime's time for the same layer beside them.
 
-Both versions of kernels/cpu/depthwise.py are called directly in one process (REV's imported from
+Both versions of kernels/cpu/conv/depthwise.py are called directly in one process (REV's imported from
 ``git show`` as a module of its own), interleaved with the order turned every call, on the same
 inputs; outputs are checked equal. Writes the table into docs/tuning.md between its markers.
 
@@ -25,16 +25,16 @@ from sections import replace_section
 
 from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model
-from edgecnn.kernels.cpu.conv_setup import ConvSetup, conv_setup
-from edgecnn.kernels.cpu.depthwise import depthwise_conv_2d
-from edgecnn.kernels.cpu.threads import cpu_threads
+from edgecnn.kernels.cpu.conv.depthwise import depthwise_conv_2d
+from edgecnn.kernels.cpu.conv.setup import ConvSetup, conv_setup
+from edgecnn.kernels.cpu.system.threads import cpu_threads
 
 DOC = Path(__file__).parent.parent / "docs" / "tuning.md"
 
 
 def revision_module(revision: str) -> ModuleType:
-    """kernels/cpu/depthwise.py as it was at ``revision``, imported under a name of its own."""
-    source = source_at(revision, "src/edgecnn/kernels/cpu/depthwise.py")
+    """kernels/cpu/conv/depthwise.py as it was at ``revision``, imported under a name of its own."""
+    source = source_at(revision, "src/edgecnn/kernels/cpu/conv/depthwise.py")
     return import_source(f"depthwise_{revision}", source, Path(tempfile.gettempdir()) / "edgecnn-revisions")
 
 

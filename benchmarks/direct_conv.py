@@ -22,10 +22,10 @@ from conv_gap import _input, _load, replace_section
 import edgecnn
 from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model
-from edgecnn.kernels.cpu import conv as conv_kernels
-from edgecnn.kernels.cpu.conv import TiledConvGemm
-from edgecnn.kernels.cpu.conv_direct import DirectConv
-from edgecnn.kernels.cpu.threads import cpu_threads
+from edgecnn.kernels.cpu.conv import steps as conv_kernels
+from edgecnn.kernels.cpu.conv.direct import DirectConv
+from edgecnn.kernels.cpu.conv.steps import TiledConvGemm
+from edgecnn.kernels.cpu.system.threads import cpu_threads
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "conv-gap.md"
 COMMAND = ".venv/bin/python benchmarks/direct_conv.py"

@@ -42,12 +42,12 @@ import edgecnn
 from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model
 from edgecnn.ir.graph import Node
-from edgecnn.kernels.cpu import conv as conv_kernels
 from edgecnn.kernels.cpu import cpu_threads
-from edgecnn.kernels.cpu import threads as thread_budget
-from edgecnn.kernels.cpu import winograd as wino
-from edgecnn.kernels.cpu.conv_residual import conv_part
-from edgecnn.kernels.cpu.conv_setup import conv_setup
+from edgecnn.kernels.cpu.conv import steps as conv_kernels
+from edgecnn.kernels.cpu.conv import winograd as wino
+from edgecnn.kernels.cpu.conv.residual import conv_part
+from edgecnn.kernels.cpu.conv.setup import conv_setup
+from edgecnn.kernels.cpu.system import threads as thread_budget
 from edgecnn.kernels.registry import candidate_kernels
 from edgecnn.kernels.tuning_measure import example_inputs, heuristic_choice
 
@@ -279,8 +279,8 @@ def section(rows: list[Row], models: list[str], rounds: int, load: tuple[float, 
 def whole_section(models: list[str], rounds: int, old_grain: int, old_loop_grain: int) -> list[str]:
     """Whole models planned under the old grains and the current ones, in one process (rule_ab.py)."""
     settings = [
-        ("edgecnn.kernels.cpu.threads", "CONV_GEMM_GRAIN", old_grain),
-        ("edgecnn.kernels.cpu.threads", "GRAIN", old_loop_grain),
+        ("edgecnn.kernels.cpu.system.threads", "CONV_GEMM_GRAIN", old_grain),
+        ("edgecnn.kernels.cpu.system.threads", "GRAIN", old_loop_grain),
     ]
     command = (
         f".venv/bin/python benchmarks/grain.py --whole {','.join(models)} --whole-rounds {rounds} "

@@ -2,7 +2,7 @@
 not a shifted copy of the plane (strided, unpadded or narrower outputs: ResNet's 3x3/2 layers,
 LeNet's and SimpleCNN's, AlexNet's and GoogLeNet's stems), batch 1, one thread.
 
-Both versions of kernels/cpu/im2col.py are called directly in one process (REV's imported from
+Both versions of kernels/cpu/conv/im2col.py are called directly in one process (REV's imported from
 ``git show`` as a module of its own), interleaved with the order turned every call, on the same
 image, filling the whole (C*KH*KW, OH*OW) matrix; outputs are checked equal. This tree's copy is
 the one the im2col_gemm kernel makes: through the tap table where ``gathers_columns`` says so
@@ -31,10 +31,10 @@ from sections import replace_section
 
 from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model
-from edgecnn.kernels.cpu.conv_direct import fill_frame, frame_shape
-from edgecnn.kernels.cpu.conv_setup import ConvSetup, conv_setup
-from edgecnn.kernels.cpu.im2col import gather_rows, gathers_columns, im2col_range, tap_table
-from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS
+from edgecnn.kernels.cpu.conv.direct import fill_frame, frame_shape
+from edgecnn.kernels.cpu.conv.im2col import gather_rows, gathers_columns, im2col_range, tap_table
+from edgecnn.kernels.cpu.conv.setup import ConvSetup, conv_setup
+from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS, ROWS
 
 DOC = Path(__file__).parent.parent / "docs" / "conv-gap.md"
 FRAME_RUNS = {"direct_gemm": COLUMNS, "direct_rows": ROWS}  # kernels that copy a frame: pixels per run
@@ -107,11 +107,11 @@ def main() -> None:
     args = parser.parse_args()
     folder = Path(tempfile.gettempdir()) / "edgecnn-revisions"
     old_unfold = import_source(
-        f"im2col_{args.against}", source_at(args.against, "src/edgecnn/kernels/cpu/im2col.py"), folder
+        f"im2col_{args.against}", source_at(args.against, "src/edgecnn/kernels/cpu/conv/im2col.py"), folder
     )
     old_frame = import_source(
         f"conv_direct_{args.against}",
-        source_at(args.against, "src/edgecnn/kernels/cpu/conv_direct.py"),
+        source_at(args.against, "src/edgecnn/kernels/cpu/conv/direct.py"),
         folder,
     )
     load = os.getloadavg()[0]

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-import edgecnn.kernels.cpu.int8  # noqa: F401  (registers the int8 kernels)
+import edgecnn.kernels.cpu.int8.steps  # noqa: F401  (registers the int8 kernels)
 from edgecnn.compress.int8 import agreement, quantize_int8
 from edgecnn.format import load_ecnn, save_ecnn
 from edgecnn.importers.onnx import load_onnx

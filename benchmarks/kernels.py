@@ -1,6 +1,6 @@
 """Per-kernel timings: each fast CPU kernel against the numpy reference on layer shapes taken from
 real networks, on 1 and 2 threads, plus the crossover where a second thread starts to pay
-(the grain sizes in edgecnn.kernels.cpu.threads).
+(the grain sizes in edgecnn.kernels.cpu.system.threads).
 
     .venv/bin/python benchmarks/kernels.py [--repeat 20] [--grain]
 """
@@ -165,7 +165,7 @@ def kernel_table(repeat: int) -> None:
 def grain_table(repeat: int) -> None:
     """Max pooling over growing inputs: where does the second thread start to pay?"""
     print("\nmax pool 2x2/2, 16 channels: work = outputs x taps; 1 vs 2 threads (ms)")
-    from edgecnn.kernels.cpu import threads as budget
+    from edgecnn.kernels.cpu.system import threads as budget
 
     saved = budget.GRAIN
     budget.GRAIN = 0  # let every size run parallel, to see what that costs

@@ -26,9 +26,9 @@ from conv_gap import replace_section
 from threadpoolctl import threadpool_limits
 
 from edgecnn.bench.machine import cpu_model
-from edgecnn.kernels.cpu.blas import gemm_into
-from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, micro_kernel
-from edgecnn.kernels.cpu.packed_gemm import SCRATCH, pack_weights, packed_gemm
+from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS, ROWS, micro_kernel
+from edgecnn.kernels.cpu.gemm.packed_gemm import SCRATCH, pack_weights, packed_gemm
+from edgecnn.kernels.cpu.system.blas import gemm_into
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "conv-gap.md"
 SHAPES = [

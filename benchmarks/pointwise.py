@@ -1,4 +1,4 @@
-"""The in-place 1x1 kernel (kernels/cpu/conv_pointwise.py) against the BLAS tiles it replaces.
+"""The in-place 1x1 kernel (kernels/cpu/conv/pointwise.py) against the BLAS tiles it replaces.
 
 Layers: every ungrouped, unpadded 1x1 stride-1 layer of the zoo models (batch 1), each distinct
 shape once, with the kernel the heuristic chose; its time on this kernel, the BLAS tiles'
@@ -26,7 +26,7 @@ from sections import replace_section
 
 from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model
-from edgecnn.kernels.cpu import conv
+from edgecnn.kernels.cpu.conv import steps as conv
 
 DOC = Path(__file__).parent.parent / "docs" / "conv-gap.md"
 KERNELS = ("pointwise", "gemm_1x1", "packed_gemm")
@@ -57,7 +57,8 @@ def whole_row(model_name: str, threads: int, rounds: int) -> str:
     """One table row: the model before (``conv.READ_IN_PLACE = False``) and after, and onnxruntime,
     runs alternating (rule_ab.py)."""
     times = rotated_times(
-        prepared_runs(model_name, threads, [("edgecnn.kernels.cpu.conv", "READ_IN_PLACE", False)]), rounds
+        prepared_runs(model_name, threads, [("edgecnn.kernels.cpu.conv.steps", "READ_IN_PLACE", False)]),
+        rounds,
     )
     before, after, ort = times["old"][0], times["new"][0], times["onnxruntime"][0]
     return (

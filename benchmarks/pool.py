@@ -33,8 +33,8 @@ from revisions import import_source, source_at
 import edgecnn
 from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import MODELS, build_model, default_cache_dir, model_path
-from edgecnn.kernels.cpu import pool as pool_step
-from edgecnn.kernels.cpu.threads import cpu_threads
+from edgecnn.kernels.cpu.pool import steps as pool_step
+from edgecnn.kernels.cpu.system.threads import cpu_threads
 from edgecnn.ops.pool import MaxPoolAttrs, pool_geometry
 from edgecnn.passes.fuse_pool_activation import fuse_pool_activation
 
@@ -46,7 +46,7 @@ POOL_OPS = ("MaxPool", "AveragePool", "FusedMaxPool", "FusedAveragePool")
 
 def base_module(revision: str) -> ModuleType:
     """pool2d.py as it was at ``revision``, imported under a name of its own (kept in the bench cache)."""
-    source = source_at(revision, "src/edgecnn/kernels/cpu/pool2d.py")
+    source = source_at(revision, "src/edgecnn/kernels/cpu/pool/loops.py")
     return import_source(f"pool2d_{revision}", source, default_cache_dir() / "pool-base")
 
 
@@ -237,7 +237,7 @@ def report(
         *model_rows,
         "",
         f"Per distinct layer (us; onnxruntime's times include its per-call cost, {overhead:.0f} us on a "
-        "2x2 input; 'below grain': the step runs on one thread anyway (kernels/cpu/threads.py GRAIN); "
+        "2x2 input; 'below grain': the step runs on one thread anyway (kernels/cpu/system/threads.py GRAIN); "
         "'new, 1 thread': the serial twin, to judge that grain):",
         "",
         "| model | layer (kernel/stride, pads top,left,bottom,right, C x H x W) | count | below grain | base us | "
@@ -361,7 +361,7 @@ def global_times(threads: int, repeats: int) -> list[str]:
     onnxruntime's node; interleaved medians."""
     import numba
 
-    from edgecnn.kernels.cpu.pool2d import global_pool
+    from edgecnn.kernels.cpu.pool.loops import global_pool
 
     in_order = numba.njit(parallel=True, nogil=True)(global_pool.py_func)
     shapes = {

@@ -50,7 +50,7 @@ def _child(models: list[str], runs: int, threads: int) -> dict[str, dict[str, fl
     from conv_gap import _input, _load
 
     from edgecnn.bench.zoo import build_model
-    from edgecnn.kernels.cpu import affinity
+    from edgecnn.kernels.cpu.system import affinity
 
     results: dict[str, dict[str, float | str]] = {}
     for name in models:

@@ -50,7 +50,7 @@ bias or empty, z; attributes FusedConvAttrs). It applies when:
 At width 1, ResNet-18 has 8 such tails, ResNet-50 16 (all with ReLU), MobileNetV2 10 (no activation
 after the sum).
 
-Kernels. CPU (src/edgecnn/kernels/cpu/conv_residual.py): the convolution kernel the registry picks for
+Kernels. CPU (src/edgecnn/kernels/cpu/conv/residual.py): the convolution kernel the registry picks for
 the same layer as a FusedConv without activation (Winograd, 1x1 GEMM, im2col + GEMM, sparse...) writes
 into the output, then one compiled pass `y = act(y + z)` (epilogue.residual_activation_, serial below 1M
 elements) replaces the Add (a numpy ufunc) and activation steps. The output never shares z's buffer (the
@@ -132,7 +132,7 @@ def time_sum_pass(size: int, threads: int, runs: int) -> dict[str, float]:
     parallel, and what the unfused steps run (numpy's add into the output, then the kernel the plan
     picks for a Relu step, in place), interleaved."""
     from edgecnn.ir.graph import Node, TensorType
-    from edgecnn.kernels.cpu.epilogue import residual_activation_, residual_activation_serial_
+    from edgecnn.kernels.cpu.gemm.epilogue import residual_activation_, residual_activation_serial_
     from edgecnn.kernels.registry import select_kernel
     from edgecnn.ops.registry import NoAttrs
 
@@ -168,7 +168,7 @@ def time_sum_pass(size: int, threads: int, runs: int) -> dict[str, float]:
 
 def epilogue_table(threads: int, runs: int) -> list[str]:
     """The sum pass alone on ResNet's sum sizes (why RESIDUAL_GRAIN keeps them serial)."""
-    from edgecnn.kernels.cpu.threads import cpu_threads
+    from edgecnn.kernels.cpu.system.threads import cpu_threads
 
     lines = [
         "| sum shape | elements | serial pass us | parallel pass us | unfused: numpy add + Relu kernel us |",

@@ -29,7 +29,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu import cpu_threads
-from edgecnn.kernels.cpu.blas import gemm_into
+from edgecnn.kernels.cpu.system.blas import gemm_into
 from edgecnn.kernels.registry import select_kernel
 from edgecnn.ops.conv import ConvAttrs
 

@@ -9,7 +9,7 @@ The only comparison this shared VM's drift allows (runs minutes apart differ by 
 ``--phases`` tags blocks of rounds by the cores' distance; ``--layers N`` adds the N layers whose
 time moved most (``Model.profile`` of both plans, alternating).
 
-    .venv/bin/python benchmarks/rule_ab.py --old edgecnn.kernels.cpu.winograd.MIN_F43_TILES=36 \\
+    .venv/bin/python benchmarks/rule_ab.py --old edgecnn.kernels.cpu.conv.winograd.MIN_F43_TILES=36 \\
         --models squeezenet1.1,resnet50 --rounds 30 --mark tuning:winograd-rule
 """
 

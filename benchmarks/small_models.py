@@ -190,7 +190,7 @@ def cold_probes(rounds: int, gap: float, threads: int) -> list[str]:
     onnxruntime's whole LeNet-5 run."""
     import numba
 
-    from edgecnn.kernels.cpu import threads as thread_budget
+    from edgecnn.kernels.cpu.system import threads as thread_budget
 
     @numba.njit(parallel=True)
     def parallel_region(a: np.ndarray) -> None:

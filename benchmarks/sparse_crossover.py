@@ -1,4 +1,4 @@
-"""The crossover densities of the sparse kernels (src/edgecnn/kernels/cpu/sparse_csr.py): for each
+"""The crossover densities of the sparse kernels (src/edgecnn/kernels/cpu/sparse/csr.py): for each
 layer shape, the sparse kernel and the kernel the runtime would run otherwise are timed side by side (interleaved runs, median) on
 weights pruned at random to densities 0.02..0.8; the crossover is where sparse stops being faster
 (linear interpolation between the two measured densities around its last rise through 1). The
@@ -21,9 +21,9 @@ from sparse_docs import machine_line, replace_section
 
 import edgecnn.kernels.cpu  # noqa: F401  (registers every CPU kernel)
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu import sparse_csr
-from edgecnn.kernels.cpu.sparse import SparseConv, SparseGemm
-from edgecnn.kernels.cpu.threads import cpu_threads, max_threads
+from edgecnn.kernels.cpu.sparse import csr as sparse_csr
+from edgecnn.kernels.cpu.sparse.steps import SparseConv, SparseGemm
+from edgecnn.kernels.cpu.system.threads import cpu_threads, max_threads
 from edgecnn.kernels.registry import KernelEntry, candidate_kernels
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.dense import GemmAttrs
@@ -184,7 +184,7 @@ def main() -> None:
             "",
             *lines,
             "",
-            "The constants in `src/edgecnn/kernels/cpu/sparse_csr.py` (the runtime chooses the sparse kernel",
+            "The constants in `src/edgecnn/kernels/cpu/sparse/csr.py` (the runtime chooses the sparse kernel",
             "below them):",
             "",
             *summary,

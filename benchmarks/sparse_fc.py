@@ -31,8 +31,8 @@ from sparse_docs import machine_line, replace_section
 from edgecnn.compress import compress
 from edgecnn.format import load_ecnn, save_ecnn
 from edgecnn.importers import load_graph
-from edgecnn.kernels.cpu import sparse_csr
-from edgecnn.kernels.cpu.threads import max_threads
+from edgecnn.kernels.cpu.sparse import csr as sparse_csr
+from edgecnn.kernels.cpu.system.threads import max_threads
 from edgecnn.model import Model
 from edgecnn.runtime.options import RuntimeOptions
 

@@ -290,7 +290,7 @@ the first row, on this machine at this load).
 The same steps called one by one: `import edgecnn` (numpy, edgecnn.api); `read file` (the ONNX
 importer: the file decoded, its weights copied once); `passes` (the optimisation pipeline in `Model`); `import
 numba`; `plan` (the kernel package imported, and with it numba's numpy implementations, see
-`kernels/cpu/numba_start.py`; kernel modules for the model's ops imported, kernels chosen, weights
+`kernels/cpu/system/numba_start.py`; kernel modules for the model's ops imported, kernels chosen, weights
 prepared: Winograd transforms, packing, the repeated-filter and sparsity checks); `numba target
 init` (the rest of numba's one-time typing and lowering registries);
 `kernel cache loads` (the compiled kernels the model uses, from numba's on-disk cache); `first
@@ -323,7 +323,7 @@ NOTES = """
   columns instead of sixteen scattered ones (fewer cache lines per row).
 - numba's own start imports SciPy's `scipy.linalg` (when SciPy is installed) only to learn whether
   `np.correlate` may use BLAS; SciPy's imports then pull in much of numpy's lazily loaded code, about
-  270 ms in all. `kernels/cpu/numba_start.py` imports that numba module with SciPy's BLAS bindings
+  270 ms in all. `kernels/cpu/system/numba_start.py` imports that numba module with SciPy's BLAS bindings
   hidden and sets its flag to what the check would have found, so nothing changes for other numba
   code in the process (`np.dot` in a compiled function still imports them when it is compiled).
   `startup.py --baseline` with the commit before as the baseline: 1365 against 1550 ms median, 1225
@@ -343,7 +343,7 @@ edgecnn does not depend on it.
 
 The compiled CPU kernels are cached on disk by numba (`cache=True`), so only the first process after
 installing (or after changing a kernel) pays the compilation (the cold row), and logs one line on
-stderr saying so (`kernels/cpu/compile_notice.py`); later processes load the cache.
+stderr saying so (`kernels/cpu/system/compile_notice.py`); later processes load the cache.
 """
 
 

@@ -1,6 +1,6 @@
 """What a parallel region costs numba's pool: on TBB (edgecnn's default where the ``tbb`` package
 is installed), and on OpenMP with its workers asleep between regions or spinning (libgomp's
-``GOMP_SPINCOUNT``): why kernels/cpu/threads.py loads TBB and does not make OpenMP spin.
+``GOMP_SPINCOUNT``): why kernels/cpu/system/threads.py loads TBB and does not make OpenMP spin.
 
 Each setting runs in its own child process (the threading layer and OpenMP's spin count are fixed
 when numba's pool starts). A child starts the pool the way a run does (``threads.current_threads()``),
@@ -39,7 +39,7 @@ SETTINGS = {
 _CHILD = """
 import json, sys, time
 import numba, numpy as np
-from edgecnn.kernels.cpu import threads
+from edgecnn.kernels.cpu.system import threads
 
 threads.current_threads()  # starts the pool as a run does
 

@@ -2,7 +2,7 @@
 and ResNet (plus small layers that locate the crossover), and the rounding error of each tile size.
 
 Writes two tables into docs/tuning.md (between the ``<!-- winograd:... -->`` markers): the time
-of every candidate per layer with the heuristic's pick (edgecnn.kernels.cpu.winograd.preferred_tile),
+of every candidate per layer with the heuristic's pick (edgecnn.kernels.cpu.conv.winograd.preferred_tile),
 and the error of each algorithm against a float64 reference.
 
     .venv/bin/python benchmarks/winograd.py [--threads 2] [--repeats 5] [--batch 1] [--no-write]
@@ -22,7 +22,7 @@ from types import ModuleType
 import numpy as np
 from revisions import import_source, source_at
 
-import edgecnn.kernels.cpu.winograd  # noqa: F401  (registers the Winograd kernels)
+import edgecnn.kernels.cpu.conv.winograd  # noqa: F401  (registers the Winograd kernels)
 from edgecnn.bench.machine import cpu_model
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu import cpu_threads
@@ -128,8 +128,8 @@ def time_table(threads: int, repeats: int, batch: int) -> list[str]:
 def error_table(trials: int) -> list[str]:
     """Max |y - y64| / max(|x| * |w| summed) over random layers, per algorithm: the error relative to
     the size of the terms summed, which is what float32 rounding scales with."""
-    from edgecnn.kernels.cpu.conv import TiledConvGemm
-    from edgecnn.kernels.cpu.winograd import WinogradConv
+    from edgecnn.kernels.cpu.conv.steps import TiledConvGemm
+    from edgecnn.kernels.cpu.conv.winograd import WinogradConv
 
     algorithms = {
         "im2col_gemm": TiledConvGemm,
@@ -164,7 +164,7 @@ def chunk_sweep(threads: int, repeats: int, batch: int) -> None:
     the measurement behind those two constants."""
     from unittest import mock
 
-    from edgecnn.kernels.cpu import winograd
+    from edgecnn.kernels.cpu.conv import winograd
 
     settings = [(1 << 20, 256), (1 << 21, 512), (1 << 22, 1024), (1 << 23, 512), (1 << 23, 1024)]
     print("| layer | tile | " + " | ".join(f"{b >> 10} KiB / {t}" for b, t in settings) + " |")
@@ -197,7 +197,7 @@ def model_table(names: list[str], threads: int, batch: int, repeats: int, batch_
 
     import edgecnn
     from edgecnn.bench.zoo import default_cache_dir, model_path, zoo_entry
-    from edgecnn.kernels.cpu import winograd
+    from edgecnn.kernels.cpu.conv import winograd
     from edgecnn.model import Model
     from edgecnn.runtime.feeds import random_feeds
     from edgecnn.runtime.options import RuntimeOptions
@@ -236,22 +236,26 @@ def revision_module(revision: str) -> ModuleType:
     transforms = f"winograd_transforms_{revision}"
 
     def own_names(text: str) -> str:
-        text = text.replace("edgecnn.kernels.cpu.winograd_transforms", transforms)
+        text = text.replace("edgecnn.kernels.cpu.conv.winograd_transforms", transforms)
         return text.split("\nfor _op in (", 1)[0]  # leave the registry alone
 
     import_source(
-        transforms, source_at(revision, "src/edgecnn/kernels/cpu/winograd_transforms.py", own_names), folder
+        transforms,
+        source_at(revision, "src/edgecnn/kernels/cpu/conv/winograd_transforms.py", own_names),
+        folder,
     )
     return import_source(
-        f"winograd_{revision}", source_at(revision, "src/edgecnn/kernels/cpu/winograd.py", own_names), folder
+        f"winograd_{revision}",
+        source_at(revision, "src/edgecnn/kernels/cpu/conv/winograd.py", own_names),
+        folder,
     )
 
 
 def against_table(revision: str, threads: int, repeats: int, mark: str = "against") -> list[str]:
     """This tree's WinogradConv against ``revision``'s on the Winograd layers of LAYERS: medians of
     ``repeats`` interleaved calls (order turned every call), outputs checked equal."""
-    from edgecnn.kernels.cpu.conv_setup import conv_setup
-    from edgecnn.kernels.cpu.winograd import WinogradConv, preferred_tile
+    from edgecnn.kernels.cpu.conv.setup import conv_setup
+    from edgecnn.kernels.cpu.conv.winograd import WinogradConv, preferred_tile
 
     old = revision_module(revision)
     rows = []

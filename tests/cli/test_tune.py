@@ -38,8 +38,8 @@ def registered_winograd() -> Iterator[None]:
     kernels/cpu/__init__.py imports them, and the registry restored afterwards."""
     importlib.import_module("edgecnn.kernels.cpu")  # the backend's own kernels: registered for good
     with scoped_registrations():
-        sys.modules.pop("edgecnn.kernels.cpu.winograd", None)
-        importlib.import_module("edgecnn.kernels.cpu.winograd")
+        sys.modules.pop("edgecnn.kernels.cpu.conv.winograd", None)
+        importlib.import_module("edgecnn.kernels.cpu.conv.winograd")
         yield
 
 

@@ -12,7 +12,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-import edgecnn.kernels.cpu.int8  # noqa: F401  (registers the int8 kernels)
+import edgecnn.kernels.cpu.int8.steps  # noqa: F401  (registers the int8 kernels)
 from edgecnn.cli import compress_cmd
 from edgecnn.compress.calibrate import Range
 from edgecnn.compress.int8 import (

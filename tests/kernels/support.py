@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from edgecnn.ir.dtypes import dtype_name
 from edgecnn.ir.graph import Graph, Node, TensorSpec
-from edgecnn.kernels.cpu.threads import cpu_threads
+from edgecnn.kernels.cpu.system.threads import cpu_threads
 from edgecnn.model import Model
 from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
 from edgecnn.runtime.options import RuntimeOptions

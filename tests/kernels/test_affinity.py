@@ -1,4 +1,4 @@
-"""Numba's pool workers bound to cores of their own (kernels/cpu/affinity.py)."""
+"""Numba's pool workers bound to cores of their own (kernels/cpu/system/affinity.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ import sys
 
 import pytest
 
-from edgecnn.kernels.cpu import affinity
+from edgecnn.kernels.cpu.system import affinity
 
 _PROBE = """
 import json, os
 import numpy as np
-from edgecnn.kernels.cpu import affinity, threads
+from edgecnn.kernels.cpu.system import affinity
+from edgecnn.kernels.cpu.system import threads
 with threads.cpu_threads(2):
     pass
 seen = {
@@ -82,7 +83,7 @@ def test_no_binding_without_spare_cores() -> None:
 
 
 def _has_tbb() -> bool:
-    from edgecnn.kernels.cpu import threads
+    from edgecnn.kernels.cpu.system import threads
 
     return threads.TBB_LIBRARY is not None
 

@@ -1,4 +1,4 @@
-"""The per-thread scratch buffers every compiled kernel borrows (kernels/cpu/common.py)."""
+"""The per-thread scratch buffers every compiled kernel borrows (kernels/cpu/system/common.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 
-from edgecnn.kernels.cpu.common import scratch, worker_scratch
+from edgecnn.kernels.cpu.system.common import scratch, worker_scratch
 
 
 def test_worker_rows_keep_their_addresses_from_call_to_call() -> None:

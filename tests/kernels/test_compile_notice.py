@@ -11,7 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from edgecnn.kernels.cpu.compile_notice import MESSAGE
+from edgecnn.kernels.cpu.system.compile_notice import MESSAGE
 
 CHILD = textwrap.dedent(
     """

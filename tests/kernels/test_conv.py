@@ -14,13 +14,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu import blas, conv_direct_rows, tiling
-from edgecnn.kernels.cpu import conv as conv_kernels
-from edgecnn.kernels.cpu import threads as thread_budget
-from edgecnn.kernels.cpu.conv_rows import rows_fit
-from edgecnn.kernels.cpu.conv_setup import ConvSetup, conv_setup
-from edgecnn.kernels.cpu.im2col import NO_TAP_TABLE, tap_table
-from edgecnn.kernels.cpu.microkernel import COLUMNS
+from edgecnn.kernels.cpu.conv import direct_rows as conv_direct_rows
+from edgecnn.kernels.cpu.conv import steps as conv_kernels
+from edgecnn.kernels.cpu.conv.im2col import NO_TAP_TABLE, tap_table
+from edgecnn.kernels.cpu.conv.pixel_rows import rows_fit
+from edgecnn.kernels.cpu.conv.setup import ConvSetup, conv_setup
+from edgecnn.kernels.cpu.gemm import tiling
+from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS
+from edgecnn.kernels.cpu.system import blas
+from edgecnn.kernels.cpu.system import threads as thread_budget
 from edgecnn.ops.common import AutoPad
 from edgecnn.ops.conv import ConvAttrs, conv
 from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
@@ -284,7 +286,7 @@ def test_tiny_tiles_across_threads(case: dict[str, Any]) -> None:
 def test_serial_and_parallel_gemm_loops_are_one_function_compiled_twice() -> None:
     """conv_gemm_2d_serial is conv_gemm_2d's loop without a parallel region, under its own cache name
     (one name for both would let numba's on-disk cache hand one the other's machine code)."""
-    from edgecnn.kernels.cpu import conv_gemm
+    from edgecnn.kernels.cpu.conv import tiled_gemm as conv_gemm
 
     parallel, serial = conv_gemm.conv_gemm_2d, conv_gemm.conv_gemm_2d_serial
     assert parallel.py_func.__code__ is serial.py_func.__code__

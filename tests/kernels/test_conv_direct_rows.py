@@ -14,12 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu import conv as conv_kernels
-from edgecnn.kernels.cpu import conv_direct_rows
-from edgecnn.kernels.cpu.conv_direct_rows import DirectRowsConv, when_direct_rows
-from edgecnn.kernels.cpu.conv_rows import pack_panels
-from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, WIDE
-from edgecnn.kernels.cpu.threads import cpu_threads
+from edgecnn.kernels.cpu.conv import direct_rows as conv_direct_rows
+from edgecnn.kernels.cpu.conv import steps as conv_kernels
+from edgecnn.kernels.cpu.conv.direct_rows import DirectRowsConv, when_direct_rows
+from edgecnn.kernels.cpu.conv.pixel_rows import pack_panels
+from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS, ROWS, WIDE
+from edgecnn.kernels.cpu.system.threads import cpu_threads
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.fused import FusedConvAttrs
 from kernels.support import assert_matches, drawn_conv_layer, reference_run

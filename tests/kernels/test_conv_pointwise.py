@@ -14,11 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu import conv_pointwise, threads
-from edgecnn.kernels.cpu.conv_pointwise import PointwiseConv, pointwise_tiles
-from edgecnn.kernels.cpu.epilogue import activation_args
-from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS
-from edgecnn.kernels.cpu.threads import cpu_threads
+from edgecnn.kernels.cpu.conv import pointwise as conv_pointwise
+from edgecnn.kernels.cpu.conv.pointwise import PointwiseConv, pointwise_tiles
+from edgecnn.kernels.cpu.gemm.epilogue import activation_args
+from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS, ROWS
+from edgecnn.kernels.cpu.system import threads
+from edgecnn.kernels.cpu.system.threads import cpu_threads
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
 from kernels.support import assert_matches, reference_run
@@ -160,8 +161,8 @@ def test_chosen_for_narrow_layers_only() -> None:
     """The heuristic gives it ungrouped 1x1 layers up to MAX_DEPTH channels deep, up to
     NARROW_DEPTH with at most NARROW_OUTPUTS output channels, and any depth on maps of
     DEEP_MIN_PIXELS or more."""
-    from edgecnn.kernels.cpu import blas
-    from edgecnn.kernels.cpu import conv as conv_kernels
+    from edgecnn.kernels.cpu.conv import steps as conv_kernels
+    from edgecnn.kernels.cpu.system import blas
     from edgecnn.kernels.registry import select_kernel
 
     deep = "gemm_1x1" if blas.AVAILABLE and not conv_kernels.MICRO_KERNEL_OVER_BLAS else "packed_gemm"

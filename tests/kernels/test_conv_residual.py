@@ -15,8 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgecnn.ir.graph import Graph, Node, TensorSpec
-from edgecnn.kernels.cpu import conv_residual, conv_rows
-from edgecnn.kernels.cpu.threads import cpu_threads
+from edgecnn.kernels.cpu.conv import pixel_rows as conv_rows
+from edgecnn.kernels.cpu.conv import residual as conv_residual
+from edgecnn.kernels.cpu.system.threads import cpu_threads
 from edgecnn.kernels.registry import scoped_registrations, select_kernel
 from edgecnn.model import Model
 from edgecnn.ops.conv import ConvAttrs, conv
@@ -32,7 +33,9 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 @pytest.fixture(autouse=True)
 def residual_kernel() -> Iterator[None]:
     """The kernel registered for these tests (kernels/cpu registers it once the lead adds it)."""
-    from edgecnn.kernels.cpu import conv_residual  # imports (registers) the other kernels first
+    from edgecnn.kernels.cpu.conv import (
+        residual as conv_residual,  # imports (registers) the other kernels first
+    )
 
     with scoped_registrations():
         importlib.reload(conv_residual)

@@ -17,13 +17,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgecnn.ir.graph import Graph, Node, TensorSpec, TensorType
-from edgecnn.kernels.cpu import blas, conv_rows
-from edgecnn.kernels.cpu import conv as conv_kernels
-from edgecnn.kernels.cpu.conv_rows import RowsConv, pack_panels, rows_fit
-from edgecnn.kernels.cpu.conv_setup import conv_setup
-from edgecnn.kernels.cpu.epilogue import activation_args
-from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS
-from edgecnn.kernels.cpu.threads import cpu_threads
+from edgecnn.kernels.cpu.conv import pixel_rows as conv_rows
+from edgecnn.kernels.cpu.conv import steps as conv_kernels
+from edgecnn.kernels.cpu.conv.pixel_rows import RowsConv, pack_panels, rows_fit
+from edgecnn.kernels.cpu.conv.setup import conv_setup
+from edgecnn.kernels.cpu.gemm.epilogue import activation_args
+from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS, ROWS
+from edgecnn.kernels.cpu.system import blas
+from edgecnn.kernels.cpu.system.threads import cpu_threads
 from edgecnn.model import Model
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.fused import FusedConvAttrs

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu.conv_setup import _setup, conv_setup
+from edgecnn.kernels.cpu.conv.setup import _setup, conv_setup
 from edgecnn.ops.conv import ConvAttrs
 
 X = TensorType("float32", (1, 3, 9, 7))

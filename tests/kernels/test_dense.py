@@ -10,8 +10,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgecnn.kernels.cpu import blas, tiling
-from edgecnn.kernels.cpu import dense as dense_kernels
+from edgecnn.kernels.cpu.gemm import steps as dense_kernels
+from edgecnn.kernels.cpu.gemm import tiling
+from edgecnn.kernels.cpu.system import blas
 from edgecnn.ops.dense import GemmAttrs
 from edgecnn.ops.fused import ACTIVATIONS, FusedGemmAttrs
 from kernels.support import assert_matches, fast_run, reference_run

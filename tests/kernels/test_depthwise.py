@@ -8,8 +8,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgecnn.kernels.cpu.depthwise import depthwise_conv_2d, fill_phases
-from edgecnn.kernels.cpu.threads import cpu_threads
+from edgecnn.kernels.cpu.conv.depthwise import depthwise_conv_2d, fill_phases
+from edgecnn.kernels.cpu.system.threads import cpu_threads
 from edgecnn.ops.conv import ConvAttrs, conv
 from kernels.support import assert_matches
 

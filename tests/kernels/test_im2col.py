@@ -1,4 +1,4 @@
-"""The compiled im2col (kernels/cpu/im2col.py) against a plain numpy unfold, over any range of output
+"""The compiled im2col (kernels/cpu/conv/im2col.py) against a plain numpy unfold, over any range of output
 pixels: strides, dilations, asymmetric padding, the shifted-row path taken when the output is as
 wide as the input at unit strides, and the tap-table gather of layers with narrow outputs."""
 
@@ -8,9 +8,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgecnn.kernels.cpu.im2col import gather_rows, gathers_columns, im2col_2d, im2col_range, tap_table
-from edgecnn.kernels.cpu.microkernel import COLUMNS
-from edgecnn.kernels.cpu.packed_gemm import gather_panels
+from edgecnn.kernels.cpu.conv.im2col import gather_rows, gathers_columns, im2col_2d, im2col_range, tap_table
+from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS
+from edgecnn.kernels.cpu.gemm.packed_gemm import gather_panels
 
 
 def unfold(

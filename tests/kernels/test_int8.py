@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
-import edgecnn.kernels.cpu.int8  # noqa: F401  (registers the int8 kernels)
+import edgecnn.kernels.cpu.int8.steps  # noqa: F401  (registers the int8 kernels)
 from edgecnn.importers.onnx.reader import graph_from_model_proto
 from edgecnn.model import Model
 from edgecnn.ops.conv import ConvAttrs

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgecnn.kernels.cpu import lrn as lrn_kernels
-from edgecnn.kernels.cpu import threads as thread_budget
+from edgecnn.kernels.cpu.system import threads as thread_budget
 from edgecnn.ops.norm import LRNAttrs
 from kernels.support import assert_matches, fast_run, reference_run
 

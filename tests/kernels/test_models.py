@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 import edgecnn
-from edgecnn.kernels.cpu import conv as conv_kernels
 from edgecnn.kernels.cpu import cpu_threads
+from edgecnn.kernels.cpu.conv import steps as conv_kernels
 from edgecnn.model import Model
 from edgecnn.runtime.options import RuntimeOptions
 from kernels.support import assert_matches

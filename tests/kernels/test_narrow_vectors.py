@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from edgecnn.kernels.cpu.microkernel import WIDE
+from edgecnn.kernels.cpu.gemm.microkernel import WIDE
 
 ROOT = Path(__file__).resolve().parents[2]
 AVX2_FEATURES = ",".join(
@@ -51,7 +51,7 @@ def _avx2_env(cache: Path) -> dict[str, str]:
 def test_kernel_tests_pass_with_avx2_blocks(tmp_path: Path) -> None:
     env = _avx2_env(tmp_path)
     shape = subprocess.run(
-        [sys.executable, "-c", "from edgecnn.kernels.cpu import microkernel as m; print(m.ROWS, m.COLUMNS)"],
+        [sys.executable, "-c", "from edgecnn.kernels.cpu.gemm import microkernel as m; print(m.ROWS, m.COLUMNS)"],
         env=env, capture_output=True, text=True, timeout=120, cwd=ROOT,
     )  # fmt: skip
     assert shape.stdout.split() == ["6", "16"], shape.stderr

@@ -1,4 +1,4 @@
-"""Numba's target initialisation without its eager SciPy import (kernels/cpu/numba_start.py).
+"""Numba's target initialisation without its eager SciPy import (kernels/cpu/system/numba_start.py).
 
 Each case runs in a fresh interpreter: the deferral only acts before numba has imported its numpy
 implementations, which this test process did long ago."""

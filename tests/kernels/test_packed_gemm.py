@@ -15,11 +15,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu import conv_packed, packed_gemm, threads
-from edgecnn.kernels.cpu.conv_direct import DirectConv, fill_frame
-from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, micro_kernel
-from edgecnn.kernels.cpu.packed_gemm import SCRATCH, pack_panels, pack_weights
-from edgecnn.kernels.cpu.threads import cpu_threads
+from edgecnn.kernels.cpu.conv import packed as conv_packed
+from edgecnn.kernels.cpu.conv.direct import DirectConv, fill_frame
+from edgecnn.kernels.cpu.gemm import packed_gemm
+from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS, ROWS, micro_kernel
+from edgecnn.kernels.cpu.gemm.packed_gemm import SCRATCH, pack_panels, pack_weights
+from edgecnn.kernels.cpu.system import threads
+from edgecnn.kernels.cpu.system.threads import cpu_threads
 from edgecnn.ops.conv import ConvAttrs, conv
 from edgecnn.ops.fused import FusedConvAttrs
 from kernels.support import assert_matches, fast_run, reference_run
@@ -172,14 +174,18 @@ def check_packed_conv(case: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> 
         )
     inputs = [x, w] if b is None else [x, w, b]
     constants = tuple(range(1, len(inputs)))
-    monkeypatch.setattr("edgecnn.kernels.cpu.blas.AVAILABLE", False)
+    monkeypatch.setattr("edgecnn.kernels.cpu.system.blas.AVAILABLE", False)
     monkeypatch.setattr(threads, "CONV_GEMM_GRAIN", 0)  # small layers threaded too
-    monkeypatch.setattr("edgecnn.kernels.cpu.conv.MAX_DIRECT_DEPTH", 0)  # no layer to the direct kernels
-    monkeypatch.setattr("edgecnn.kernels.cpu.conv_direct_rows.SHALLOW_CHANNELS", 0)  # shallow ones neither
-    monkeypatch.setattr("edgecnn.kernels.cpu.conv_direct_rows.PAGED_CHANNELS", 0)  # nor planes of whole pages
-    monkeypatch.setattr("edgecnn.kernels.cpu.conv.READ_IN_PLACE", False)  # nor to the in-place 1x1 kernel
-    monkeypatch.setattr("edgecnn.kernels.cpu.conv_rows.MAX_ROWS", 0)  # nor to the pixel-row GEMM
-    monkeypatch.setattr("edgecnn.kernels.cpu.conv_rows.MAX_IN_PLACE_ROWS", 0)
+    monkeypatch.setattr(
+        "edgecnn.kernels.cpu.conv.steps.MAX_DIRECT_DEPTH", 0
+    )  # no layer to the direct kernels
+    monkeypatch.setattr("edgecnn.kernels.cpu.conv.direct_rows.SHALLOW_CHANNELS", 0)  # shallow ones neither
+    monkeypatch.setattr("edgecnn.kernels.cpu.conv.direct_rows.PAGED_CHANNELS", 0)  # nor planes of whole pages
+    monkeypatch.setattr(
+        "edgecnn.kernels.cpu.conv.steps.READ_IN_PLACE", False
+    )  # nor to the in-place 1x1 kernel
+    monkeypatch.setattr("edgecnn.kernels.cpu.conv.pixel_rows.MAX_ROWS", 0)  # nor to the pixel-row GEMM
+    monkeypatch.setattr("edgecnn.kernels.cpu.conv.pixel_rows.MAX_IN_PLACE_ROWS", 0)
     actual, kernel = fast_run(op, attrs, inputs, constants, case["threads"])
     assert kernel == ("depthwise" if case["geometry"]["group"] == case["x_shape"][1] > 1 else "packed_gemm")
     expected = reference_run(op, attrs, inputs, constants)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgecnn.kernels.cpu import threads as thread_budget
+from edgecnn.kernels.cpu.system import threads as thread_budget
 from edgecnn.ops.common import AutoPad
 from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs
 from edgecnn.ops.registry import NoAttrs

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import edgecnn.kernels.cpu.pool  # noqa: F401  (registers the fused pools' kernel, whatever the lazy list says)
-from edgecnn.kernels.cpu import threads as thread_budget
+import edgecnn.kernels.cpu.pool.steps  # noqa: F401  (registers the fused pools' kernel, whatever the lazy list says)
+from edgecnn.kernels.cpu.system import threads as thread_budget
 from edgecnn.ops.fused import FusedActivation
 from edgecnn.ops.fused_pool import FusedAveragePoolAttrs, FusedMaxPoolAttrs
 from edgecnn.ops.pool import MaxPoolAttrs

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgecnn.kernels.cpu import pool2d
-from edgecnn.kernels.cpu import threads as thread_budget
+from edgecnn.kernels.cpu.pool import loops as pool2d
+from edgecnn.kernels.cpu.system import threads as thread_budget
 from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs
 from kernels.support import assert_matches, fast_run, reference_run
 

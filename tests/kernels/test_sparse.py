@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import edgecnn.kernels.cpu.sparse  # noqa: F401  (registers the sparse kernels)
-from edgecnn.kernels.cpu import sparse_csr
-from edgecnn.kernels.cpu import threads as thread_budget
+import edgecnn.kernels.cpu.sparse.steps  # noqa: F401  (registers the sparse kernels)
+from edgecnn.kernels.cpu.sparse import csr as sparse_csr
+from edgecnn.kernels.cpu.system import threads as thread_budget
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.dense import GemmAttrs
 from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs, FusedGemmAttrs
@@ -109,7 +109,7 @@ def test_sparse_gemm_matches_reference(case: dict[str, Any], threads: int) -> No
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gemm_cases())
 def test_sparse_gemm_splits_rows_over_two_threads(case: dict[str, Any]) -> None:
-    with mock.patch("edgecnn.kernels.cpu.sparse.GRAIN", 0):
+    with mock.patch("edgecnn.kernels.cpu.sparse.steps.GRAIN", 0):
         check_gemm(case, 2)
 
 
@@ -177,9 +177,9 @@ def test_sparse_conv_matches_reference(case: dict[str, Any], threads: int) -> No
 @given(conv_cases())
 def test_sparse_conv_tiles_over_two_threads(case: dict[str, Any]) -> None:
     with (
-        mock.patch("edgecnn.kernels.cpu.sparse.GRAIN", 0),
-        mock.patch("edgecnn.kernels.cpu.sparse.COLUMNS_BYTES", 64),
-        mock.patch("edgecnn.kernels.cpu.sparse.MIN_WIDTH", 3),
+        mock.patch("edgecnn.kernels.cpu.sparse.steps.GRAIN", 0),
+        mock.patch("edgecnn.kernels.cpu.sparse.steps.COLUMNS_BYTES", 64),
+        mock.patch("edgecnn.kernels.cpu.sparse.steps.MIN_WIDTH", 3),
     ):
         check_conv(case, 2)
 
@@ -252,7 +252,7 @@ def test_small_sparse_layers_stay_on_one_thread() -> None:
         seen.append(small)
         return real_call(kernel, small, *args)
 
-    with always_sparse(), mock.patch("edgecnn.kernels.cpu.sparse.call", spy):
+    with always_sparse(), mock.patch("edgecnn.kernels.cpu.sparse.steps.call", spy):
         fast_run("Gemm", GemmAttrs(), [np.ones((1, 8), np.float32), np.eye(8, dtype=np.float32)], (1,), 2)
     assert seen == [True]
 
@@ -261,7 +261,7 @@ def test_small_sparse_layers_stay_on_one_thread() -> None:
 def test_run_into_writes_every_output(rows: int) -> None:
     """run_into (the arena protocol) fills a buffer of garbage completely, like __call__."""
     from edgecnn.ir.graph import Node, TensorType
-    from edgecnn.kernels.cpu.sparse import SparseConv, SparseGemm
+    from edgecnn.kernels.cpu.sparse.steps import SparseConv, SparseGemm
 
     rng = np.random.default_rng(rows)
     w = sparse_weights(rng, (30, 20), 0.2)

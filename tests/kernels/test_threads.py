@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edgecnn.kernels.cpu import blas, threads
-from edgecnn.kernels.cpu.tiling import plan_tiles
+from edgecnn.kernels.cpu.gemm.tiling import plan_tiles
+from edgecnn.kernels.cpu.system import blas, threads
 
 
 def test_cpu_threads_sets_one_pool_and_restores() -> None:
@@ -88,7 +88,7 @@ def test_results_do_not_depend_on_threads() -> None:
 
 
 _LAYER_PROBE = """
-from edgecnn.kernels.cpu import threads
+from edgecnn.kernels.cpu.system import threads
 import numba
 threads.current_threads()
 print(numba.threading_layer(), threads.TBB_LIBRARY is not None)

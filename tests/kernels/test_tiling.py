@@ -1,4 +1,4 @@
-"""Tile planning (kernels/cpu/tiling.py): how the weights' size widens im2col tiles."""
+"""Tile planning (kernels/cpu/gemm/tiling.py): how the weights' size widens im2col tiles."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edgecnn.kernels.cpu import tiling
+from edgecnn.kernels.cpu.gemm import tiling
 
 
 def test_large_weights_widen_the_tiles() -> None:

@@ -36,8 +36,8 @@ def registered_winograd() -> Iterator[None]:
     kernels/cpu/__init__.py imports them, and the registry restored afterwards."""
     importlib.import_module("edgecnn.kernels.cpu")  # the backend's own kernels: registered for good
     with scoped_registrations():
-        sys.modules.pop("edgecnn.kernels.cpu.winograd", None)
-        importlib.import_module("edgecnn.kernels.cpu.winograd")
+        sys.modules.pop("edgecnn.kernels.cpu.conv.winograd", None)
+        importlib.import_module("edgecnn.kernels.cpu.conv.winograd")
         yield
 
 
@@ -45,7 +45,7 @@ def registered_winograd() -> Iterator[None]:
 def blas_tiles_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     """The heuristic as on AVX2, where small_conv goes to the BLAS tiles (im2col_gemm): these tests
     follow the cache against that default (on AVX-512 the rule gives the layer to packed_gemm)."""
-    from edgecnn.kernels.cpu import conv
+    from edgecnn.kernels.cpu.conv import steps as conv
 
     monkeypatch.setattr(conv, "MICRO_KERNEL_OVER_BLAS", False)
 

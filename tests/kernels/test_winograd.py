@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu import cpu_threads
-from edgecnn.kernels.cpu import winograd_transforms as transforms
-from edgecnn.kernels.cpu.conv_setup import conv_setup
+from edgecnn.kernels.cpu.conv import winograd_transforms as transforms
+from edgecnn.kernels.cpu.conv.setup import conv_setup
 from edgecnn.kernels.registry import scoped_registrations
 from edgecnn.ops.conv import ConvAttrs, conv
 from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
@@ -35,7 +35,7 @@ ERROR_BOUND = {2: 1e-6, 4: 1.5e-5}
 
 
 wino: Any = None
-"""edgecnn.kernels.cpu.winograd, imported by ``registered_winograd`` so that its kernels are
+"""edgecnn.kernels.cpu.conv.winograd, imported by ``registered_winograd`` so that its kernels are
 registered for this module's tests whether or not kernels/cpu/__init__.py imports it."""
 
 
@@ -53,7 +53,7 @@ def registered_winograd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[No
     importlib.import_module("edgecnn.kernels.cpu")  # the backend's own kernels: registered for good
     with scoped_registrations(), pytest.MonkeyPatch.context() as patch:
         patch.setenv("EDGECNN_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        wino = fresh_import("edgecnn.kernels.cpu.winograd")
+        wino = fresh_import("edgecnn.kernels.cpu.conv.winograd")
         yield
 
 

@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import edgecnn.kernels.cpu.int8  # noqa: F401  (registers the int8 kernels)
+import edgecnn.kernels.cpu.int8.steps  # noqa: F401  (registers the int8 kernels)
 from edgecnn.importers.onnx.reader import graph_from_model_proto
 from edgecnn.ir.graph import Graph, Node, TensorSpec
 from edgecnn.model import Model

@@ -33,7 +33,9 @@ PAD = ConvAttrs(pads=(1, 1, 1, 1))
 @pytest.fixture(autouse=True)
 def residual_kernel() -> Iterator[None]:
     """The CPU kernel registered for these tests (kernels/cpu imports it once the lead adds it)."""
-    from edgecnn.kernels.cpu import conv_residual  # imports (registers) the other kernels first
+    from edgecnn.kernels.cpu.conv import (
+        residual as conv_residual,  # imports (registers) the other kernels first
+    )
 
     with scoped_registrations():
         importlib.reload(conv_residual)  # registers it (again)

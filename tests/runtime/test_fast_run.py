@@ -14,7 +14,7 @@ from edgecnn.bench.zoo import build_model
 from edgecnn.errors import InputError
 from edgecnn.importers import load_graph
 from edgecnn.ir.graph import Graph, Node, TensorSpec
-from edgecnn.kernels.cpu import threads
+from edgecnn.kernels.cpu.system import threads
 from edgecnn.model import Model
 from edgecnn.ops.activation import LeakyReluAttrs
 from edgecnn.ops.registry import NoAttrs
@@ -131,7 +131,7 @@ def test_dense_serial_twin_equals_the_parallel_kernel(
     rows: int, columns: int, depth: int, addend: bool, kind: int
 ) -> None:
     """Small FC layers run dense_gemm_serial (no parallel region): same tiles, same sums."""
-    from edgecnn.kernels.cpu.dense_gemm import dense_gemm, dense_gemm_serial
+    from edgecnn.kernels.cpu.gemm.dense_tiles import dense_gemm, dense_gemm_serial
 
     rng = np.random.default_rng(rows * 1000 + columns + depth)
     a = rng.standard_normal((rows, depth)).astype(np.float32)

@@ -145,7 +145,7 @@ def test_threads_option_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_thread_budget_applies_while_a_model_runs() -> None:
     import numba
 
-    from edgecnn.kernels.cpu.threads import blas_threads
+    from edgecnn.kernels.cpu.system.threads import blas_threads
 
     seen = []
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from edgecnn.ir.graph import Graph, Node, TensorSpec, TensorType
-from edgecnn.kernels.cpu import threads
+from edgecnn.kernels.cpu.system import threads
 from edgecnn.kernels.registry import register_kernel, scoped_registrations
 from edgecnn.ops.registry import NoAttrs
 from edgecnn.runtime.options import RuntimeOptions

@@ -284,7 +284,7 @@ def retrained(
 
 def calibrated_int8(graph: Graph, directory: Path, method: str, threads: int | None) -> Graph:
     """The graph with int8 layers, activation ranges calibrated on the inputs in ``directory``."""
-    import edgecnn.kernels.cpu.int8  # noqa: F401  (registers the int8 kernels)
+    import edgecnn.kernels.cpu.int8.steps  # noqa: F401  (registers the int8 kernels)
     from edgecnn.compress.calibrate import calibration_inputs
     from edgecnn.compress.int8 import quantize_int8
 

@@ -149,7 +149,7 @@ def _set_numba_threads(threads: int) -> None:
     """Worker initializer: numba's thread budget is per calling thread."""
     import numba
 
-    from edgecnn.kernels.cpu.threads import max_threads
+    from edgecnn.kernels.cpu.system.threads import max_threads
 
     numba.set_num_threads(min(threads, max_threads()))
 

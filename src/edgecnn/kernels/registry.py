@@ -12,7 +12,7 @@ input unless the callable sets ``fn.in_place = True``: then ``out`` may *be* inp
 same type), and the kernel must read every element before writing it; a tuple of input positions
 (``fn.in_place = (3,)``) names other inputs that ``out`` may be, on the same terms. ``run_into`` must neither
 keep ``out`` or the inputs past the call nor return a view of them; per-call temporaries belong in
-``kernels.cpu.common.scratch`` (per thread, reused), so that a steady-state run allocates nothing.
+``kernels.cpu.system.common.scratch`` (per thread, reused), so that a steady-state run allocates nothing.
 Steps without ``run_into`` still work: their results are kept as they are, outside the arena.
 OpenCL steps expose ``fn.run_device`` instead (device-resident tensors).
 """

@@ -96,7 +96,7 @@ def heuristic_choice(entries: Sequence[KernelEntry], node: Node, types: Sequence
 
 def kernel_choosing_part(node: Node, types: Sequence, values: Sequence) -> Step:
     """The node whose kernel choice decides this step's speed: a FusedConvAdd runs the kernel chosen
-    for its convolution alone (kernels/cpu/conv_residual.py), so that convolution is what gets tuned."""
+    for its convolution alone (kernels/cpu/conv/residual.py), so that convolution is what gets tuned."""
     if node.op == "FusedConvAdd":
         inner = residual_conv_node(node)
         count = len(inner.inputs)

@@ -137,7 +137,7 @@ def _workers() -> ThreadPoolExecutor:
     if _pool is None:
         with _pool_lock:
             if _pool is None:
-                from edgecnn.kernels.cpu.threads import max_threads
+                from edgecnn.kernels.cpu.system.threads import max_threads
 
                 _pool = ThreadPoolExecutor(max(1, max_threads() - 1), thread_name_prefix="edgecnn-batch")
     return _pool

@@ -235,10 +235,10 @@ def execute_in_arena(
 
 
 def _cpu_threads(n: int) -> Any:
-    """kernels.cpu.threads.cpu_threads, imported on first use (the reference device never loads numba)
+    """kernels.cpu.system.threads.cpu_threads, imported on first use (the reference device never loads numba)
     and then called without an import statement per run."""
     global _cpu_threads
-    from edgecnn.kernels.cpu.threads import cpu_threads
+    from edgecnn.kernels.cpu.system.threads import cpu_threads
 
     _cpu_threads = cpu_threads
     return cpu_threads(n)

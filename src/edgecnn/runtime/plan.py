@@ -57,7 +57,7 @@ def _preparing_weights(device: str) -> AbstractContextManager[None]:
 
     if parse_device(device).kind != "cpu":
         return nullcontext()
-    from edgecnn.kernels.cpu.threads import blas_single_threaded
+    from edgecnn.kernels.cpu.system.threads import blas_single_threaded
 
     return blas_single_threaded()
 

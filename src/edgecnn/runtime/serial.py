@@ -1,7 +1,7 @@
 """Whether a run is worth a second thread at all: a model with little work per run (SimpleCNN,
 LeNet-5) runs on the calling thread alone, whatever ``threads`` asks for.
 
-Why: the kernels' own grains (kernels/cpu/threads.py) judge one layer at a time, on a warm pool.
+Why: the kernels' own grains (kernels/cpu/system/threads.py) judge one layer at a time, on a warm pool.
 A run that follows an idle spell (a camera pipeline waiting for its next frame, `edgecnn bench`
 pausing between runs) first waits for the pool's worker to wake, about 90 us on the 2-core EPYC
 (benchmarks/wake.py, docs/tuning.md "Waking the pool"): more than a second thread saves on a

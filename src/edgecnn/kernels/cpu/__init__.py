@@ -20,28 +20,28 @@ defining a compiled function changes, not when a helper it calls (``activate``, 
 changes in another file; delete those cache files after editing a helper.
 """
 
-from edgecnn.kernels.cpu import compile_notice
-from edgecnn.kernels.cpu.numba_start import import_arraymath_deferring_scipy
+from edgecnn.kernels.cpu.system import compile_notice
+from edgecnn.kernels.cpu.system.numba_start import import_arraymath_deferring_scipy
 
 import_arraymath_deferring_scipy()  # before anything compiles or loads a kernel
 compile_notice.install()  # one line on stderr when kernels are compiled rather than loaded
 
-from edgecnn.kernels.cpu.threads import cpu_threads  # noqa: E402
+from edgecnn.kernels.cpu.system.threads import cpu_threads  # noqa: E402
 from edgecnn.kernels.registry import register_module  # noqa: E402
 
 _CONV = ("Conv", "FusedConv")
 _GEMM = ("Gemm", "FusedGemm")
 
 KERNEL_MODULES: dict[str, tuple[str, ...]] = {
-    "conv": _CONV,
-    "conv_residual": ("FusedConvAdd",),
-    "conv_rows": _CONV,
-    "conv_direct_rows": _CONV,
-    "dense": _GEMM,
+    "conv.steps": _CONV,
+    "conv.residual": ("FusedConvAdd",),
+    "conv.pixel_rows": _CONV,
+    "conv.direct_rows": _CONV,
+    "gemm.steps": _GEMM,
     "eltwise": ("Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSwish"),
-    "int8": ("QLinearConv", "Int8Conv", "QLinearMatMul", "Int8Gemm", "QuantizeLinear"),
+    "int8.steps": ("QLinearConv", "Int8Conv", "QLinearMatMul", "Int8Gemm", "QuantizeLinear"),
     "lrn": ("LRN",),
-    "pool": (
+    "pool.steps": (
         "MaxPool",
         "AveragePool",
         "FusedMaxPool",
@@ -50,8 +50,8 @@ KERNEL_MODULES: dict[str, tuple[str, ...]] = {
         "GlobalMaxPool",
     ),
     "rowstable": _CONV + _GEMM,
-    "sparse": _CONV + _GEMM,
-    "winograd": _CONV,
+    "sparse.steps": _CONV + _GEMM,
+    "conv.winograd": _CONV,
 }
 """Kernel module (in this package) -> the ops it registers kernels for. Within an op, modules are
 imported in this order (the order the package imported them eagerly before); the registry orders

@@ -11,9 +11,9 @@ import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu.common import is_float32, optional_input, shape_of, single_output
-from edgecnn.kernels.cpu.epilogue import ActivationKind, activate
-from edgecnn.kernels.cpu.threads import GRAIN, call
+from edgecnn.kernels.cpu.gemm.epilogue import ActivationKind, activate
+from edgecnn.kernels.cpu.system.common import is_float32, optional_input, shape_of, single_output
+from edgecnn.kernels.cpu.system.threads import GRAIN, call
 from edgecnn.kernels.registry import register_kernel
 
 MIN_SIZE = 4096

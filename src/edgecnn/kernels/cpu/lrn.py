@@ -14,8 +14,8 @@ import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu.common import is_float32, shape_of, single_output
-from edgecnn.kernels.cpu.threads import call, is_small
+from edgecnn.kernels.cpu.system.common import is_float32, shape_of, single_output
+from edgecnn.kernels.cpu.system.threads import call, is_small
 from edgecnn.kernels.registry import register_kernel
 from edgecnn.ops.norm import LRNAttrs
 

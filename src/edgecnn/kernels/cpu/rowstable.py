@@ -29,10 +29,10 @@ import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu.common import constant_float32, is_float32, shape_of, single_output
-from edgecnn.kernels.cpu.conv_setup import conv_setup
-from edgecnn.kernels.cpu.epilogue import activate, activation_args
-from edgecnn.kernels.cpu.threads import call, is_small
+from edgecnn.kernels.cpu.conv.setup import conv_setup
+from edgecnn.kernels.cpu.gemm.epilogue import activate, activation_args
+from edgecnn.kernels.cpu.system.common import constant_float32, is_float32, shape_of, single_output
+from edgecnn.kernels.cpu.system.threads import call, is_small
 from edgecnn.kernels.registry import StepFn, register_kernel, select_kernel
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.dense import GemmAttrs

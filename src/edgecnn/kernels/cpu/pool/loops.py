@@ -30,9 +30,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from edgecnn.kernels.cpu.epilogue import activate
-from edgecnn.kernels.cpu.im2col import valid_range
-from edgecnn.kernels.cpu.twins import parallel_and_serial
+from edgecnn.kernels.cpu.conv.im2col import valid_range
+from edgecnn.kernels.cpu.gemm.epilogue import activate
+from edgecnn.kernels.cpu.system.twins import parallel_and_serial
 
 PHASED_MIN_WIDTH = 40
 """Narrowest input that 3x3 windows at stride 2 pool row by row through even and odd columns

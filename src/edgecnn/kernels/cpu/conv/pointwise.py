@@ -25,14 +25,21 @@ import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu.common import worker_scratch
-from edgecnn.kernels.cpu.conv_gemm import rows_epilogue
-from edgecnn.kernels.cpu.conv_packed import pack_conv_weights
-from edgecnn.kernels.cpu.conv_setup import ResidualIntoKernel
-from edgecnn.kernels.cpu.microkernel import COLUMNS, LINE, ROWS, micro_kernel, micro_kernel_finished, prefetch
-from edgecnn.kernels.cpu.packed_gemm import DEPTH_BLOCK
-from edgecnn.kernels.cpu.threads import current_threads, small_conv
-from edgecnn.kernels.cpu.twins import parallel_and_serial
+from edgecnn.kernels.cpu.conv.packed import pack_conv_weights
+from edgecnn.kernels.cpu.conv.setup import ResidualIntoKernel
+from edgecnn.kernels.cpu.conv.tiled_gemm import rows_epilogue
+from edgecnn.kernels.cpu.gemm.microkernel import (
+    COLUMNS,
+    LINE,
+    ROWS,
+    micro_kernel,
+    micro_kernel_finished,
+    prefetch,
+)
+from edgecnn.kernels.cpu.gemm.packed_gemm import DEPTH_BLOCK
+from edgecnn.kernels.cpu.system.common import worker_scratch
+from edgecnn.kernels.cpu.system.threads import current_threads, small_conv
+from edgecnn.kernels.cpu.system.twins import parallel_and_serial
 
 CHUNK_BYTES = 64 << 10
 """Input bytes of one chunk (its channels x pixels): re-read from L2 by every 6-channel block."""

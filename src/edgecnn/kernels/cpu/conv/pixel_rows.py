@@ -34,19 +34,20 @@ import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu import blas, conv
-from edgecnn.kernels.cpu.common import scratch
-from edgecnn.kernels.cpu.conv_gemm import rows_epilogue
-from edgecnn.kernels.cpu.conv_setup import ConvSetup, ResidualIntoKernel, conv_setup
-from edgecnn.kernels.cpu.microkernel import (
+from edgecnn.kernels.cpu.conv import steps as conv
+from edgecnn.kernels.cpu.conv.setup import ConvSetup, ResidualIntoKernel, conv_setup
+from edgecnn.kernels.cpu.conv.tiled_gemm import rows_epilogue
+from edgecnn.kernels.cpu.conv.winograd_transforms import pad_channels_last
+from edgecnn.kernels.cpu.gemm.microkernel import (
     COLUMNS,
     ROWS,
     micro_kernel_column_a_transposed,
     micro_kernel_strided_a_transposed,
 )
-from edgecnn.kernels.cpu.threads import call, current_threads, small_conv
-from edgecnn.kernels.cpu.twins import parallel_and_serial
-from edgecnn.kernels.cpu.winograd_transforms import pad_channels_last
+from edgecnn.kernels.cpu.system import blas
+from edgecnn.kernels.cpu.system.common import scratch
+from edgecnn.kernels.cpu.system.threads import call, current_threads, small_conv
+from edgecnn.kernels.cpu.system.twins import parallel_and_serial
 from edgecnn.kernels.registry import register_kernel
 
 MAX_ROWS = 256

@@ -23,13 +23,13 @@ import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu.common import scratch
-from edgecnn.kernels.cpu.conv_gemm import rows_epilogue
-from edgecnn.kernels.cpu.conv_setup import ConvKernel, ConvSetup
-from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, micro_kernel_rows, micro_kernel_rows_finished
-from edgecnn.kernels.cpu.packed_gemm import DEPTH_BLOCK, ROW_BLOCK, pack_weights
-from edgecnn.kernels.cpu.threads import current_threads, small_conv
-from edgecnn.kernels.cpu.twins import parallel_and_serial
+from edgecnn.kernels.cpu.conv.setup import ConvKernel, ConvSetup
+from edgecnn.kernels.cpu.conv.tiled_gemm import rows_epilogue
+from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS, ROWS, micro_kernel_rows, micro_kernel_rows_finished
+from edgecnn.kernels.cpu.gemm.packed_gemm import DEPTH_BLOCK, ROW_BLOCK, pack_weights
+from edgecnn.kernels.cpu.system.common import scratch
+from edgecnn.kernels.cpu.system.threads import current_threads, small_conv
+from edgecnn.kernels.cpu.system.twins import parallel_and_serial
 
 
 def frame_shape(s: ConvSetup, run: int = COLUMNS) -> tuple[int, int, int]:

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu.common import scratch
-from edgecnn.kernels.cpu.epilogue import activation_args
-from edgecnn.kernels.cpu.int8_gemm import conv_int8, dense_int8, quantize_into
-from edgecnn.kernels.cpu.threads import GEMM_GRAIN, call, is_small
+from edgecnn.kernels.cpu.gemm.epilogue import activation_args
+from edgecnn.kernels.cpu.int8.loops import conv_int8, dense_int8, quantize_into
+from edgecnn.kernels.cpu.system.common import scratch
+from edgecnn.kernels.cpu.system.threads import GEMM_GRAIN, call, is_small
 from edgecnn.kernels.registry import StepFn, register_kernel
 from edgecnn.ops.conv import conv_geometry
 from edgecnn.ops.quant import QUANT_DTYPES, output_multiplier

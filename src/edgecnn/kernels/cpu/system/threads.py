@@ -278,7 +278,7 @@ def cpu_threads(n: int) -> ThreadBudget:
     if n < 1:
         raise ValueError(f"threads must be >= 1, got {n}")
     if _blas_callable is None:
-        from edgecnn.kernels.cpu import blas
+        from edgecnn.kernels.cpu.system import blas
 
         _blas_callable = blas.AVAILABLE
     return ThreadBudget(min(n, max_threads()), 1 if _blas_callable else n)
@@ -318,7 +318,7 @@ def _thread_api() -> tuple[Callable[[], int], Callable[[int], None]]:
     functions if this numba version lays them out differently."""
     from numba.np.ufunc import parallel
 
-    from edgecnn.kernels.cpu import affinity
+    from edgecnn.kernels.cpu.system import affinity
 
     global _bound, _keep_bound
     affinity.start_pool_bound(

@@ -15,14 +15,14 @@ import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu import sparse_csr
-from edgecnn.kernels.cpu.common import constant_float32, scratch, shape_of, single_output
-from edgecnn.kernels.cpu.conv_setup import ConvKernel, conv_setup
-from edgecnn.kernels.cpu.dense import when_dense
-from edgecnn.kernels.cpu.epilogue import activation_args
-from edgecnn.kernels.cpu.sparse_compiled import sparse_conv_2d, spmm, spmv
-from edgecnn.kernels.cpu.sparse_csr import CsrMatrix, csr_from_dense, row_bounds, sparser_than
-from edgecnn.kernels.cpu.threads import GRAIN, call
+from edgecnn.kernels.cpu.conv.setup import ConvKernel, conv_setup
+from edgecnn.kernels.cpu.gemm.epilogue import activation_args
+from edgecnn.kernels.cpu.gemm.steps import when_dense
+from edgecnn.kernels.cpu.sparse import csr as sparse_csr
+from edgecnn.kernels.cpu.sparse.csr import CsrMatrix, csr_from_dense, row_bounds, sparser_than
+from edgecnn.kernels.cpu.sparse.loops import sparse_conv_2d, spmm, spmv
+from edgecnn.kernels.cpu.system.common import constant_float32, scratch, shape_of, single_output
+from edgecnn.kernels.cpu.system.threads import GRAIN, call
 from edgecnn.kernels.registry import register_kernel
 from edgecnn.ops.dense import GemmAttrs
 

@@ -9,12 +9,18 @@ from collections.abc import Sequence
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu import blas
-from edgecnn.kernels.cpu.common import constant_float32, is_float32, shape_of, single_output
-from edgecnn.kernels.cpu.dense_gemm import dense_gemm, dense_gemm_serial
-from edgecnn.kernels.cpu.epilogue import ActivationKind, activation_args, add_activation_
-from edgecnn.kernels.cpu.threads import GEMM_GRAIN, blas_single_threaded, call, current_threads, is_small
-from edgecnn.kernels.cpu.tiling import Tiling, plan_tiles
+from edgecnn.kernels.cpu.gemm.dense_tiles import dense_gemm, dense_gemm_serial
+from edgecnn.kernels.cpu.gemm.epilogue import ActivationKind, activation_args, add_activation_
+from edgecnn.kernels.cpu.gemm.tiling import Tiling, plan_tiles
+from edgecnn.kernels.cpu.system import blas
+from edgecnn.kernels.cpu.system.common import constant_float32, is_float32, shape_of, single_output
+from edgecnn.kernels.cpu.system.threads import (
+    GEMM_GRAIN,
+    blas_single_threaded,
+    call,
+    current_threads,
+    is_small,
+)
 from edgecnn.kernels.registry import register_kernel
 from edgecnn.ops.dense import GemmAttrs
 

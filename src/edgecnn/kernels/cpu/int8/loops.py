@@ -13,7 +13,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from edgecnn.kernels.cpu.epilogue import activate
+from edgecnn.kernels.cpu.gemm.epilogue import activate
 
 ROW_BLOCK = 4
 COLUMN_BLOCK = 256

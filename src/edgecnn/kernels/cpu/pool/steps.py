@@ -9,10 +9,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu.common import is_float32, shape_of, single_output
-from edgecnn.kernels.cpu.epilogue import activation_args
-from edgecnn.kernels.cpu.pool2d import global_pool, pool_2d, pool_2d_serial
-from edgecnn.kernels.cpu.threads import call, current_threads, is_small
+from edgecnn.kernels.cpu.gemm.epilogue import activation_args
+from edgecnn.kernels.cpu.pool.loops import global_pool, pool_2d, pool_2d_serial
+from edgecnn.kernels.cpu.system.common import is_float32, shape_of, single_output
+from edgecnn.kernels.cpu.system.threads import call, current_threads, is_small
 from edgecnn.kernels.registry import register_kernel
 from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs, pool_geometry
 

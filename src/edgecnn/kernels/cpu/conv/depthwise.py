@@ -14,7 +14,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from edgecnn.kernels.cpu.epilogue import activate
+from edgecnn.kernels.cpu.gemm.epilogue import activate
 
 FLAT_S2_MAX_WIDTH = 14
 """Widest stride-2 output row computed as one long row (wider rows waste more than they save)."""

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from edgecnn.kernels.cpu.epilogue import activate
-from edgecnn.kernels.cpu.im2col import im2col_range
+from edgecnn.kernels.cpu.conv.im2col import im2col_range
+from edgecnn.kernels.cpu.gemm.epilogue import activate
 
 _FAST = {"reassoc", "contract"}
 """Reordered float32 sums (several accumulators, vector lanes); no assumption about NaN or inf."""

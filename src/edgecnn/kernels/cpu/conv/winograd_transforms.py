@@ -19,9 +19,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from edgecnn.kernels.cpu.epilogue import activate
-from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, micro_kernel_strided_a
-from edgecnn.kernels.cpu.threads import worker_share
+from edgecnn.kernels.cpu.gemm.epilogue import activate
+from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS, ROWS, micro_kernel_strided_a
+from edgecnn.kernels.cpu.system.threads import worker_share
 
 FILTER_TRANSFORMS = {
     2: np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float64),

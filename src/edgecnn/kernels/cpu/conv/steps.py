@@ -17,22 +17,23 @@ from collections.abc import Sequence
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu import blas
-from edgecnn.kernels.cpu.common import constant_float32, scratch, single_output
-from edgecnn.kernels.cpu.conv_direct import DirectConv
-from edgecnn.kernels.cpu.conv_gemm import conv_gemm_2d, conv_gemm_2d_serial
-from edgecnn.kernels.cpu.conv_packed import PackedConv
-from edgecnn.kernels.cpu.conv_pointwise import (
+from edgecnn.kernels.cpu.conv.depthwise import depthwise_conv_2d
+from edgecnn.kernels.cpu.conv.direct import DirectConv
+from edgecnn.kernels.cpu.conv.packed import PackedConv
+from edgecnn.kernels.cpu.conv.pointwise import (
     DEEP_MIN_PIXELS,
     MAX_DEPTH,
     NARROW_DEPTH,
     NARROW_OUTPUTS,
     PointwiseConv,
 )
-from edgecnn.kernels.cpu.conv_setup import ConvKernel, conv_setup
-from edgecnn.kernels.cpu.depthwise import depthwise_conv_2d
-from edgecnn.kernels.cpu.microkernel import COLUMNS, WIDE
-from edgecnn.kernels.cpu.threads import (
+from edgecnn.kernels.cpu.conv.setup import ConvKernel, conv_setup
+from edgecnn.kernels.cpu.conv.tiled_gemm import conv_gemm_2d, conv_gemm_2d_serial
+from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS, WIDE
+from edgecnn.kernels.cpu.gemm.tiling import Tiling, plan_tiles, prefer_rows
+from edgecnn.kernels.cpu.system import blas
+from edgecnn.kernels.cpu.system.common import constant_float32, scratch, single_output
+from edgecnn.kernels.cpu.system.threads import (
     blas_single_threaded,
     call,
     current_threads,
@@ -40,7 +41,6 @@ from edgecnn.kernels.cpu.threads import (
     max_threads,
     small_conv,
 )
-from edgecnn.kernels.cpu.tiling import Tiling, plan_tiles, prefer_rows
 from edgecnn.kernels.registry import register_kernel
 
 READ_IN_PLACE = True

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu.common import is_float32, shape_of
-from edgecnn.kernels.cpu.epilogue import activation_args
-from edgecnn.kernels.cpu.im2col import NO_TAP_TABLE, gathers_columns, tap_table
+from edgecnn.kernels.cpu.conv.im2col import NO_TAP_TABLE, gathers_columns, tap_table
+from edgecnn.kernels.cpu.gemm.epilogue import activation_args
+from edgecnn.kernels.cpu.system.common import is_float32, shape_of
 from edgecnn.ops.conv import ConvAttrs, conv_geometry
 from edgecnn.ops.spatial import output_dims
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, micro_kernel
+from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS, ROWS, micro_kernel
 
 DEPTH_BLOCK = 256
 """KC: depth steps per pass (one 16-column panel of the right operand: 16 KiB, half of L1)."""

@@ -20,10 +20,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu.common import is_float32, shape_of, single_output
-from edgecnn.kernels.cpu.conv_setup import conv_setup
-from edgecnn.kernels.cpu.epilogue import activation_args, residual_activation_, residual_activation_serial_
-from edgecnn.kernels.cpu.threads import max_threads
+from edgecnn.kernels.cpu.conv.setup import conv_setup
+from edgecnn.kernels.cpu.gemm.epilogue import (
+    activation_args,
+    residual_activation_,
+    residual_activation_serial_,
+)
+from edgecnn.kernels.cpu.system.common import is_float32, shape_of, single_output
+from edgecnn.kernels.cpu.system.threads import max_threads
 from edgecnn.kernels.registry import candidate_kernels, register_kernel, select_kernel
 from edgecnn.ops.fused import FusedConvAttrs, residual_conv_node
 

@@ -26,16 +26,16 @@ import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu import conv
-from edgecnn.kernels.cpu.common import scratch
-from edgecnn.kernels.cpu.conv_direct import fill_frame, frame_shape, tap_offsets
-from edgecnn.kernels.cpu.conv_gemm import rows_epilogue
-from edgecnn.kernels.cpu.conv_rows import can_run, pack_panels
-from edgecnn.kernels.cpu.conv_setup import ConvKernel, ConvSetup, conv_setup
-from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS, micro_kernel_tap_a_transposed
-from edgecnn.kernels.cpu.threads import current_threads, small_conv, worker_share
-from edgecnn.kernels.cpu.twins import parallel_and_serial
-from edgecnn.kernels.cpu.winograd_transforms import PAGE_BYTES
+from edgecnn.kernels.cpu.conv import steps as conv
+from edgecnn.kernels.cpu.conv.direct import fill_frame, frame_shape, tap_offsets
+from edgecnn.kernels.cpu.conv.pixel_rows import can_run, pack_panels
+from edgecnn.kernels.cpu.conv.setup import ConvKernel, ConvSetup, conv_setup
+from edgecnn.kernels.cpu.conv.tiled_gemm import rows_epilogue
+from edgecnn.kernels.cpu.conv.winograd_transforms import PAGE_BYTES
+from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS, ROWS, micro_kernel_tap_a_transposed
+from edgecnn.kernels.cpu.system.common import scratch
+from edgecnn.kernels.cpu.system.threads import current_threads, small_conv, worker_share
+from edgecnn.kernels.cpu.system.twins import parallel_and_serial
 from edgecnn.kernels.registry import register_kernel
 
 BAND_PIXELS = 256

@@ -12,10 +12,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from edgecnn.kernels.cpu.blas import gemm_into
-from edgecnn.kernels.cpu.epilogue import activate
-from edgecnn.kernels.cpu.im2col import gather_rows, im2col_range
-from edgecnn.kernels.cpu.twins import parallel_and_serial
+from edgecnn.kernels.cpu.conv.im2col import gather_rows, im2col_range
+from edgecnn.kernels.cpu.gemm.epilogue import activate
+from edgecnn.kernels.cpu.system.blas import gemm_into
+from edgecnn.kernels.cpu.system.twins import parallel_and_serial
 
 
 @numba.njit(cache=True)

@@ -23,12 +23,11 @@ import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu.common import worker_scratch
-from edgecnn.kernels.cpu.conv_gemm import rows_epilogue
-from edgecnn.kernels.cpu.conv_setup import ConvKernel, ConvSetup
-from edgecnn.kernels.cpu.im2col import NO_TAP_TABLE, im2col_rows, tap_table
-from edgecnn.kernels.cpu.microkernel import COLUMNS, ROWS
-from edgecnn.kernels.cpu.packed_gemm import (
+from edgecnn.kernels.cpu.conv.im2col import NO_TAP_TABLE, im2col_rows, tap_table
+from edgecnn.kernels.cpu.conv.setup import ConvKernel, ConvSetup
+from edgecnn.kernels.cpu.conv.tiled_gemm import rows_epilogue
+from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS, ROWS
+from edgecnn.kernels.cpu.gemm.packed_gemm import (
     COLUMN_BLOCK,
     DEPTH_BLOCK,
     gather_panels,
@@ -36,8 +35,9 @@ from edgecnn.kernels.cpu.packed_gemm import (
     pack_panels,
     pack_weights,
 )
-from edgecnn.kernels.cpu.threads import current_threads, small_conv
-from edgecnn.kernels.cpu.twins import parallel_and_serial
+from edgecnn.kernels.cpu.system.common import worker_scratch
+from edgecnn.kernels.cpu.system.threads import current_threads, small_conv
+from edgecnn.kernels.cpu.system.twins import parallel_and_serial
 
 
 def _round_up(value: int, multiple: int) -> int:

@@ -20,11 +20,11 @@ import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu.common import constant_float32, scratch, single_output, worker_scratch
-from edgecnn.kernels.cpu.conv_setup import ConvKernel, ConvSetup, conv_setup
-from edgecnn.kernels.cpu.microkernel import COLUMNS
-from edgecnn.kernels.cpu.threads import GEMM_GRAIN, call
-from edgecnn.kernels.cpu.winograd_transforms import transform_filters, winograd_conv_2d
+from edgecnn.kernels.cpu.conv.setup import ConvKernel, ConvSetup, conv_setup
+from edgecnn.kernels.cpu.conv.winograd_transforms import transform_filters, winograd_conv_2d
+from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS
+from edgecnn.kernels.cpu.system.common import constant_float32, scratch, single_output, worker_scratch
+from edgecnn.kernels.cpu.system.threads import GEMM_GRAIN, call
 from edgecnn.kernels.registry import register_kernel
 
 CHUNK_BYTES = 1 << 23
