@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -14,8 +15,8 @@ from edgecnn.kernels.cpu.system import affinity
 _PROBE = """
 import json, os
 import numpy as np
-from edgecnn.kernels.cpu.system import affinity
-from edgecnn.kernels.cpu.system import threads
+from edgecnn.kernels.cpu.system import affinity, startup, threads
+startup.initialize_cpu_runtime(bind_threads={bind})
 with threads.cpu_threads(2):
     pass
 seen = {
@@ -40,16 +41,11 @@ needs_two_cores = pytest.mark.skipif(
 )
 
 
-def _fresh_pool(layer: str, bind: str) -> dict:
+def _fresh_pool(layer: str, bind: bool) -> dict:
     """What a fresh interpreter bound when its first run started numba's pool (2 threads)."""
-    env = {
-        **os.environ,
-        "NUMBA_THREADING_LAYER": layer,
-        "NUMBA_NUM_THREADS": "2",
-        "EDGECNN_BIND_THREADS": bind,
-    }
+    env = {**os.environ, "NUMBA_THREADING_LAYER": layer, "NUMBA_NUM_THREADS": "2"}
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=300, check=True
+        [sys.executable, "-c", _PROBE.replace("{bind}", str(bind))], env=env, capture_output=True, text=True, timeout=300, check=True
     )
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -59,7 +55,7 @@ def _fresh_pool(layer: str, bind: str) -> dict:
 def test_the_worker_gets_a_core_of_its_own(layer: str) -> None:
     if layer == "tbb" and not _has_tbb():
         pytest.skip("the tbb package is not installed here")
-    seen = _fresh_pool(layer, "1")
+    seen = _fresh_pool(layer, True)
     cores = seen["main"]
     assert len(seen["bound"]) == 1  # two threads: the caller and one worker
     (tid, core), = seen["bound"].items()  # fmt: skip
@@ -71,7 +67,7 @@ def test_the_worker_gets_a_core_of_its_own(layer: str) -> None:
 
 @needs_two_cores
 def test_binding_can_be_turned_off() -> None:
-    seen = _fresh_pool("omp", "0")
+    seen = _fresh_pool("omp", False)
     assert seen["bound"] == {}
     assert all(mask == seen["main"] for mask in seen["masks"].values())
 
@@ -83,9 +79,11 @@ def test_no_binding_without_spare_cores() -> None:
 
 
 def _has_tbb() -> bool:
-    from edgecnn.kernels.cpu.system import threads
-
-    return threads.TBB_LIBRARY is not None
+    try:
+        importlib.metadata.version("tbb")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="binding needs Linux")

@@ -16,7 +16,9 @@ from edgecnn.kernels.cpu.system.compile_notice import MESSAGE
 CHILD = textwrap.dedent(
     """
     import numpy as np
+    from edgecnn.kernels.cpu import initialize_cpu_runtime
     from edgecnn.kernels.cpu.eltwise import activation
+    initialize_cpu_runtime()  # installs the notice
     x = np.linspace(-1, 1, 64, dtype=np.float32)
     out = np.empty_like(x)
     activation(x, 1, 0.0, 0.0, 0.0, 16, out)  # ReLU: compiled, or loaded from the cache

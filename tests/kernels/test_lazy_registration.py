@@ -163,11 +163,14 @@ print(json.dumps([before, after, choice.name]))
     before, after, chosen = json.loads(out.stdout.strip().splitlines()[-1])
     assert before == [
         "edgecnn.kernels.cpu.system",
+        "edgecnn.kernels.cpu.system.affinity",
         "edgecnn.kernels.cpu.system.compile_notice",
         "edgecnn.kernels.cpu.system.numba_start",
+        "edgecnn.kernels.cpu.system.startup",
         "edgecnn.kernels.cpu.system.threads",
     ]
     assert chosen == "activation"
     assert "edgecnn.kernels.cpu.eltwise" in after
-    for unused in ("conv", "int8", "lrn", "pool", "sparse", "gemm"):
+    for unused in ("conv", "int8", "lrn", "pool", "sparse", "gemm.steps", "gemm.microkernel"):
+        # eltwise shares the fused activation of gemm.epilogue, not the GEMM kernels
         assert not any(m.startswith(f"edgecnn.kernels.cpu.{unused}") for m in after)

@@ -88,10 +88,11 @@ def test_results_do_not_depend_on_threads() -> None:
 
 
 _LAYER_PROBE = """
-from edgecnn.kernels.cpu.system import threads
 import numba
+from edgecnn.kernels.cpu.system import startup, threads
+startup.initialize_cpu_runtime()
 threads.current_threads()
-print(numba.threading_layer(), threads.TBB_LIBRARY is not None)
+print(numba.threading_layer(), startup.tbb_library() is not None)
 """
 
 

@@ -12,7 +12,12 @@ To add a kernel module: write it with ``@register_kernel(op, ...)`` as usual and
 Entry points called from Python are compiled with ``nogil=True``: the batch-split runner
 (runtime/batch.py) calls them from several Python threads at once, which the GIL would serialise.
 
-Runs should be wrapped in ``cpu_threads(options.threads)`` (threads.py): it gives numba's pool the
+Importing this package changes nothing in the process beyond importing numba's array functions
+(numba_start.py, as numba itself would, without SciPy). ``initialize_cpu_runtime(bind_threads)``
+(system/startup.py) is the one explicit start-up: TBB for numba's pool, OpenMP's wait policy,
+workers bound to cores, the compile notice; the first CPU plan calls it, before any kernel runs.
+
+Runs should be wrapped in ``cpu_threads(options.threads)`` (system/threads.py): it gives numba's pool the
 model's thread budget and holds BLAS to one thread, since the GEMMs run on numba's threads.
 
 Developing: numba's on-disk cache (``__pycache__/*.nbi, *.nbc``) is invalidated only when the file
@@ -20,12 +25,11 @@ defining a compiled function changes, not when a helper it calls (``activate``, 
 changes in another file; delete those cache files after editing a helper.
 """
 
-from edgecnn.kernels.cpu.system import compile_notice
 from edgecnn.kernels.cpu.system.numba_start import import_arraymath_deferring_scipy
 
 import_arraymath_deferring_scipy()  # before anything compiles or loads a kernel
-compile_notice.install()  # one line on stderr when kernels are compiled rather than loaded
 
+from edgecnn.kernels.cpu.system.startup import initialize_cpu_runtime  # noqa: E402
 from edgecnn.kernels.cpu.system.threads import cpu_threads  # noqa: E402
 from edgecnn.kernels.registry import register_module  # noqa: E402
 
@@ -60,4 +64,4 @@ kernels by priority, and by registration order among equal priorities."""
 for _module, _ops in KERNEL_MODULES.items():
     register_module(f"{__name__}.{_module}", _ops)
 
-__all__ = ["KERNEL_MODULES", "cpu_threads"]
+__all__ = ["KERNEL_MODULES", "cpu_threads", "initialize_cpu_runtime"]

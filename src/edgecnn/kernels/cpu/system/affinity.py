@@ -1,17 +1,15 @@
 """Numba's pool workers bound to cores of their own (the threads bound to cores of seed 003).
 
 Why: once the calling thread has slept (a camera pipeline waiting for its next frame, `edgecnn
-bench` pausing 20 ms between runs), Linux may wake it on the core where the pool's worker sleeps.
-The worker, woken by the next parallel region, then shares that core with it until the load
-balancer moves one of them, milliseconds later: for the first few milliseconds of the run the
-second core idles. On the 2-core AVX-512 EPYC, SqueezeNet's runs after a 20 ms sleep took 1.6x as
-long as after 20 ms of busy waiting, the pool's CPU time only 1.2-1.3x the wall time
-(benchmarks/cold_steps.py, docs/tuning.md, "Workers bound to cores"). A worker bound to a core the
-calling thread does not start on has its core to itself the moment it wakes.
+bench` pausing between runs), Linux may wake it on the core where the pool's worker sleeps. The
+worker, woken by the next parallel region, then shares that core with it until the load balancer
+moves one of them, milliseconds later. A worker bound to a core the calling thread does not start
+on has its core to itself the moment it wakes (measurements: lab/notes/).
 
 The workers go to the last cores the process may use, one each; the calling thread (the user's, not
 ours to bind) keeps every core and settles on the first ones. Nothing is bound where there are at
-least as many workers as cores, off Linux, or with ``EDGECNN_BIND_THREADS=0``.
+least as many workers as cores, off Linux, or unless ``startup.initialize_cpu_runtime`` asked for
+binding before the pool started (``RuntimeOptions.bind_threads``, ``EDGECNN_BIND_THREADS=0``: no).
 
 Other libraries in the process may reset every thread's affinity (ncnn does, when it loads or runs
 a model): each run on more than one thread checks the workers first (``keep_bound``) and binds
@@ -27,8 +25,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-ENABLED = os.environ.get("EDGECNN_BIND_THREADS", "1") != "0"
-"""Whether ``start_pool_bound`` binds the workers (EDGECNN_BIND_THREADS=0: it does not)."""
+_binding = False  # whether start_pool_bound binds the workers (enable_binding)
 
 _TASKS = Path("/proc/self/task")
 
@@ -69,12 +66,19 @@ def bind_workers(workers: set[int]) -> dict[int, int]:
     return done
 
 
+def enable_binding(on: bool) -> None:
+    """Whether ``start_pool_bound`` binds the workers it starts (startup.initialize_cpu_runtime
+    sets it before the pool starts; afterwards it changes nothing)."""
+    global _binding
+    _binding = on
+
+
 def start_pool_bound(start: Callable[[], int]) -> int:
-    """Start numba's pool with ``start`` (returns its thread count) and, where ENABLED, bind the
+    """Start numba's pool with ``start`` (returns its thread count) and, where binding is enabled, bind the
     threads it created to cores."""
     before = thread_ids()
     threads = start()
-    if not ENABLED or not before:
+    if not _binding or not before:
         return threads
     _touch(np.zeros(threads, dtype=np.uint8))
     bound.update(bind_workers(thread_ids() - before))

@@ -1,8 +1,8 @@
 """One thread pool for the compiled kernels (issue 4: no oversubscription).
 
 Numba's pool runs every parallel kernel, on Intel TBB where the ``tbb`` package is installed (a
-dependency: ``_load_tbb``), else on OpenMP; GEMMs are called from its threads, tile by tile, with the
-BLAS library held to one thread (blas.py). Two pools that spin-wait on the same cores — numba's
+dependency, loaded by ``startup.initialize_cpu_runtime``), else on OpenMP; GEMMs are called from its
+threads, tile by tile, with the BLAS library held to one thread (blas.py). Two pools that spin-wait on the same cores — numba's
 OpenMP workers and OpenBLAS's — slow each other down several-fold on a 2-core machine.
 
 ``cpu_threads(n)`` sets that budget for the duration of a run (the executor wraps each run in it).
@@ -14,54 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import importlib.metadata
-import os
-import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import numba
-
-_TBB_LIBRARY = re.compile(r"^(lib)?tbb(\.so\.12|\.12\.dylib|12\.dll)$")
-
-
-def _load_tbb() -> str | None:
-    """Load the ``tbb`` wheel's runtime library so that numba's TBB threading layer finds it.
-
-    Numba prefers TBB to OpenMP when it can load it, but pip puts the library in the environment's
-    lib directory, outside the loader's search path. A TBB region costs a few microseconds where an
-    OpenMP one whose worker sleeps costs ~20, and TBB's idle workers yield their core instead of
-    spinning on it (docs/tuning.md, "The pool's threading layer"). Returns the path loaded, or None
-    (no tbb package, or NUMBA_THREADING_LAYER names another layer): numba then runs on OpenMP."""
-    if os.environ.get("NUMBA_THREADING_LAYER", "default") not in ("default", "tbb", "safe", "threadsafe"):
-        return None
-    try:
-        files = importlib.metadata.files("tbb") or []
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    for file in files:
-        if _TBB_LIBRARY.match(file.name):
-            path = str(file.locate())
-            try:
-                ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
-            except OSError:
-                return None
-            return path
-    return None
-
-
-TBB_LIBRARY = _load_tbb()
-"""The TBB runtime loaded for numba's pool (None: OpenMP)."""
-
-if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-    # Numba's OpenMP workers sleep between parallel regions instead of spinning: a spinning worker
-    # takes the core that the other thread of the next region (or another process) needs, and
-    # that costs a scheduler time slice (milliseconds) whenever the CPU is not entirely ours.
-    # Even a short spin costs more than it saves once a run follows a pause (docs/tuning.md, "The
-    # pool's threading layer"). Read by the OpenMP runtime when numba first starts its pool.
-    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 GRAIN = 200_000
 """Elements a compiled loop touches (outputs x taps, roughly) below which it stays on one thread."""
