@@ -28,6 +28,7 @@ from edgecnn.kernels.tuning_measure import (
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.fused import FusedConvAttrs, residual_conv_node
 from edgecnn.ops.pool import MaxPoolAttrs
+from edgecnn.paths import CACHE_ENV
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -52,7 +53,7 @@ def blas_tiles_rule(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv(tuning.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     return tmp_path / "cache" / tuning.CACHE_FILE
 
 
@@ -65,14 +66,9 @@ def small_conv(
     return node, [TensorType("float32", (1, c, size, size)), TensorType("float32", w.shape)], [None, w]
 
 
-def test_cache_dir_override_and_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv(tuning.CACHE_ENV, str(tmp_path / "x"))
+def test_cache_file_is_in_the_cache_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "x"))
     assert tuning.cache_path() == tmp_path / "x" / "kernel-tuning.json"
-    monkeypatch.delenv(tuning.CACHE_ENV)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert tuning.cache_dir() == tmp_path / "xdg" / "edgecnn"
-    monkeypatch.delenv("XDG_CACHE_HOME")
-    assert tuning.cache_dir() == Path.home() / ".cache" / "edgecnn"
 
 
 def test_key_depends_on_shapes_attrs_and_threads() -> None:
@@ -166,22 +162,34 @@ def test_cached_kernel_that_cannot_run_the_layer_is_ignored(cache: Path) -> None
     assert select_kernel(node, types, values, threads=1).name == "im2col_gemm"
 
 
-def test_default_threads_come_from_the_environment(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_threads_the_cache_is_not_consulted(cache: Path) -> None:
     node, types, values = small_conv()
     tuning.store_choices(
         {tuning.layer_key(node, types, values, "cpu", 3): tuning.TunedChoice("winograd_f43", {})}
     )
-    monkeypatch.setenv("EDGECNN_NUM_THREADS", "3")
-    assert select_kernel(node, types, values).name == "winograd_f43"
+    assert select_kernel(node, types, values).name == "im2col_gemm"
+    assert select_kernel(node, types, values, threads=3).name == "winograd_f43"
 
 
-def test_bad_thread_variable_does_not_break_selection(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_inner_selection_uses_the_threads_of_the_outer_one(cache: Path) -> None:
+    from edgecnn.kernels.registry import register_kernel
+    from edgecnn.ops.registry import NoAttrs
+
     node, types, values = small_conv()
     tuning.store_choices(
-        {tuning.layer_key(node, types, values, "cpu", 1): tuning.TunedChoice("winograd_f23", {})}
+        {tuning.layer_key(node, types, values, "cpu", 3): tuning.TunedChoice("winograd_f43", {})}
     )
-    monkeypatch.setenv("EDGECNN_NUM_THREADS", "many")
-    assert select_kernel(node, types, values).name in {"im2col_gemm", "winograd_f23"}
+    inner: list[str] = []
+
+    def probe(*_: Any) -> Any:
+        inner.append(select_kernel(node, types, values).name)
+        return lambda x: x
+
+    relu = Node("Relu", "act", ["x"], ["y"], NoAttrs())
+    with scoped_registrations():
+        register_kernel("Relu", priority=10**6, name="probe")(probe)
+        select_kernel(relu, [TensorType("float32", (4,))], [None], threads=3)
+    assert inner == ["winograd_f43"]
 
 
 def test_candidates_are_every_kernel_that_can_run_the_layer() -> None:

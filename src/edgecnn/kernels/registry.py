@@ -24,6 +24,7 @@ import importlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,6 +180,10 @@ def scoped_registrations() -> Iterator[None]:
             _PENDING.update(saved_pending)
 
 
+_selection_threads: ContextVar[int | None] = ContextVar("edgecnn_selection_threads", default=None)
+"""The thread count of the selection under way, for factories that select an inner kernel."""
+
+
 def select_kernel(
     node: Node,
     input_types: Sequence[TensorType | None],
@@ -191,20 +196,27 @@ def select_kernel(
     ``edgecnn.devices.active_device()``.
 
     "Best" is the kernel `edgecnn tune` measured fastest for this layer and ``threads`` on this
-    machine (default threads: EDGECNN_NUM_THREADS, else all cores) if the tuning cache has it,
-    else the first, by priority, whose heuristic accepts the node."""
+    machine if the tuning cache has it, else the first, in selection order, whose heuristic accepts
+    the node. ``threads`` None: those of the selection this one runs inside (a factory choosing an
+    inner kernel), else the tuning cache is not consulted."""
     from edgecnn.devices import parse_device, using_device
 
     spec = parse_device(backend)
     if spec.kind != "reference":
         entries = _entries(node.op, spec.kind)
-        with using_device(spec):
-            tuned = _tuned_entry(entries, node, input_types, input_values, spec.kind, threads)
-            if tuned is not None:
-                return KernelChoice(tuned.name, tuned.factory(node, input_types, input_values))
-            for entry in entries:
-                if entry.when is None or entry.when(node, input_types, input_values):
-                    return KernelChoice(entry.name, entry.factory(node, input_types, input_values))
+        if threads is None:
+            threads = _selection_threads.get()
+        token = _selection_threads.set(threads)
+        try:
+            with using_device(spec):
+                tuned = _tuned_entry(entries, node, input_types, input_values, spec.kind, threads)
+                if tuned is not None:
+                    return KernelChoice(tuned.name, tuned.factory(node, input_types, input_values))
+                for entry in entries:
+                    if entry.when is None or entry.when(node, input_types, input_values):
+                        return KernelChoice(entry.name, entry.factory(node, input_types, input_values))
+        finally:
+            _selection_threads.reset(token)
     opdef = get_op(node.op)
     return KernelChoice("reference", functools.partial(opdef.reference, node.attrs))
 
@@ -228,17 +240,10 @@ def _tuned_entry(
     threads: int | None,
 ) -> KernelEntry | None:
     """The registered entry the tuning cache names for this layer, if it can run the node."""
-    if len(entries) < 2:
+    if len(entries) < 2 or threads is None:
         return None
     from edgecnn.kernels.tuning import tuned_kernel
 
-    if threads is None:
-        from edgecnn.runtime.options import RuntimeOptions, available_cores
-
-        try:
-            threads = RuntimeOptions.resolve().threads
-        except ValueError:  # a bad EDGECNN_NUM_THREADS is reported where the options are resolved
-            threads = available_cores()
     name = tuned_kernel(node, input_types, input_values, device_kind, threads)
     if name is None:
         return None
