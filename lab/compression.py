@@ -6,8 +6,8 @@ configuration: file size, warm load (load_ecnn, page cache warm), cold load + fi
 dropped with posix_fadvise(DONTNEED) first), batch-1 latency (median of Model.profile), the max |output
 difference| against the raw model on a seeded standard-normal input, and top-1 agreement on SAMPLES inputs.
 
-    .venv/bin/python benchmarks/compression.py            # prints Markdown tables
-    .venv/bin/python benchmarks/compression.py --only face --iterations 20
+    .venv/bin/python lab/compression.py            # prints Markdown tables
+    .venv/bin/python lab/compression.py --only face --iterations 20
 """
 
 from __future__ import annotations
@@ -278,7 +278,7 @@ def write_entropy_section(table: str, threads: int) -> None:
             "than zlib. Latency depends on the pruning, not on the coding (weights are decoded before",
             "the plan is built); on a shared machine that column is mostly noise.",
             machine_line(threads),
-            "Command: `.venv/bin/python benchmarks/compression.py --only alexnet-entropy`.",
+            "Command: `.venv/bin/python lab/compression.py --only alexnet-entropy`.",
         ]
     )
     replace_section("entropy-alexnet", body, before="## Not done yet (rest of issue 5)")

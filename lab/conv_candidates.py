@@ -6,7 +6,7 @@ prepares it, checked against the first one's output, then all are timed in turns
 ``--calls`` calls per turn printed. A layer timed alone keeps its weights and input in cache: a
 kernel rule still has to be checked on whole models (rule_ab.py, model_ab.py).
 
-    .venv/bin/python benchmarks/conv_candidates.py 512 128 28 1 1
+    .venv/bin/python lab/conv_candidates.py 512 128 28 1 1
 """
 
 from __future__ import annotations

@@ -12,10 +12,10 @@ interleaved in one process (one call of each per round, medians over the rounds)
 onnxruntime's per-node times come from its own profiler (a separate loop; ORT fuses Conv+ReLU and
 names the fused node after the last op it absorbed). ``--whole`` measures whole-model medians
 instead, edgecnn and onnxruntime runs alternating, wall and process CPU time. Each table goes
-between its own markers in docs/conv-gap.md (or --output), so one can be rerun without the others.
+between its own markers in lab/notes/2026-11-conv-gap.md (or --output), so one can be rerun without the others.
 
-    .venv/bin/python benchmarks/conv_gap.py --models squeezenet1.1 --threads 2 --rounds 20
-    .venv/bin/python benchmarks/conv_gap.py --models '' --whole resnet50,squeezenet1.1 --label after
+    .venv/bin/python lab/conv_gap.py --models squeezenet1.1 --threads 2 --rounds 20
+    .venv/bin/python lab/conv_gap.py --models '' --whole resnet50,squeezenet1.1 --label after
 """
 
 from __future__ import annotations
@@ -32,30 +32,27 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import sections
+from common import (
+    NOTES,
+    conv_layers,
+    interleaved,
+    load_model,
+    machine_line,
+    model_input,
+    ort_options,
+    replace_section,
+)
 from threadpoolctl import threadpool_limits
 
 import edgecnn
-from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model
-from edgecnn.ir.graph import Node
 from edgecnn.kernels.cpu import cpu_threads
 from edgecnn.kernels.cpu.conv.im2col import im2col_2d
 from edgecnn.kernels.cpu.conv.setup import conv_setup
 from edgecnn.kernels.registry import candidate_kernels
-from edgecnn.kernels.tuning_measure import example_inputs, heuristic_choice
+from edgecnn.kernels.tuning_measure import example_inputs
 
 DEFAULT_MODELS = "resnet50,squeezenet1.1,tiny-yolo,googlenet"
-CONV_OPS = ("Conv", "FusedConv")
-
-
-def machine_line() -> str:
-    """CPU, cores and the load average beside the numbers (only comparable on a quiet machine)."""
-    load = os.getloadavg()
-    shared = " (shared: other jobs were running)" if load[0] > 0.5 else ""
-    return (
-        f"{cpu_model()}, {os.cpu_count()} cores, load average {load[0]:.2f} / {load[1]:.2f} at start{shared}"
-    )
 
 
 @dataclass
@@ -71,57 +68,6 @@ class LayerRow:
     im2col_ms: float
     ort_ms: float | None = None
     notes: list[str] = field(default_factory=list)
-
-
-def _input(model: onnx.ModelProto) -> tuple[str, np.ndarray]:
-    value = model.graph.input[0]
-    shape = [d.dim_value or 1 for d in value.type.tensor_type.shape.dim]
-    return value.name, np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-
-
-def _load(model: onnx.ModelProto, threads: int) -> edgecnn.Model:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "m.onnx"
-        onnx.save(model, str(path))
-        return edgecnn.load(str(path), threads=threads)
-
-
-def _timed(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return (time.perf_counter() - start) * 1e3
-
-
-def interleaved(timers: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
-    """Median ms of each timer, one call of each per round (one warm-up call each first)."""
-    for fn in timers.values():
-        fn()
-    samples: dict[str, list[float]] = defaultdict(list)
-    for _ in range(rounds):
-        for name, fn in timers.items():
-            samples[name].append(_timed(fn))
-    return {name: float(np.median(values)) for name, values in samples.items()}
-
-
-def conv_layers(net: edgecnn.Model, x: np.ndarray) -> list[tuple]:
-    """(node, input types, constant values, chosen kernel) of each planned conv step."""
-    from edgecnn.kernels.cpu.conv.residual import conv_part
-
-    plan = net.plan_for(x)
-    layers = []
-    for step in plan.steps:
-        node = step.node
-        if node.op not in CONV_OPS and node.op != "FusedConvAdd":
-            continue
-        types = [plan.types.get(i) if i else None for i in node.inputs]
-        values = [plan.constants.get(i) if i else None for i in node.inputs]
-        chosen = step.kernel.name
-        if node.op == "FusedConvAdd":  # a residual block's tail: its convolution is timed alone
-            inner, types, values = conv_part(node, types, values)
-            node = Node(inner.op, node.name, inner.inputs, inner.outputs, inner.attrs)
-            chosen = heuristic_choice(candidate_kernels(node, types, values), node, types, values)
-        layers.append((node, types, values, chosen))
-    return layers
 
 
 def layer_timers(
@@ -229,20 +175,6 @@ def ort_conv_time(chain: list[str], ort_times: dict[str, float]) -> float | None
     return None
 
 
-def ort_options(threads: int):
-    """onnxruntime's options as `edgecnn bench` sets them (sequential, all graph optimisations, its
-    workers spinning only while a run is under way)."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.add_session_config_entry("session.force_spinning_stop", "1")
-    return options
-
-
 def whole_model(model_name: str, threads: int, rounds: int) -> dict[str, tuple[float, float]]:
     """Median (wall ms, process CPU ms) of edgecnn's and onnxruntime's whole run, runs alternating.
     CPU time counts the work of all the process's threads; on a shared machine it moves much less
@@ -250,8 +182,8 @@ def whole_model(model_name: str, threads: int, rounds: int) -> dict[str, tuple[f
     import onnxruntime as ort
 
     model = build_model(model_name)
-    name, x = _input(model)
-    net = _load(model, threads)
+    name, x = model_input(model)
+    net = load_model(model, threads)
     session = ort.InferenceSession(
         model.SerializeToString(), ort_options(threads), providers=["CPUExecutionProvider"]
     )
@@ -273,8 +205,8 @@ def whole_model(model_name: str, threads: int, rounds: int) -> dict[str, tuple[f
 
 def measure_model(model_name: str, threads: int, rounds: int) -> list[LayerRow]:
     model = build_model(model_name)
-    name, x = _input(model)
-    net = _load(model, threads)
+    name, x = model_input(model)
+    net = load_model(model, threads)
     ort_times = ort_node_times(model, name, x, threads, rounds + 3)
     onnx_names = fused_names(model)
     rows, matmuls = [], []
@@ -335,9 +267,9 @@ def model_table(model_name: str, rows: list[LayerRow]) -> list[str]:
     return lines
 
 
-def replace_section(text: str, name: str, body: list[str]) -> str:
-    """``text`` with its ``conv-gap:NAME`` block replaced by ``body`` (see sections.py)."""
-    return sections.replace_section(text, f"conv-gap:{name}", body)
+def conv_gap_section(text: str, name: str, body: list[str]) -> str:
+    """``text`` with its ``conv-gap:NAME`` block replaced by ``body``."""
+    return replace_section(text, f"conv-gap:{name}", body)
 
 
 def whole_section(models: list[str], threads: int, rounds: int, label: str) -> list[str]:
@@ -346,7 +278,7 @@ def whole_section(models: list[str], threads: int, rounds: int, label: str) -> l
         "",
         f"Machine: {machine_line()}. edgecnn imported from `{Path(edgecnn.__file__).parent}`.",
         "",
-        f"Command: `.venv/bin/python benchmarks/conv_gap.py --models '' --whole {','.join(models)} "
+        f"Command: `.venv/bin/python lab/conv_gap.py --models '' --whole {','.join(models)} "
         f"--threads {threads} --whole-rounds {rounds} --label {label}`",
         "",
         "| model | edgecnn ms | onnxruntime ms | ratio | edgecnn CPU ms | onnxruntime CPU ms | CPU ratio | load |",
@@ -369,7 +301,7 @@ def layers_section(models: list[str], threads: int, rounds: int) -> list[str]:
         "",
         f"Machine: {machine_line()}; batch 1, medians of {rounds} interleaved rounds.",
         "",
-        f"Command: `.venv/bin/python benchmarks/conv_gap.py --models {','.join(models)} --threads {threads} "
+        f"Command: `.venv/bin/python lab/conv_gap.py --models {','.join(models)} --threads {threads} "
         f"--rounds {rounds}`",
     ]
     for model_name in models:
@@ -387,16 +319,16 @@ def main() -> None:
     parser.add_argument("--whole", default="", help="models whose whole-run medians to measure (comma list)")
     parser.add_argument("--whole-rounds", type=int, default=30)
     parser.add_argument("--label", default="current", help="name of the whole-model table (before, after...)")
-    parser.add_argument("--output", type=Path, default=Path(__file__).parent.parent / "docs" / "conv-gap.md")
+    parser.add_argument("--output", type=Path, default=NOTES / "2026-11-conv-gap.md")
     args = parser.parse_args()
     text = args.output.read_text(encoding="utf-8") if args.output.exists() else "# Convolution gap\n"
     if args.whole:
         body = whole_section(args.whole.split(","), args.threads, args.whole_rounds, args.label)
-        text = replace_section(text, f"whole-{args.label}-{args.threads}t", body)
+        text = conv_gap_section(text, f"whole-{args.label}-{args.threads}t", body)
     models = [m for m in args.models.split(",") if m]
     if models:
         body = layers_section(models, args.threads, args.rounds)
-        text = replace_section(text, f"layers-{args.threads}t", body)
+        text = conv_gap_section(text, f"layers-{args.threads}t", body)
     args.output.write_text(text, encoding="utf-8")
     print(f"wrote {args.output}")
 

@@ -6,11 +6,11 @@ models (batch 1) on ``cpu`` and ``cuda:0``.
 CPU rows: numpy (BLAS for GEMM) and edgecnn's "cpu" backend (a one-node model). CUDA rows: the
 backend's own kernels (edgecnn.kernels.cuda: cuBLAS through cupy.matmul, the im2col, max-pool and
 activation kernels) on data already on the GPU, timed with CUDA events; "+ copies" adds the host
-transfers in and out. OpenCL rows come from benchmarks/opencl_ops.py's kernels (``--opencl DEVICE``).
+transfers in and out. OpenCL rows come from lab/opencl_ops.py's kernels (``--opencl DEVICE``).
 Median and best of ``--repeat`` runs after ``--warmup`` runs. Models: median ms per inference from
 host input to host output, activations resident on the GPU between layers.
 
-    python benchmarks/cuda_ops.py [--device cuda:0] [--opencl opencl:0] [--repeat 20] [--models]
+    python lab/cuda_ops.py [--device cuda:0] [--opencl opencl:0] [--repeat 20] [--models]
         [--write-docs docs/heterogeneous.md]
 
 ``--write-docs`` replaces the text between the ``cuda_ops`` markers of that page with the tables.
@@ -30,10 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from opencl_ops import C, H, K, M, N, Row, W, markdown, one_node_model, timed
+from common import C, H, K, M, N, Row, W, markdown, one_node_model, timed
 
 from edgecnn.devices import find_device, parse_device
 from edgecnn.model import Model
@@ -172,7 +169,7 @@ def cuda_one_node(op: str, attrs: Any, x: np.ndarray, constants: dict[str, np.nd
 
 
 def opencl_rows(device_name: str, warmup: int, repeat: int) -> list[Row]:
-    """The OpenCL kernel rows of benchmarks/opencl_ops.py (its CPU rows are this script's own)."""
+    """The OpenCL kernel rows of lab/opencl_ops.py (its CPU rows are this script's own)."""
     from opencl_ops import benchmark
 
     return [r for r in benchmark(device_name, warmup, repeat) if r.where == "OpenCL"]
@@ -284,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.models:
         names = [n for n in args.model_names.split(",") if n]
         text += "\n\n" + models_table(args.device, names, args.warmup, args.repeat)
-    command = "python benchmarks/cuda_ops.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python lab/cuda_ops.py " + " ".join(sys.argv[1:] if argv is None else argv)
     text = f"{text}\n\n{machine(args.device, args.opencl)}\n- run {started}; command: `{command.strip()}`\n"
     print(text)
     if args.write_docs:

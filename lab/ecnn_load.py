@@ -5,7 +5,7 @@ Builds BVLC AlexNet's graph with seeded random weights (60,965,224 float32 param
 cold run the file's pages are dropped from the page cache with posix_fadvise(DONTNEED), so the
 numbers include reading from the disk (as cold as an unprivileged process can make it).
 
-    .venv/bin/python benchmarks/ecnn_load.py            # writes docs/benchmarks/ecnn_load.md
+    .venv/bin/python lab/ecnn_load.py            # writes docs/benchmarks/ecnn_load.md
 """
 
 from __future__ import annotations
@@ -261,7 +261,7 @@ def write_report(out: Path, params: int, size_mb: float, save_ms: float, section
     lines = [
         "# Loading a 240 MB model: .ecnn against np.load and ONNX",
         "",
-        "Produced by `.venv/bin/python benchmarks/ecnn_load.py` (do not edit by hand; rerun it).",
+        "Produced by `.venv/bin/python lab/ecnn_load.py` (do not edit by hand; rerun it).",
         "",
         f"- Machine: {machine()}.",
         f"- Model: BVLC AlexNet's graph, {params:,} float32 parameters with seeded random values; "

@@ -1,7 +1,7 @@
 """Cross-check an energy meter against the vendor's own tool: sample the meter for a few seconds
 at rest and print its average power next to nvidia-smi's reading (when NVML is the meter).
 
-    python benchmarks/energy_meter_check.py [--meter nvml] [--seconds 1]
+    python lab/energy_meter_check.py [--meter nvml] [--seconds 1]
 
 Runs with only the standard library and edgecnn's energy package (PYTHONPATH=src)."""
 

@@ -9,8 +9,8 @@ Models, each calibrated (edgecnn.compress.int8.quantize_int8) and run with the i
   inputs, agreement on 16 others.
 For each: .ecnn size against float32, and latency (median of Model.profile) of both at batch 1.
 
-    .venv/bin/python benchmarks/int8.py                       # writes the section into docs/compression.md
-    .venv/bin/python benchmarks/int8.py --print-only --zoo squeezenet1.1 --iterations 5
+    .venv/bin/python lab/int8.py                       # writes the section into docs/compression.md
+    .venv/bin/python lab/int8.py --print-only --zoo squeezenet1.1 --iterations 5
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from edgecnn.vision.preprocess import Preprocess
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "compression.md"
 DATA = Path(str(resources.files("edgecnn") / "data" / "simplecnn"))
-BEGIN, END = "<!-- benchmarks/int8.py: begin -->", "<!-- benchmarks/int8.py: end -->"
+BEGIN, END = "<!-- lab/int8.py: begin -->", "<!-- lab/int8.py: end -->"
 METHODS = ("minmax", "percentile", "kl")
 TRAINING = {"epochs": 15, "lr": 0.01, "seed": 0}
 
@@ -191,7 +191,7 @@ def section(args: argparse.Namespace) -> str:
             BEGIN,
             "### Measured: int8 execution against float32",
             "",
-            f"`{shlex.join(['.venv/bin/python', 'benchmarks/int8.py', *sys.argv[1:]])}` on {cpu_name()} "
+            f"`{shlex.join(['.venv/bin/python', 'lab/int8.py', *sys.argv[1:]])}` on {cpu_name()} "
             f"({os.cpu_count()} cores), {threads} thread(s), "
             f"{args.iterations} timed runs after 3 warm-ups; load average at the end: {load}. "
             f"{args.note}",

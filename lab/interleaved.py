@@ -6,9 +6,9 @@ Why: onnxruntime's intra-op workers spin-wait after each run; when runs of the t
 edgecnn's time doubles on a 2-core machine. With spinning off, each engine gets the cores it asks
 for, but every operator wakes sleeping workers. "in-run" keeps spinning within a run and stops it
 when the run returns (``session.force_spinning_stop``): what `edgecnn bench` uses. Writes
-docs/interleaved.md (or --output) and prints it.
+lab/notes/2026-11-interleaved.md (or --output) and prints it.
 
-    .venv/bin/python benchmarks/interleaved.py --models mobilenetv2,lenet5 --threads 2 --rounds 30
+    .venv/bin/python lab/interleaved.py --models mobilenetv2,lenet5 --threads 2 --rounds 30
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument(
-        "--output", type=Path, default=Path(__file__).parent.parent / "docs" / "interleaved.md"
+        "--output", type=Path, default=Path(__file__).parent / "notes" / "2026-11-interleaved.md"
     )
     args = parser.parse_args()
     lines = [
@@ -90,7 +90,7 @@ def main() -> None:
         "",
         f"Machine: {machine_line()}; batch 1, {args.threads} thread(s), {args.rounds} rounds (medians).",
         "",
-        f"Command: `.venv/bin/python benchmarks/interleaved.py --models {args.models} "
+        f"Command: `.venv/bin/python lab/interleaved.py --models {args.models} "
         f"--threads {args.threads} --rounds {args.rounds}`",
         "",
         "| model | spinning | edgecnn ms | onnxruntime ms | ratio |",

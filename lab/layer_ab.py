@@ -1,13 +1,12 @@
 """One conv layer's kernel at another git revision against this tree's, at one and two threads.
 
 Compiled kernels inline the micro-kernel and the copies they call, so two revisions of them cannot
-be imported into one process side by side (as benchmarks/revisions.py does for a self-contained
-module). Here child processes alternate instead: each imports ``src`` of one version (REV's from
+be imported into one process side by side. Here child processes alternate instead: each imports ``src`` of one version (REV's from
 ``git archive``), prepares every requested layer's kernel as `edgecnn tune` does, and times it
 (medians of interleaved calls at 1 and 2 threads). The table gives the median over the processes
 of each version.
 
-    .venv/bin/python benchmarks/layer_ab.py --before HEAD --layers squeezenet1.1:conv1,simplecnn:Conv_0
+    .venv/bin/python lab/layer_ab.py --before HEAD --layers squeezenet1.1:conv1,simplecnn:Conv_0
 """
 
 from __future__ import annotations
@@ -21,8 +20,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from conv_gap import _input, _load, conv_layers, interleaved
-from revisions import package_sources, run_child
+from common import conv_layers, interleaved, load_model, model_input, package_sources, run_child
 
 from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model
@@ -41,8 +39,8 @@ def measure(specs: list[str], rounds: int) -> dict[str, dict[str, float | str]]:
     for spec in specs:
         model_name, layer_name, *kernel_name = spec.split(":")
         model = build_model(model_name)
-        _, x = _input(model)
-        for node, types, values, chosen in conv_layers(_load(model, 2), x):
+        _, x = model_input(model)
+        for node, types, values, chosen in conv_layers(load_model(model, 2), x):
             if node.name != layer_name:
                 continue
             name = kernel_name[0] if kernel_name else chosen
@@ -99,7 +97,7 @@ def main() -> None:
         f"each the median of {args.rounds} interleaved calls per thread count; medians over the processes."
     )
     print()
-    print(f"Command: `.venv/bin/python benchmarks/layer_ab.py --before {args.before} --layers {args.layers}`")
+    print(f"Command: `.venv/bin/python lab/layer_ab.py --before {args.before} --layers {args.layers}`")
     print()
     header = " | ".join(f"{args.before} {t}t ms | this tree {t}t ms | ratio" for t in THREADS)
     print(f"| layer (kernel) | {header} |")

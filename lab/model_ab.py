@@ -5,11 +5,11 @@ Kernels compile their helpers inline, so two revisions cannot share one process;
 processes alternate instead, each importing ``src`` of one version (REV's from ``git archive``). A
 child loads each model (edgecnn.bench.zoo, seeded weights, batch 1), runs it ``--warmup`` times,
 then ``--rounds`` times with ``--gap-ms`` of sleep before each run, timing the run and each of its
-steps (benchmarks/cold_steps.py). The tables give, per version, the median over the processes of
+steps (common.time_steps). The tables give, per version, the median over the processes of
 each child's medians: whole runs, then the steps that moved most. A layer's time inside the model
 is what a kernel change is for; timed alone (layer_ab.py) its weights and input stay in cache.
 
-    .venv/bin/python benchmarks/model_ab.py --before HEAD --models resnet50 --processes 3
+    .venv/bin/python lab/model_ab.py --before HEAD --models resnet50 --processes 3
 """
 
 from __future__ import annotations
@@ -23,9 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from cold_steps import time_steps
-from conv_gap import _input, _load
-from revisions import package_sources, run_child
+from common import load_model, model_input, package_sources, run_child, time_steps
 
 from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model
@@ -38,8 +36,8 @@ def measure(models: list[str], threads: int, warmup: int, rounds: int, gap_ms: f
     results: Medians = {}
     for name in models:
         model = build_model(name)
-        _, x = _input(model)
-        net = _load(model, threads)
+        _, x = model_input(model)
+        net = load_model(model, threads)
         for _ in range(warmup):
             net(x)
         steps = time_steps(net)
@@ -94,7 +92,7 @@ def main() -> None:
     )
     print()
     print(
-        f"Command: `.venv/bin/python benchmarks/model_ab.py --before {args.before} --models {args.models} "
+        f"Command: `.venv/bin/python lab/model_ab.py --before {args.before} --models {args.models} "
         f"--threads {args.threads} --processes {args.processes} --rounds {args.rounds} --gap-ms {args.gap_ms:g}`"
     )
     for model in models:

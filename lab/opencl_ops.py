@@ -12,7 +12,7 @@ with the median and best of ``--repeat`` runs after ``--warmup`` runs, and the m
 With ``--models``, also whole benchmark-zoo models: CPU against OpenCL (activations resident on the
 device between steps).
 
-    .venv/bin/python benchmarks/opencl_ops.py [--device opencl:0] [--repeat 10] [--models] [--output FILE]
+    .venv/bin/python lab/opencl_ops.py [--device opencl:0] [--repeat 10] [--models] [--output FILE]
 """
 
 from __future__ import annotations
@@ -22,58 +22,17 @@ import os
 import platform
 import statistics
 import sys
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from common import C, H, K, M, N, Row, W, markdown, one_node_model, timed
 
 from edgecnn.devices import find_device, parse_device
-from edgecnn.ir.graph import Graph, Node, TensorSpec
 from edgecnn.kernels.opencl import DeviceArray, get_device
 from edgecnn.kernels.opencl.gemm import VARIANTS, Operand, choose_variant, enqueue_gemm
-from edgecnn.model import Model
 from edgecnn.ops.conv import ConvAttrs, conv_geometry, im2col
 from edgecnn.ops.pool import MaxPoolAttrs
 from edgecnn.ops.registry import NoAttrs
-from edgecnn.runtime.options import RuntimeOptions
-
-M, K, N = 512, 1024, 512
-C, H, W = 100, 256, 256
-
-
-@dataclass
-class Row:
-    op: str
-    where: str
-    how: str
-    times_ms: list[float]
-    work: float  # flops, or bytes for memory-bound ops
-    unit: str  # "GFLOP/s" or "GB/s"
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.times_ms)
-
-    @property
-    def rate(self) -> float:
-        return self.work / (self.median * 1e-3) / 1e9
-
-
-def timed(
-    fn: Callable[[], Any], warmup: int, repeat: int, sync: Callable[[], None] = lambda: None
-) -> list[float]:
-    for _ in range(warmup):
-        fn()
-    sync()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        sync()
-        times.append((time.perf_counter() - start) * 1e3)
-    return times
 
 
 def b_operand(device: Any, b: np.ndarray, variant: str) -> tuple[DeviceArray, Operand]:
@@ -81,14 +40,6 @@ def b_operand(device: Any, b: np.ndarray, variant: str) -> tuple[DeviceArray, Op
     from edgecnn.kernels.opencl.dense import packed_weights
 
     return packed_weights(device, b, False, variant)
-
-
-def one_node_model(op: str, attrs: Any, x: np.ndarray, constants: dict[str, np.ndarray]) -> Model:
-    names = ["x", *constants]
-    graph = Graph(
-        [TensorSpec("x", "float32", x.shape)], ["y"], [Node(op, op, names, ["y"], attrs)], constants
-    )
-    return Model(graph, RuntimeOptions.resolve(device="cpu", optimize=False))
 
 
 def benchmark(device_name: str, warmup: int, repeat: int) -> list[Row]:
@@ -300,18 +251,6 @@ def machine(device_name: str) -> str:
     )
 
 
-def markdown(rows: list[Row], repeat: int) -> str:
-    lines = [
-        f"| operator | where | how | median ms | best ms | rate (of {repeat} runs' median) |",
-        "| --- | --- | --- | ---: | ---: | ---: |",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r.op} | {r.where} | {r.how} | {r.median:.2f} | {min(r.times_ms):.2f} | {r.rate:.2f} {r.unit} |"
-        )
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="opencl:0")
@@ -329,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.models:
         names = [n for n in args.model_names.split(",") if n]
         text += "\n\n" + models_table(args.device, names, args.width, args.warmup, args.repeat)
-    command = "python benchmarks/opencl_ops.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python lab/opencl_ops.py " + " ".join(sys.argv[1:] if argv is None else argv)
     text = f"{text}\n\n{machine(args.device)}\n- command: `{command.strip()}`\n"
     print(text)
     if args.output:

@@ -5,7 +5,7 @@ One process builds two plans of the same zoo model (seeded weights, batch 1): th
 that both see the same machine load; medians and minima of the plain runs, then one profiled pass per
 plan for the per-op split. Writes docs/fusion.md (or --output) and prints it.
 
-    .venv/bin/python benchmarks/residual.py --models resnet18,resnet50,mobilenetv2 --threads 2 --runs 30 --epilogue
+    .venv/bin/python lab/residual.py --models resnet18,resnet50,mobilenetv2 --threads 2 --runs 30 --epilogue
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from edgecnn.passes import PIPELINE, optimize
 from edgecnn.passes.pipeline import GraphPass, pipeline_without
 from edgecnn.runtime.options import RuntimeOptions
 
-COMMAND = ".venv/bin/python benchmarks/residual.py"
+COMMAND = ".venv/bin/python lab/residual.py"
 
 ABOUT = """# Residual fusion: conv + Add + activation as one step
 

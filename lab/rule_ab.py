@@ -1,15 +1,15 @@
 """Whole models under a previous rule against the current one, in one process (issue 4).
 
-Each model is planned twice: once with module settings patched to their old values while it is
-planned (``--old module.NAME=value``, repeatable: a kernel heuristic's threshold, a switch), once as
-the tree has them. Kernels are chosen and sized when a plan is built, so each copy keeps its rule.
+Each model is planned twice: once with fields of the CPU tuning record at their old values while it
+is planned (``--old field=value``, repeatable: a kernel heuristic's threshold; through
+`edgecnn.kernels.cpu.tuning_record.using_cpu_tuning`, see common.tuned), once with the defaults. Kernels are chosen and sized when a plan is built, so each copy keeps its rule.
 Both copies and an onnxruntime session (set up as `edgecnn bench` sets it) then run alternately,
 the order turning every round; medians of wall and process CPU time; outputs are checked equal.
 The only comparison this shared VM's drift allows (runs minutes apart differ by 10-40%).
 ``--phases`` tags blocks of rounds by the cores' distance; ``--layers N`` adds the N layers whose
 time moved most (``Model.profile`` of both plans, alternating).
 
-    .venv/bin/python benchmarks/rule_ab.py --old edgecnn.kernels.cpu.conv.winograd.MIN_F43_TILES=36 \\
+    .venv/bin/python lab/rule_ab.py --old min_f43_tiles=36 \\
         --models squeezenet1.1,resnet50 --rounds 30 --mark tuning:winograd-rule
 """
 
@@ -18,48 +18,46 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
-import importlib
 import os
 import shlex
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from unittest import mock
 
 import numpy as np
 import onnx
-from conv_gap import _input, _load, ort_options
-from core_distance import FAR_NS, far_apart, round_trip_ns
-from sections import replace_section
+from common import (
+    FAR_NS,
+    NOTES,
+    far_apart,
+    load_model,
+    model_input,
+    ort_options,
+    replace_section,
+    round_trip_ns,
+    tuned,
+)
 
 import edgecnn
 from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model
 
-DOCS = Path(__file__).parent.parent / "docs"
-Setting = tuple[str, str, object]  # module, attribute, old value
+Setting = tuple[str, object]  # tuning-record field, old value
 
 
 def parse_setting(text: str) -> Setting:
-    """``package.module.NAME=value`` (value a Python literal) -> (module, NAME, value)."""
-    target, _, literal = text.partition("=")
-    module, _, name = target.rpartition(".")
-    if not (module and name and literal):
-        raise argparse.ArgumentTypeError(f"expected module.NAME=value, got {text!r}")
-    if not hasattr(importlib.import_module(module), name):
-        raise argparse.ArgumentTypeError(f"{module} has no attribute {name}")
-    return module, name, ast.literal_eval(literal)
+    """``field=value`` (value a Python literal) -> (field, value); the field is checked when planning."""
+    name, _, literal = text.partition("=")
+    if not (name and literal):
+        raise argparse.ArgumentTypeError(f"expected field=value, got {text!r}")
+    return name.strip(), ast.literal_eval(literal)
 
 
-@contextlib.contextmanager
-def patched(settings: Sequence[Setting]) -> Iterator[None]:
-    """Every setting at its old value inside the block."""
-    with contextlib.ExitStack() as stack:
-        for module, name, value in settings:
-            stack.enter_context(mock.patch.object(importlib.import_module(module), name, value))
-        yield
+def patched(settings: Sequence[Setting]) -> contextlib.AbstractContextManager[None]:
+    """Plans built inside the block use the tuning record with every setting at its old value."""
+    return tuned(**dict(settings))
 
 
 @dataclass(frozen=True)
@@ -111,11 +109,11 @@ def prepared_models(
     """The zoo model, its input's name and value, and edgecnn's model planned under the old
     settings and as the tree has it, checked equal."""
     model = build_model(model_name)
-    name, x = _input(model)
-    old = _load(model, threads)
+    name, x = model_input(model)
+    old = load_model(model, threads)
     with patched(settings):
         old(x)  # plans (and runs) under the old rule
-    new = _load(model, threads)
+    new = load_model(model, threads)
     expected = new(x)  # the zoo models have one output
     scale = float(np.abs(expected).max()) or 1.0
     np.testing.assert_allclose(old(x), expected, rtol=1e-3, atol=1e-4 * scale)
@@ -201,14 +199,14 @@ def table(
     layers: int = 0,
 ) -> list[str]:
     load = os.getloadavg()
-    old = ", ".join(f"`{module.rsplit('.', 1)[-1]}.{name} = {value!r}`" for module, name, value in settings)
+    old = ", ".join(f"`{name} = {value!r}`" for name, value in settings)
     lines = [
         f"Old rule: {old}; new: the tree as committed. Batch 1, {threads} thread(s), medians of {rounds} rounds",
         f"of old / new / onnxruntime in one process (the order turning every round; {cold.describe()});",
         "CPU = process CPU time."
         + (
             f" For {phases:g} s per model, blocks of {rounds} rounds, each tagged by the cores' round trip just"
-            f" before it: near (at most {FAR_NS:g} ns) or far (benchmarks/core_distance.py); medians of the"
+            f" before it: near (at most {FAR_NS:g} ns) or far (lab/core_distance.py); medians of the"
             " blocks' medians."
             if phases
             else ""
@@ -245,9 +243,7 @@ def table(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--old", type=parse_setting, action="append", required=True, metavar="module.NAME=value"
-    )
+    parser.add_argument("--old", type=parse_setting, action="append", required=True, metavar="field=value")
     parser.add_argument("--models", default="squeezenet1.1,resnet50,resnet18,googlenet")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=30)
@@ -261,11 +257,11 @@ def main() -> None:
         "--layers", type=int, default=0, metavar="N", help="also the N layers that moved most"
     )
     parser.add_argument("--mark", help="write the table between <!-- MARK:start/end --> in --doc")
-    parser.add_argument("--doc", type=Path, default=DOCS / "tuning.md")
+    parser.add_argument("--doc", type=Path, default=NOTES / "2026-11-tuning.md")
     args = parser.parse_args()
-    olds = " ".join(f"--old {shlex.quote(f'{m}.{n}={v!r}')}" for m, n, v in args.old)
+    olds = " ".join(f"--old {shlex.quote(f'{n}={v!r}')}" for n, v in args.old)
     command = (
-        f".venv/bin/python benchmarks/rule_ab.py {olds} --models {args.models} --threads {args.threads} "
+        f".venv/bin/python lab/rule_ab.py {olds} --models {args.models} --threads {args.threads} "
         f"--rounds {args.rounds}"
         + (f" --evict-mb {args.evict_mb}" if args.evict_mb else "")
         + (f" --gap-ms {args.gap_ms:g}" if args.gap_ms else "")

@@ -4,8 +4,8 @@ weights pruned at random to densities 0.02..0.8; the crossover is where sparse s
 (linear interpolation between the two measured densities around its last rise through 1). The
 smallest crossover over a kernel's shapes is the one to store.
 
-    .venv/bin/python benchmarks/sparse_crossover.py            # prints and writes docs/compression.md
-    .venv/bin/python benchmarks/sparse_crossover.py --quick    # fewer densities and repeats
+    .venv/bin/python lab/sparse_crossover.py            # prints and writes docs/compression.md
+    .venv/bin/python lab/sparse_crossover.py --quick    # fewer densities and repeats
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from sparse_docs import machine_line, replace_section
+from common import DOCS, machine_line, write_section
 
 import edgecnn.kernels.cpu  # noqa: F401  (registers every CPU kernel)
 from edgecnn.ir.graph import Node, TensorType
@@ -178,9 +178,7 @@ def main() -> None:
             "the first column); *crossover*: where the sparse/dense time ratio last rises through 1",
             "(interpolated).",
             machine_line(args.threads),
-            "Command: `.venv/bin/python benchmarks/sparse_crossover.py`"
-            + (" --quick" if args.quick else "")
-            + ".",
+            "Command: `.venv/bin/python lab/sparse_crossover.py`" + (" --quick" if args.quick else "") + ".",
             "",
             *lines,
             "",
@@ -192,7 +190,9 @@ def main() -> None:
     )
     print("\n".join(summary))
     if not (args.no_write or args.only):
-        replace_section("sparse-crossover", body, before="## Not done yet (rest of issue 5)")
+        write_section(
+            DOCS / "compression.md", "sparse-crossover", body, before="## Not done yet (rest of issue 5)"
+        )
 
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@ on the pruned stack with the sparse (CSR SpMV) kernel the runtime picks, and onn
 dense stack (targets: sparse >= 2.5x faster than edgecnn dense, and faster than onnxruntime). Runs
 are interleaved (one of each in turn) so that load from other processes hits all alike; medians.
 
-    .venv/bin/python benchmarks/sparse_fc.py                  # prints and writes docs/compression.md
-    .venv/bin/python benchmarks/sparse_fc.py --iterations 20 --no-write
+    .venv/bin/python lab/sparse_fc.py                  # prints and writes docs/compression.md
+    .venv/bin/python lab/sparse_fc.py --iterations 20 --no-write
 """
 
 from __future__ import annotations
@@ -20,18 +20,16 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from unittest import mock
 
 import numpy as np
 import onnx
 import onnxruntime as ort
+from common import DOCS, machine_line, tuned, write_section
 from onnx import helper, numpy_helper
-from sparse_docs import machine_line, replace_section
 
 from edgecnn.compress import compress
 from edgecnn.format import load_ecnn, save_ecnn
 from edgecnn.importers import load_graph
-from edgecnn.kernels.cpu.sparse import csr as sparse_csr
 from edgecnn.kernels.cpu.system.threads import max_threads
 from edgecnn.model import Model
 from edgecnn.runtime.options import RuntimeOptions
@@ -106,10 +104,7 @@ def main() -> None:
 
         dense = Model(load_ecnn(dense_path), options)
         sparse = Model(load_ecnn(csr_path), options)
-        with (
-            mock.patch.object(sparse_csr, "SPMV_CROSSOVER", 0.0),
-            mock.patch.object(sparse_csr, "SPMM_CROSSOVER", 0.0),
-        ):
+        with tuned(spmv_crossover=0.0, spmm_crossover=0.0):
             pruned_dense = Model(load_ecnn(csr_path), options)
             pruned_dense.run({"x": x})  # plan built (dense kernels) while the crossover is 0
         sparse_kernels = sorted({step.kernel.name for step in sparse.plan_for({"x": x}).steps})
@@ -162,7 +157,7 @@ def main() -> None:
             f"Kernels chosen: pruned model {', '.join(sparse_kernels)}; with the crossover forced to 0,",
             f"{', '.join(dense_kernels)}. Max |sparse - dense kernel| on the pruned stack: {difference:.2g}.",
             machine_line(args.threads),
-            "Command: `.venv/bin/python benchmarks/sparse_fc.py`.",
+            "Command: `.venv/bin/python lab/sparse_fc.py`.",
             "",
             *lines,
             "",
@@ -173,7 +168,7 @@ def main() -> None:
     )
     print(body)
     if not args.no_write:
-        replace_section("sparse-fc", body, before="## Not done yet (rest of issue 5)")
+        write_section(DOCS / "compression.md", "sparse-fc", body, before="## Not done yet (rest of issue 5)")
 
 
 if __name__ == "__main__":

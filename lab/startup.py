@@ -1,9 +1,9 @@
 """Start-up cost: the first inference of a zoo model in a fresh Python process (import, load,
 plan, compile-cache load or compilation, first run), then the steady-state run.
 
-    python benchmarks/startup.py [--model resnet50] [--runs 5] [--cold] [--without scipy] [--phases]
-    python benchmarks/startup.py --baseline /tmp/old/src        # interleaved with another checkout
-    python benchmarks/startup.py --write docs/startup.md      # every table of docs/startup.md
+    python lab/startup.py [--model resnet50] [--runs 5] [--cold] [--without scipy] [--phases]
+    python lab/startup.py --baseline /tmp/old/src        # interleaved with another checkout
+    python lab/startup.py --write docs/startup.md      # every table of docs/startup.md
 
 Each measurement is a separate interpreter, so numba's on-disk cache is what makes later runs
 fast; ``--cold`` gives each process an empty numba cache (NUMBA_CACHE_DIR) to show the compile
@@ -266,7 +266,7 @@ def write_page(
 Issue 4's target: the first inference of ResNet-50 in a fresh process with a warm compile cache
 takes under 1.5 s; the cold first run is reported. Measured by
 
-    python benchmarks/startup.py --model {model} --runs {runs} --write docs/startup.md{command_tail}
+    python lab/startup.py --model {model} --runs {runs} --write docs/startup.md{command_tail}
 
 on {machine}; {started}. Each row is {runs} fresh processes (1 for the cold row) after one
 unmeasured process that fills the caches; cells are min / median in ms (the minimum is the run

@@ -4,8 +4,8 @@ the FC layers to 5%/10% against iterative prune-retrain, structured pruning, and
 forward/backward timings. Every accuracy is measured by the inference engine (edgecnn.Model) on the
 saved weights.
 
-    .venv/bin/python benchmarks/training.py            # writes docs/training.md + docs/training-sensitivity.png
-    .venv/bin/python benchmarks/training.py --quick    # fewer epochs and steps, prints only (a smoke run)
+    .venv/bin/python lab/training.py            # writes docs/training.md + docs/training-sensitivity.png
+    .venv/bin/python lab/training.py --quick    # fewer epochs and steps, prints only (a smoke run)
 """
 
 from __future__ import annotations
@@ -273,7 +273,7 @@ def main() -> None:
         f"BLAS {blas_library()}), Python {platform.python_version()}, "
         f"numpy {np.__version__}; load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
         f"whole run {time.perf_counter() - started:.0f} s. Command: "
-        f"`{' '.join(['.venv/bin/python', 'benchmarks/training.py', *sys.argv[1:]])}`."
+        f"`{' '.join(['.venv/bin/python', 'lab/training.py', *sys.argv[1:]])}`."
     )
     out(footer)
     if args.quick:
@@ -321,7 +321,7 @@ prune_retrain(trainer, train, layers={"ip1": 0.05, "ip2": 0.1}, steps=80, final_
 trainer.graph  # the trained Graph: edgecnn.Model(trainer.graph).save("lenet5.ecnn")
 ```
 
-The numbers below come from `.venv/bin/python benchmarks/training.py` (all of them, including the chart).
+The numbers below come from `.venv/bin/python lab/training.py` (all of them, including the chart).
 
 """
 
