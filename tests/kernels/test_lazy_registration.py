@@ -20,6 +20,7 @@ import edgecnn.kernels.cpu
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels import registry
 from edgecnn.kernels.cpu import KERNEL_MODULES
+from edgecnn.kernels.cpu.selection import FAMILIES
 from edgecnn.kernels.registry import (
     candidate_kernels,
     import_pending,
@@ -142,9 +143,17 @@ def test_every_module_that_registers_kernels_is_declared() -> None:
     registering = {
         ".".join(path.relative_to(package).with_suffix("").parts)
         for path in package.rglob("*.py")
-        if re.search(r"^\s*register_kernel\(", path.read_text(encoding="utf-8"), re.MULTILINE)
+        if re.search(r"^register\(", path.read_text(encoding="utf-8"), re.MULTILINE)
     }
-    assert registering <= set(KERNEL_MODULES), "add these to KERNEL_MODULES in kernels/cpu/__init__.py"
+    assert registering <= set(KERNEL_MODULES), "list their kernels in kernels/cpu/selection.py"
+
+
+def test_kernels_are_tried_in_the_order_of_the_selection_table() -> None:
+    import_pending("cpu")
+    for family in FAMILIES.values():
+        for op in family.ops:
+            names = [entry.name for entry in registry._KERNELS[(op, "cpu")]]
+            assert names == [name for name, _ in family.kernels], op
 
 
 def test_fresh_process_imports_only_the_kernel_modules_of_planned_ops() -> None:
@@ -162,6 +171,7 @@ print(json.dumps([before, after, choice.name]))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     before, after, chosen = json.loads(out.stdout.strip().splitlines()[-1])
     assert before == [
+        "edgecnn.kernels.cpu.selection",
         "edgecnn.kernels.cpu.system",
         "edgecnn.kernels.cpu.system.affinity",
         "edgecnn.kernels.cpu.system.compile_notice",

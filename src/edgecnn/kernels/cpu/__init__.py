@@ -1,13 +1,14 @@
 """Compiled CPU kernels (numba) for the "cpu" backend. Each is tested against the op's numpy
 reference kernel (tests/kernels/).
 
-Kernel modules are imported lazily: importing this package only declares, in ``KERNEL_MODULES``,
-which module registers kernels for which ops; the registry imports a module the first time a node
-of one of its ops is planned. A model without LRN or int8 layers never imports (or loads from
-numba's cache) those kernels, which keeps the first inference of a fresh process short (issue 4).
-To add a kernel module: write it with ``@register_kernel(op, ...)`` as usual and add one line
-``"module_name": ("Op", "OtherOp"),`` below, listing every op it registers kernels for
-(tests/kernels/test_lazy_registration.py checks that the list and the registrations agree).
+Which kernels each op family has, and in which order they are tried, is one table:
+``FAMILIES`` in selection.py. Kernel modules are imported lazily: importing this package only
+declares, in ``KERNEL_MODULES`` (derived from that table), which module registers kernels for which
+ops; the registry imports a module the first time a node of one of its ops is planned. A model
+without LRN or int8 layers never imports (or loads from numba's cache) those kernels, which keeps
+the first inference of a fresh process short (issue 4). To add a kernel: list it in its family in
+selection.py and register it in its module with ``register(name, factory, when=...)``
+(tests/kernels/test_lazy_registration.py checks that the table and the registrations agree).
 
 Entry points called from Python are compiled with ``nogil=True``: the batch-split runner
 (runtime/batch.py) calls them from several Python threads at once, which the GIL would serialise.
@@ -29,37 +30,13 @@ from edgecnn.kernels.cpu.system.numba_start import import_arraymath_deferring_sc
 
 import_arraymath_deferring_scipy()  # before anything compiles or loads a kernel
 
+from edgecnn.kernels.cpu.selection import kernel_modules  # noqa: E402
 from edgecnn.kernels.cpu.system.startup import initialize_cpu_runtime  # noqa: E402
 from edgecnn.kernels.cpu.system.threads import cpu_threads  # noqa: E402
 from edgecnn.kernels.registry import register_module  # noqa: E402
 
-_CONV = ("Conv", "FusedConv")
-_GEMM = ("Gemm", "FusedGemm")
-
-KERNEL_MODULES: dict[str, tuple[str, ...]] = {
-    "conv.steps": _CONV,
-    "conv.residual": ("FusedConvAdd",),
-    "conv.pixel_rows": _CONV,
-    "conv.direct_rows": _CONV,
-    "gemm.steps": _GEMM,
-    "eltwise": ("Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSwish"),
-    "int8.steps": ("QLinearConv", "Int8Conv", "QLinearMatMul", "Int8Gemm", "QuantizeLinear"),
-    "lrn": ("LRN",),
-    "pool.steps": (
-        "MaxPool",
-        "AveragePool",
-        "FusedMaxPool",
-        "FusedAveragePool",
-        "GlobalAveragePool",
-        "GlobalMaxPool",
-    ),
-    "rowstable": _CONV + _GEMM,
-    "sparse.steps": _CONV + _GEMM,
-    "conv.winograd": _CONV,
-}
-"""Kernel module (in this package) -> the ops it registers kernels for. Within an op, modules are
-imported in this order (the order the package imported them eagerly before); the registry orders
-kernels by priority, and by registration order among equal priorities."""
+KERNEL_MODULES: dict[str, tuple[str, ...]] = kernel_modules()
+"""Kernel module (in this package) -> the ops it registers kernels for, from selection.py's table."""
 
 for _module, _ops in KERNEL_MODULES.items():
     register_module(f"{__name__}.{_module}", _ops)

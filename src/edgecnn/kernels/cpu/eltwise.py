@@ -12,9 +12,9 @@ import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.gemm.epilogue import ActivationKind, activate
+from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.common import is_float32, optional_input, shape_of, single_output
 from edgecnn.kernels.cpu.system.threads import GRAIN, call
-from edgecnn.kernels.registry import register_kernel
 
 MIN_SIZE = 4096
 """Elements below which numpy's activation is as fast (call overhead dominates)."""
@@ -113,5 +113,4 @@ class Activation:
         )
 
 
-for _op in _KINDS:
-    register_kernel(_op, when=when_activation, priority=10, name="activation")(Activation)
+register("activation", Activation, when=when_activation)

@@ -14,9 +14,9 @@ import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.common import is_float32, shape_of, single_output
 from edgecnn.kernels.cpu.system.threads import call, is_small
-from edgecnn.kernels.registry import register_kernel
 from edgecnn.ops.norm import LRNAttrs
 
 PIXEL_BLOCK = 256
@@ -129,4 +129,4 @@ class LocalResponseNorm:
         )
 
 
-register_kernel("LRN", when=when_lrn, priority=10, name="lrn")(LocalResponseNorm)
+register("lrn", LocalResponseNorm, when=when_lrn)

@@ -31,9 +31,10 @@ import numpy as np
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.conv.setup import conv_setup
 from edgecnn.kernels.cpu.gemm.epilogue import activate, activation_args
+from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.common import constant_float32, is_float32, shape_of, single_output
 from edgecnn.kernels.cpu.system.threads import call, is_small
-from edgecnn.kernels.registry import StepFn, register_kernel, select_kernel
+from edgecnn.kernels.registry import StepFn, select_kernel
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.dense import GemmAttrs
 
@@ -214,10 +215,7 @@ class SharedFilters:
         )
 
 
-for _op in ("Conv", "FusedConv"):
-    # Below sparse_conv (25): pruned weights, whose repeats are mostly all-zero filters, keep the sparse
-    # kernel; above the dense GEMM and Winograd kernels, which then run the distinct filters.
-    register_kernel(_op, when=when_shared_filters, priority=22, name="shared_filters")(SharedFilters)
+register("shared_filters", SharedFilters, when=when_shared_filters)
 
 
 def _features(node: Node, values: Sequence[np.ndarray | None]) -> np.ndarray:
@@ -290,6 +288,4 @@ class SharedFeatures:
         )
 
 
-for _op in ("Gemm", "FusedGemm"):
-    # Below sparse_gemm (20), above the dense gemm kernel (10), for the reasons given for Conv.
-    register_kernel(_op, when=when_shared_features, priority=15, name="shared_features")(SharedFeatures)
+register("shared_features", SharedFeatures, when=when_shared_features)

@@ -33,10 +33,10 @@ from edgecnn.kernels.cpu.conv.setup import ConvKernel, ConvSetup, conv_setup
 from edgecnn.kernels.cpu.conv.tiled_gemm import rows_epilogue
 from edgecnn.kernels.cpu.conv.winograd_transforms import PAGE_BYTES
 from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS, ROWS, micro_kernel_tap_a_transposed
+from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.common import scratch
 from edgecnn.kernels.cpu.system.threads import current_threads, small_conv, worker_share
 from edgecnn.kernels.cpu.system.twins import parallel_and_serial
-from edgecnn.kernels.registry import register_kernel
 
 BAND_PIXELS = 256
 """Output pixels per task, rounded up to whole output rows."""
@@ -225,7 +225,4 @@ class DirectRowsConv(ConvKernel):
         )  # fmt: skip
 
 
-for _op in ("Conv", "FusedConv"):
-    register_kernel(_op, when=when_direct_rows, priority=17, name="direct_rows", applies=can_run)(
-        DirectRowsConv
-    )
+register("direct_rows", DirectRowsConv, when=when_direct_rows, applies=can_run)

@@ -44,11 +44,11 @@ from edgecnn.kernels.cpu.gemm.microkernel import (
     micro_kernel_column_a_transposed,
     micro_kernel_strided_a_transposed,
 )
+from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system import blas
 from edgecnn.kernels.cpu.system.common import scratch
 from edgecnn.kernels.cpu.system.threads import call, current_threads, small_conv
 from edgecnn.kernels.cpu.system.twins import parallel_and_serial
-from edgecnn.kernels.registry import register_kernel
 
 MAX_ROWS = 256
 """Most output pixels (over the batch) the heuristic gives this kernel: one 14x14 map or a few
@@ -297,5 +297,4 @@ class RowsConv(ResidualIntoKernel):
         )  # fmt: skip
 
 
-for _op in ("Conv", "FusedConv"):
-    register_kernel(_op, when=when_rows, priority=14, name="pixel_rows", applies=can_run)(RowsConv)
+register("pixel_rows", RowsConv, when=when_rows, applies=can_run)

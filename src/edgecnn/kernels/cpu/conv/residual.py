@@ -26,9 +26,10 @@ from edgecnn.kernels.cpu.gemm.epilogue import (
     residual_activation_,
     residual_activation_serial_,
 )
+from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.common import is_float32, shape_of, single_output
 from edgecnn.kernels.cpu.system.threads import max_threads
-from edgecnn.kernels.registry import candidate_kernels, register_kernel, select_kernel
+from edgecnn.kernels.registry import candidate_kernels, select_kernel
 from edgecnn.ops.fused import FusedConvAttrs, residual_conv_node
 
 RESIDUAL_GRAIN = 1 << 20
@@ -114,4 +115,4 @@ class ConvResidual:
         kernel(out.reshape(-1), np.ascontiguousarray(residual).reshape(-1), *self.activation, self.chunk)
 
 
-register_kernel("FusedConvAdd", when=when_residual, priority=10, name="conv_residual")(ConvResidual)
+register("conv_residual", ConvResidual, when=when_residual)

@@ -31,6 +31,7 @@ from edgecnn.kernels.cpu.conv.setup import ConvKernel, conv_setup
 from edgecnn.kernels.cpu.conv.tiled_gemm import conv_gemm_2d, conv_gemm_2d_serial
 from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS, WIDE
 from edgecnn.kernels.cpu.gemm.tiling import Tiling, plan_tiles, prefer_rows
+from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system import blas
 from edgecnn.kernels.cpu.system.common import constant_float32, scratch, single_output
 from edgecnn.kernels.cpu.system.threads import (
@@ -41,7 +42,6 @@ from edgecnn.kernels.cpu.system.threads import (
     max_threads,
     small_conv,
 )
-from edgecnn.kernels.registry import register_kernel
 
 READ_IN_PLACE = True
 """Whether narrow 1x1 layers get the in-place kernel (``when_in_place``; off: the BLAS tiles)."""
@@ -258,12 +258,9 @@ class Depthwise(ConvKernel):
         )
 
 
-for _op in ("Conv", "FusedConv"):
-    register_kernel(_op, when=when_depthwise, priority=30, name="depthwise")(Depthwise)
-    register_kernel(_op, when=when_packed, priority=11, name="packed_gemm", applies=can_pack)(PackedConv)
-    register_kernel(_op, when=when_direct, priority=12, name="direct_gemm", applies=can_pack)(DirectConv)
-    register_kernel(_op, when=when_in_place, priority=21, name="pointwise", applies=can_read_in_place)(
-        PointwiseConv
-    )
-    register_kernel(_op, when=when_pointwise, priority=20, name="gemm_1x1")(TiledConvGemm)
-    register_kernel(_op, when=when_blas, priority=10, name="im2col_gemm")(TiledConvGemm)
+register("depthwise", Depthwise, when=when_depthwise)
+register("packed_gemm", PackedConv, when=when_packed, applies=can_pack)
+register("direct_gemm", DirectConv, when=when_direct, applies=can_pack)
+register("pointwise", PointwiseConv, when=when_in_place, applies=can_read_in_place)
+register("gemm_1x1", TiledConvGemm, when=when_pointwise)
+register("im2col_gemm", TiledConvGemm, when=when_blas)

@@ -23,9 +23,9 @@ from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.conv.setup import ConvKernel, ConvSetup, conv_setup
 from edgecnn.kernels.cpu.conv.winograd_transforms import transform_filters, winograd_conv_2d
 from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS
+from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.common import constant_float32, scratch, single_output, worker_scratch
 from edgecnn.kernels.cpu.system.threads import GEMM_GRAIN, call
-from edgecnn.kernels.registry import register_kernel
 
 CHUNK_BYTES = 1 << 23
 """Target size of one chunk's transformed tiles and products together. Each chunk streams every
@@ -247,10 +247,5 @@ def can_run(node: Node, types: Sequence[TensorType | None], values: Sequence[np.
     return winograd_setup(node, types, values) is not None
 
 
-for _op in ("Conv", "FusedConv"):
-    register_kernel(_op, when=when_winograd_f43, priority=16, name="winograd_f43", applies=can_run)(
-        winograd_f43
-    )
-    register_kernel(_op, when=when_winograd_f23, priority=15, name="winograd_f23", applies=can_run)(
-        winograd_f23
-    )
+register("winograd_f43", winograd_f43, when=when_winograd_f43, applies=can_run)
+register("winograd_f23", winograd_f23, when=when_winograd_f23, applies=can_run)

@@ -12,6 +12,7 @@ from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.gemm.dense_tiles import dense_gemm, dense_gemm_serial
 from edgecnn.kernels.cpu.gemm.epilogue import ActivationKind, activation_args, add_activation_
 from edgecnn.kernels.cpu.gemm.tiling import Tiling, plan_tiles
+from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system import blas
 from edgecnn.kernels.cpu.system.common import constant_float32, is_float32, shape_of, single_output
 from edgecnn.kernels.cpu.system.threads import (
@@ -21,7 +22,6 @@ from edgecnn.kernels.cpu.system.threads import (
     current_threads,
     is_small,
 )
-from edgecnn.kernels.registry import register_kernel
 from edgecnn.ops.dense import GemmAttrs
 
 
@@ -118,5 +118,4 @@ class DenseGemm:
         return out
 
 
-for _op in ("Gemm", "FusedGemm"):
-    register_kernel(_op, when=when_dense, priority=10, name="gemm")(DenseGemm)
+register("gemm", DenseGemm, when=when_dense)

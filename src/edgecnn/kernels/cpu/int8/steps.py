@@ -19,9 +19,10 @@ import numpy as np
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.gemm.epilogue import activation_args
 from edgecnn.kernels.cpu.int8.loops import conv_int8, dense_int8, quantize_into
+from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.common import scratch
 from edgecnn.kernels.cpu.system.threads import GEMM_GRAIN, call, is_small
-from edgecnn.kernels.registry import StepFn, register_kernel
+from edgecnn.kernels.registry import StepFn
 from edgecnn.ops.conv import conv_geometry
 from edgecnn.ops.quant import QUANT_DTYPES, output_multiplier
 from edgecnn.ops.spatial import output_dims
@@ -267,10 +268,8 @@ def quantize(node: Node, types: Sequence[TensorType | None], values: Sequence[np
     return QuantizeKernel(node, types, values)
 
 
-for _op in ("QLinearConv", "Int8Conv"):
-    register_kernel(_op, when=when_conv, priority=10, name="int8_im2col_gemm")(int8_conv)
-for _op in ("QLinearMatMul", "Int8Gemm"):
-    register_kernel(_op, when=when_dense, priority=10, name="int8_dense")(int8_dense)
-register_kernel("QuantizeLinear", when=when_quantize, priority=10, name="quantize_int8")(quantize)
+register("int8_im2col_gemm", int8_conv, when=when_conv)
+register("int8_dense", int8_dense, when=when_dense)
+register("quantize_int8", quantize, when=when_quantize)
 
 __all__ = ["Int8ConvKernel", "Int8DenseKernel", "QuantizeKernel"]

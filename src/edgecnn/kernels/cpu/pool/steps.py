@@ -11,9 +11,9 @@ import numpy as np
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.gemm.epilogue import activation_args
 from edgecnn.kernels.cpu.pool.loops import global_pool, pool_2d, pool_2d_serial
+from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.common import is_float32, shape_of, single_output
 from edgecnn.kernels.cpu.system.threads import call, current_threads, is_small
-from edgecnn.kernels.registry import register_kernel
 from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs, pool_geometry
 
 
@@ -99,7 +99,5 @@ class GlobalPool:
         call(global_pool, self.small, planes, self.is_max, out.reshape(self.planes))
 
 
-for _op in ("MaxPool", "AveragePool", "FusedMaxPool", "FusedAveragePool"):
-    register_kernel(_op, when=when_pool_2d, priority=10, name="pool_2d")(Pool2d)
-for _op in ("GlobalAveragePool", "GlobalMaxPool"):
-    register_kernel(_op, when=when_global, priority=10, name="global_pool")(GlobalPool)
+register("pool_2d", Pool2d, when=when_pool_2d)
+register("global_pool", GlobalPool, when=when_global)

@@ -18,12 +18,12 @@ from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.conv.setup import ConvKernel, conv_setup
 from edgecnn.kernels.cpu.gemm.epilogue import activation_args
 from edgecnn.kernels.cpu.gemm.steps import when_dense
+from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.sparse import csr as sparse_csr
 from edgecnn.kernels.cpu.sparse.csr import CsrMatrix, csr_from_dense, row_bounds, sparser_than
 from edgecnn.kernels.cpu.sparse.loops import sparse_conv_2d, spmm, spmv
 from edgecnn.kernels.cpu.system.common import constant_float32, scratch, shape_of, single_output
 from edgecnn.kernels.cpu.system.threads import GRAIN, call
-from edgecnn.kernels.registry import register_kernel
 from edgecnn.ops.dense import GemmAttrs
 
 COLUMNS_BYTES = 1 << 18
@@ -174,7 +174,5 @@ class SparseConv(ConvKernel):
         )
 
 
-for _op in ("Gemm", "FusedGemm"):
-    register_kernel(_op, when=when_sparse_gemm, priority=20, name="sparse_gemm")(SparseGemm)
-for _op in ("Conv", "FusedConv"):
-    register_kernel(_op, when=when_sparse_conv, priority=25, name="sparse_conv")(SparseConv)
+register("sparse_gemm", SparseGemm, when=when_sparse_gemm)
+register("sparse_conv", SparseConv, when=when_sparse_conv)

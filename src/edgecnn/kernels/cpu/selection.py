@@ -1,0 +1,99 @@
+"""The CPU kernels of every op family, in the order ``select_kernel`` tries them: the one place to
+read (and change) which kernel a layer gets.
+
+The first kernel whose heuristic (``when``) accepts a node runs it; the op's reference kernel is the
+last resort. `edgecnn tune` may pick another kernel that can run the layer, per machine. Kernel
+modules register with ``register(name, factory, when=...)``: the name's place in its family's list
+becomes its priority. ``KERNEL_MODULES`` (this package's ``__init__``) is derived from this table:
+each module is imported the first time a node of one of its family's ops is planned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from edgecnn.kernels.registry import KernelFactory, KernelPredicate, register_kernel
+
+
+@dataclass(frozen=True)
+class Family:
+    """Ops that share their kernels, and those kernels as (name, module in this package), in the
+    order they are tried."""
+
+    ops: tuple[str, ...]
+    kernels: tuple[tuple[str, str], ...]
+
+
+FAMILIES: dict[str, Family] = {
+    "conv": Family(
+        ("Conv", "FusedConv"),
+        (
+            ("depthwise", "conv.steps"),  # one filter per channel: the direct depthwise loop
+            ("sparse_conv", "sparse.steps"),  # pruned weights: only the nonzero taps
+            # repeated filters (pruned weights keep sparse_conv): run the distinct ones, copy rows
+            ("shared_filters", "rowstable"),
+            ("pointwise", "conv.steps"),  # 1x1 on the micro-kernel, its input read in place
+            ("gemm_1x1", "conv.steps"),  # 1x1, unit strides: the input is the im2col matrix
+            ("direct_rows", "conv.direct_rows"),  # direct, pixels as micro-kernel rows: no lanes lost
+            ("winograd_f43", "conv.winograd"),  # 3x3, unit strides, where F(4x4, 3x3) pays
+            ("winograd_f23", "conv.winograd"),  # 3x3, unit strides, where F(2x2, 3x3) pays
+            ("pixel_rows", "conv.pixel_rows"),  # small maps: one GEMM with output pixels as rows
+            ("direct_gemm", "conv.steps"),  # implicit GEMM on the micro-kernel: no im2col
+            ("packed_gemm", "conv.steps"),  # im2col on the packed micro-kernel (no BLAS)
+            ("im2col_gemm", "conv.steps"),  # everything else: im2col tiles on BLAS
+        ),
+    ),
+    "conv_residual": Family(("FusedConvAdd",), (("conv_residual", "conv.residual"),)),
+    "gemm": Family(
+        ("Gemm", "FusedGemm"),
+        (
+            ("sparse_gemm", "sparse.steps"),  # pruned weights
+            ("shared_features", "rowstable"),  # repeated weight columns (pruned ones keep sparse_gemm)
+            ("gemm", "gemm.steps"),  # dense
+        ),
+    ),
+    "activation": Family(
+        ("Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSwish"), (("activation", "eltwise"),)
+    ),
+    "int8_conv": Family(("QLinearConv", "Int8Conv"), (("int8_im2col_gemm", "int8.steps"),)),
+    "int8_dense": Family(("QLinearMatMul", "Int8Gemm"), (("int8_dense", "int8.steps"),)),
+    "quantize": Family(("QuantizeLinear",), (("quantize_int8", "int8.steps"),)),
+    "lrn": Family(("LRN",), (("lrn", "lrn"),)),
+    "pool": Family(
+        ("MaxPool", "AveragePool", "FusedMaxPool", "FusedAveragePool"), (("pool_2d", "pool.steps"),)
+    ),
+    "global_pool": Family(("GlobalAveragePool", "GlobalMaxPool"), (("global_pool", "pool.steps"),)),
+}
+
+
+def _family_of(name: str) -> tuple[Family, int]:
+    """The family listing kernel ``name`` and its priority (the first listed gets the highest)."""
+    for family in FAMILIES.values():
+        names = [kernel for kernel, _ in family.kernels]
+        if name in names:
+            return family, len(names) - names.index(name)
+    raise KeyError(f"CPU kernel {name!r} is not listed in kernels/cpu/selection.py")
+
+
+def register(
+    name: str,
+    factory: KernelFactory,
+    *,
+    when: KernelPredicate | None = None,
+    applies: KernelPredicate | None = None,
+) -> None:
+    """Register ``factory`` as CPU kernel ``name`` for every op of its family, at its place in
+    the family's order."""
+    family, priority = _family_of(name)
+    for op in family.ops:
+        register_kernel(op, when=when, priority=priority, name=name, applies=applies)(factory)
+
+
+def kernel_modules() -> dict[str, tuple[str, ...]]:
+    """Kernel module (in this package) -> the ops it registers kernels for, in table order."""
+    modules: dict[str, tuple[str, ...]] = {}
+    for family in FAMILIES.values():
+        for _, module in family.kernels:
+            known = modules.get(module, ())
+            modules[module] = known + tuple(op for op in family.ops if op not in known)
+    return modules
