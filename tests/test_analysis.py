@@ -5,13 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgecnn.analysis import analyze, layer_macs
+from edgecnn.analysis import analyze
 from edgecnn.ir.graph import Graph, Node, TensorSpec, TensorType
 from edgecnn.model import Model
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.dense import GemmAttrs
 from edgecnn.ops.quant import Int8GemmAttrs
 from edgecnn.ops.registry import NoAttrs
+from edgecnn.ops.traits import layer_macs
 
 
 def t(*shape: int) -> TensorType:

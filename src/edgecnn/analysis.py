@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgecnn.ir.graph import Node, TensorType
+from edgecnn.ir.graph import TensorType
+from edgecnn.ops.traits import layer_macs, numel
 from edgecnn.runtime.memory import BufferRequest, lifetimes, plan_arena
 from edgecnn.runtime.plan import Plan
 
@@ -42,43 +43,6 @@ class ModelAnalysis:
         return sum(layer.macs for layer in self.layers)
 
 
-def numel(t: TensorType | None) -> int:
-    """Elements of a tensor type; 0 when the type or its shape is unknown."""
-    if t is None or not t.is_concrete:
-        return 0
-    return int(np.prod(t.shape, dtype=np.int64))  # type: ignore[arg-type]
-
-
-def _dims(t: TensorType | None) -> tuple[int, ...] | None:
-    return tuple(t.shape) if t is not None and t.is_concrete else None  # type: ignore[arg-type]
-
-
-_WEIGHT_INPUT = {"QLinearConv": 3, "Int8Conv": 3, "QLinearMatMul": 3, "Int8Gemm": 3}
-"""Where the weight input sits when it is not input 1 (the integer ops carry scales first)."""
-
-
-def layer_macs(node: Node, inputs: list[TensorType | None], output: TensorType | None) -> int:
-    """Multiply-accumulates of the compute-bound ops; 0 for data movement and elementwise ops."""
-    index = _WEIGHT_INPUT.get(node.op, 1)
-    weights = _dims(inputs[index]) if len(inputs) > index else None
-    data = _dims(inputs[0]) if inputs else None
-    if weights is None or data is None:
-        return 0
-    per_output = int(np.prod(weights[1:], dtype=np.int64))
-    if node.op in ("Conv", "FusedConv", "FusedConvAdd", "QLinearConv", "ConvInteger", "Int8Conv"):
-        # Each output element sums over (C_in / group) x kernel window.
-        return numel(output) * per_output
-    if node.op == "ConvTranspose":
-        # Each input element scatters into C_out / group x kernel window outputs.
-        return numel(inputs[0]) * per_output
-    if node.op in ("Gemm", "FusedGemm", "Int8Gemm"):
-        inner = data[0] if getattr(node.attrs, "trans_a", False) else data[-1]
-        return numel(output) * inner
-    if node.op in ("MatMul", "MatMulInteger", "QLinearMatMul"):
-        return numel(output) * data[-1]
-    return 0
-
-
 def analyze(plan: Plan, graph_outputs: Collection[str]) -> ModelAnalysis:
     """Per-layer table and activation memory of a prepared plan."""
     layers = []
@@ -89,12 +53,11 @@ def analyze(plan: Plan, graph_outputs: Collection[str]) -> ModelAnalysis:
         params = sum(numel(plan.types.get(x)) for x in node.inputs if x and x in plan.constants)
         layers.append(LayerInfo(node.name, node.op, out_type, params, layer_macs(node, in_types, out_type)))
     if plan.device == "cpu":
-        from edgecnn.runtime.arena import memory_plan
+        from edgecnn.runtime.arena import MemoryPlan
 
-        wanted = frozenset(
-            plan.slots[n] for n in graph_outputs if n in plan.slots and n not in plan.constants
-        )
-        memory = memory_plan(plan, wanted)
+        wanted = tuple(n for n in graph_outputs if n in plan.slots)
+        same = plan.memory.in_arena and set(plan.wanted) == set(wanted)
+        memory = plan.memory if same else MemoryPlan(plan.program, wanted, in_arena=True)
         arena, outside = memory.arena_bytes, memory.outside_arena_bytes
         return ModelAnalysis(layers, memory.buffers.naive_bytes, arena + outside, arena, outside)
     naive, planned = activation_memory(plan, graph_outputs)

@@ -16,9 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
+from edgecnn.ops.registry import op_family
 
-CONV_OPS = ("Conv", "FusedConv")
-GEMM_OPS = ("Gemm", "FusedGemm")
 SPLIT_AXIS = 1
 """Output channels (NCHW) and output nodes (M x N) are both axis 1."""
 
@@ -59,7 +58,7 @@ def split_spec(
     """The layer's split, or None when it runs whole (not a Conv/Gemm, weights not constant, shapes unknown)."""
     values = _inputs(node, constants)
     in_types = _inputs(node, types)
-    if node.op in CONV_OPS:
+    if op_family(node.op) == "Conv":
         w = values[1]
         x = in_types[0]
         if not isinstance(w, np.ndarray) or w.ndim < 3 or not isinstance(x, TensorType) or not x.is_concrete:
@@ -72,7 +71,7 @@ def split_spec(
             return SplitSpec(units=channels, unit_channels=1)
         assert x.shape is not None
         return SplitSpec(units=group, unit_channels=channels // group, unit_inputs=int(x.shape[1]) // group)
-    if node.op in GEMM_OPS:
+    if op_family(node.op) == "Gemm":
         b = values[1]
         if not isinstance(b, np.ndarray) or b.ndim != 2:
             return None
@@ -101,7 +100,7 @@ def slice_layer(
     ]
     attrs = node.attrs
     in_range = None
-    if node.op in CONV_OPS:
+    if op_family(node.op) == "Conv":
         values[1] = np.ascontiguousarray(values[1][lo:hi])  # type: ignore[index]
         if len(values) > 2 and values[2] is not None:
             values[2] = np.ascontiguousarray(values[2][lo:hi])

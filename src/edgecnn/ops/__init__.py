@@ -14,6 +14,24 @@ from edgecnn.ops import (  # noqa: F401
     resize,
     shape,
 )
-from edgecnn.ops.registry import NoAttrs, OpDef, get_op, known_ops, register_op
+from edgecnn.ops.registry import (
+    FusableActivation,
+    NoAttrs,
+    OpDef,
+    find_op,
+    get_op,
+    known_ops,
+    op_family,
+    register_op,
+)
 
-__all__ = ["NoAttrs", "OpDef", "get_op", "known_ops", "register_op"]
+__all__ = [
+    "FusableActivation",
+    "NoAttrs",
+    "OpDef",
+    "find_op",
+    "get_op",
+    "known_ops",
+    "op_family",
+    "register_op",
+]

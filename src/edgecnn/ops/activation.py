@@ -1,4 +1,7 @@
-"""Activation functions, Clip (ReLU6) and the softmax family."""
+"""Activation functions, Clip (ReLU6) and the softmax family.
+
+The ones a fused step can apply declare it (``FusableActivation``, whose code is their number in
+compiled epilogues: see edgecnn.ops.fused.ACTIVATIONS)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,8 @@ import numpy as np
 
 from edgecnn.ir.graph import TensorType
 from edgecnn.ops.common import broadcast_shapes, check, first_type, normalize_axis, same_as_first
-from edgecnn.ops.registry import NoAttrs, register_op
+from edgecnn.ops.registry import FusableActivation, NoAttrs, register_op
+from edgecnn.ops.traits import axis_not_batch, broadcast_per_image
 
 
 def _as(x: np.ndarray, value: np.ndarray) -> np.ndarray:
@@ -18,7 +22,9 @@ def _as(x: np.ndarray, value: np.ndarray) -> np.ndarray:
     return np.asarray(value).astype(x.dtype, copy=False)
 
 
-@register_op("Relu", infer=same_as_first)
+@register_op(
+    "Relu", infer=same_as_first, per_sample=broadcast_per_image, activations=[FusableActivation("relu", 1)]
+)
 def relu(attrs: NoAttrs, x: np.ndarray) -> np.ndarray:
     return np.maximum(x, np.zeros((), x.dtype))
 
@@ -28,7 +34,13 @@ class LeakyReluAttrs:
     alpha: float = 0.01
 
 
-@register_op("LeakyRelu", attrs=LeakyReluAttrs, infer=same_as_first)
+@register_op(
+    "LeakyRelu",
+    attrs=LeakyReluAttrs,
+    infer=same_as_first,
+    per_sample=broadcast_per_image,
+    activations=[FusableActivation("leaky_relu", 2, from_attrs=(("negative_slope", "alpha"),))],
+)
 def leaky_relu(attrs: LeakyReluAttrs, x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, x, x * x.dtype.type(attrs.alpha))
 
@@ -55,7 +67,7 @@ def infer_prelu(attrs: object, types: Sequence[TensorType | None], values: objec
     return [x]
 
 
-@register_op("PRelu", infer=infer_prelu, inputs=2)
+@register_op("PRelu", infer=infer_prelu, inputs=2, per_sample=broadcast_per_image)
 def prelu(attrs: NoAttrs, x: np.ndarray, slope: np.ndarray) -> np.ndarray:
     slope = slope.reshape(prelu_slope_shape(x.shape, slope.shape)).astype(x.dtype)
     return _as(x, np.where(x >= 0, x, x * slope))
@@ -68,17 +80,17 @@ class AlphaAttrs:
     alpha: float = 1.0
 
 
-@register_op("Elu", attrs=AlphaAttrs, infer=same_as_first)
+@register_op("Elu", attrs=AlphaAttrs, infer=same_as_first, per_sample=broadcast_per_image)
 def elu(attrs: AlphaAttrs, x: np.ndarray) -> np.ndarray:
     return _as(x, np.where(x > 0, x, attrs.alpha * np.expm1(np.minimum(x, 0))))
 
 
-@register_op("Celu", attrs=AlphaAttrs, infer=same_as_first)
+@register_op("Celu", attrs=AlphaAttrs, infer=same_as_first, per_sample=broadcast_per_image)
 def celu(attrs: AlphaAttrs, x: np.ndarray) -> np.ndarray:
     return _as(x, np.maximum(x, 0) + np.minimum(0, attrs.alpha * np.expm1(np.minimum(x, 0) / attrs.alpha)))
 
 
-@register_op("ThresholdedRelu", attrs=AlphaAttrs, infer=same_as_first)
+@register_op("ThresholdedRelu", attrs=AlphaAttrs, infer=same_as_first, per_sample=broadcast_per_image)
 def thresholded_relu(attrs: AlphaAttrs, x: np.ndarray) -> np.ndarray:
     return np.where(x > attrs.alpha, x, np.zeros((), x.dtype))
 
@@ -89,7 +101,7 @@ class SeluAttrs:
     gamma: float = 1.05070102214813232421875
 
 
-@register_op("Selu", attrs=SeluAttrs, infer=same_as_first)
+@register_op("Selu", attrs=SeluAttrs, infer=same_as_first, per_sample=broadcast_per_image)
 def selu(attrs: SeluAttrs, x: np.ndarray) -> np.ndarray:
     return _as(x, attrs.gamma * np.where(x > 0, x, attrs.alpha * np.expm1(np.minimum(x, 0))))
 
@@ -100,7 +112,7 @@ class HardSigmoidAttrs:
     beta: float = 0.5
 
 
-@register_op("HardSigmoid", attrs=HardSigmoidAttrs, infer=same_as_first)
+@register_op("HardSigmoid", attrs=HardSigmoidAttrs, infer=same_as_first, per_sample=broadcast_per_image)
 def hard_sigmoid(attrs: HardSigmoidAttrs, x: np.ndarray) -> np.ndarray:
     return _as(x, np.clip(attrs.alpha * x + attrs.beta, 0, 1))
 
@@ -132,12 +144,21 @@ UNARY_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
+_FUSABLE_UNARY = {
+    "Sigmoid": (FusableActivation("sigmoid", 4), FusableActivation("silu", 6, gated=True)),
+    "HardSwish": (FusableActivation("hard_swish", 5),),
+}
+"""How fused steps apply the unary activations that they can: SiLU is x * Sigmoid(x)."""
+
+
 def _register_unary(name: str, fn: Callable[[np.ndarray], np.ndarray]) -> None:
     def reference(attrs: NoAttrs, x: np.ndarray) -> np.ndarray:
         return _as(x, fn(x))
 
     reference.__name__ = name.lower()
-    register_op(name, infer=same_as_first)(reference)
+    register_op(
+        name, infer=same_as_first, per_sample=broadcast_per_image, activations=_FUSABLE_UNARY.get(name, ())
+    )(reference)
 
 
 for _name, _fn in UNARY_ACTIVATIONS.items():
@@ -149,7 +170,7 @@ class GeluAttrs:
     approximate: str = "none"  # or "tanh"
 
 
-@register_op("Gelu", attrs=GeluAttrs, infer=same_as_first)
+@register_op("Gelu", attrs=GeluAttrs, infer=same_as_first, per_sample=broadcast_per_image)
 def gelu(attrs: GeluAttrs, x: np.ndarray) -> np.ndarray:
     check(
         attrs.approximate in ("none", "tanh"),
@@ -168,7 +189,13 @@ def infer_clip(attrs: object, types: Sequence[TensorType | None], values: object
     return [x]
 
 
-@register_op("Clip", infer=infer_clip, inputs=(1, 3))
+@register_op(
+    "Clip",
+    infer=infer_clip,
+    inputs=(1, 3),
+    per_sample=broadcast_per_image,
+    activations=[FusableActivation("clip", 3, from_inputs=(("low", 1), ("high", 2)))],
+)
 def clip(
     attrs: NoAttrs, x: np.ndarray, low: np.ndarray | None = None, high: np.ndarray | None = None
 ) -> np.ndarray:
@@ -205,21 +232,21 @@ def softmax_axes(attrs: SoftmaxAttrs, rank: int) -> tuple[int, ...]:
     return tuple(range(axis, rank)) if attrs.coerce_2d else (axis,)
 
 
-@register_op("Softmax", attrs=SoftmaxAttrs, infer=infer_softmax)
+@register_op("Softmax", attrs=SoftmaxAttrs, infer=infer_softmax, per_sample=axis_not_batch)
 def softmax(attrs: SoftmaxAttrs, x: np.ndarray) -> np.ndarray:
     axes = softmax_axes(attrs, x.ndim)
     e = np.exp(x - x.max(axis=axes, keepdims=True))
     return _as(x, e / e.sum(axis=axes, keepdims=True))
 
 
-@register_op("LogSoftmax", attrs=SoftmaxAttrs, infer=infer_softmax)
+@register_op("LogSoftmax", attrs=SoftmaxAttrs, infer=infer_softmax, per_sample=axis_not_batch)
 def log_softmax(attrs: SoftmaxAttrs, x: np.ndarray) -> np.ndarray:
     axes = softmax_axes(attrs, x.ndim)
     shifted = x - x.max(axis=axes, keepdims=True)
     return _as(x, shifted - np.log(np.exp(shifted).sum(axis=axes, keepdims=True)))
 
 
-@register_op("Hardmax", attrs=SoftmaxAttrs, infer=infer_softmax)
+@register_op("Hardmax", attrs=SoftmaxAttrs, infer=infer_softmax, per_sample=axis_not_batch)
 def hardmax(attrs: SoftmaxAttrs, x: np.ndarray) -> np.ndarray:
     axes = softmax_axes(attrs, x.ndim)
     moved = np.moveaxis(x, axes, range(x.ndim - len(axes), x.ndim))

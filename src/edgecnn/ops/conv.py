@@ -11,6 +11,7 @@ from edgecnn.ir.graph import Dim, TensorType
 from edgecnn.ops.common import AutoPad, check, first_type
 from edgecnn.ops.registry import register_op
 from edgecnn.ops.spatial import output_dims, pad_spatial, resolve_pads, sliding_windows, spatial_defaults
+from edgecnn.ops.traits import conv_macs, conv_transpose_macs, each_image
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,21 @@ def im2col(x: np.ndarray, geo: ConvGeometry) -> tuple[np.ndarray, tuple[int, ...
     return sliding_windows(padded, geo.kernel, geo.strides, geo.dilations, out), out  # type: ignore[arg-type]
 
 
-@register_op("Conv", attrs=ConvAttrs, infer=infer_conv, inputs=(2, 3))
+def conv_weight(attrs: object, values: Sequence[np.ndarray | None]) -> tuple[int, int] | None:
+    """Constant weights [M, C/group, *kernel]: output channels on axis 0."""
+    return (1, 0) if len(values) > 1 and values[1] is not None else None
+
+
+@register_op(
+    "Conv",
+    attrs=ConvAttrs,
+    infer=infer_conv,
+    inputs=(2, 3),
+    with_activation="FusedConv",
+    per_sample=each_image,
+    weight=conv_weight,
+    macs=conv_macs(),
+)
 def conv(attrs: ConvAttrs, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
     """im2col + one matrix product per group (the textbook algorithm of seed 002)."""
     geo = conv_geometry(attrs, x.shape, w.shape)
@@ -203,7 +218,21 @@ def window(y: np.ndarray, begins: Sequence[int], sizes: Sequence[int]) -> np.nda
     return result
 
 
-@register_op("ConvTranspose", attrs=ConvTransposeAttrs, infer=infer_conv_transpose, inputs=(2, 3))
+def conv_transpose_weight(attrs: object, values: Sequence[np.ndarray | None]) -> tuple[int, int] | None:
+    """Constant weights [C, M/group, *kernel]: output channels on axis 1."""
+    w = values[1] if len(values) > 1 else None
+    return None if w is None else (1, 1 if w.ndim > 1 else 0)
+
+
+@register_op(
+    "ConvTranspose",
+    attrs=ConvTransposeAttrs,
+    infer=infer_conv_transpose,
+    inputs=(2, 3),
+    per_sample=each_image,
+    weight=conv_transpose_weight,
+    macs=conv_transpose_macs,
+)
 def conv_transpose(
     attrs: ConvTransposeAttrs, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None
 ) -> np.ndarray:

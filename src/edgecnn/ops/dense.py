@@ -9,7 +9,8 @@ import numpy as np
 
 from edgecnn.ir.graph import Dim, TensorType
 from edgecnn.ops.common import broadcast_shapes, check, first_type
-from edgecnn.ops.registry import register_op
+from edgecnn.ops.registry import StepShapes, register_op
+from edgecnn.ops.traits import gemm_macs, matmul_macs
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,31 @@ def infer_gemm(attrs: GemmAttrs, types: Sequence[TensorType | None], values: obj
     return [TensorType(a.dtype, (m, n))]
 
 
-@register_op("Gemm", attrs=GemmAttrs, infer=infer_gemm, inputs=(2, 3))
+def gemm_weight(attrs: GemmAttrs, values: Sequence[np.ndarray | None]) -> tuple[int, int] | None:
+    """Constant 2-D B, [N, K] when ``trans_b`` else [K, N]: its output axis."""
+    b = values[1] if len(values) > 1 else None
+    if b is None or b.ndim != 2:
+        return None
+    return 1, 0 if attrs.trans_b else 1
+
+
+def gemm_per_sample(step: StepShapes) -> bool:
+    """Rows of A are the images unless A is transposed; a constant C must not vary by row."""
+    c = step.constants[2] if len(step.constants) > 2 else None
+    row_varying = c is not None and c.ndim == 2 and c.shape[0] != 1
+    return not step.attrs.trans_a and not row_varying
+
+
+@register_op(
+    "Gemm",
+    attrs=GemmAttrs,
+    infer=infer_gemm,
+    inputs=(2, 3),
+    with_activation="FusedGemm",
+    per_sample=gemm_per_sample,
+    weight=gemm_weight,
+    macs=gemm_macs(),
+)
 def gemm(attrs: GemmAttrs, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
     y = (a.T if attrs.trans_a else a) @ (b.T if attrs.trans_b else b)
     if attrs.alpha != 1.0:
@@ -70,6 +95,29 @@ def infer_matmul(attrs: object, types: Sequence[TensorType | None], values: obje
     return [TensorType(a.dtype, tuple(shape))]
 
 
-@register_op("MatMul", infer=infer_matmul, inputs=2)
+def matmul_weight(attrs: object, values: Sequence[np.ndarray | None]) -> tuple[int, int] | None:
+    """x @ W: W's last axis is the output; W @ x: W's rows are."""
+    a, b = values[0], values[1]
+    if b is not None and b.ndim >= 1:
+        return 1, max(b.ndim - 1, 0)
+    if a is not None and a.ndim >= 1:
+        return 0, max(a.ndim - 2, 0)
+    return None
+
+
+def matmul_per_sample(step: StepShapes) -> bool:
+    """Per image when B is a constant matrix (or vector) shared by every image."""
+    b = step.constants[1]
+    return b is not None and b.ndim <= 2
+
+
+@register_op(
+    "MatMul",
+    infer=infer_matmul,
+    inputs=2,
+    per_sample=matmul_per_sample,
+    weight=matmul_weight,
+    macs=matmul_macs(),
+)
 def matmul(attrs: object, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.asarray(np.matmul(a, b), order="C")

@@ -12,6 +12,7 @@ from edgecnn.ir.graph import TensorType
 from edgecnn.ops.activation import erf_of
 from edgecnn.ops.common import broadcast_shapes, check, first_type, same_as_first
 from edgecnn.ops.registry import NoAttrs, register_op
+from edgecnn.ops.traits import broadcast_per_image
 
 
 def broadcast_type(dtype: str, types: Sequence[TensorType | None]) -> TensorType:
@@ -109,25 +110,25 @@ def _register_tables() -> None:
         def binary(attrs: NoAttrs, a: np.ndarray, b: np.ndarray, fn=fn) -> np.ndarray:
             return _typed(a.dtype, fn(a, b))
 
-        register_op(name, infer=infer_arithmetic, inputs=2)(binary)
+        register_op(name, infer=infer_arithmetic, inputs=2, per_sample=broadcast_per_image)(binary)
     for name, fn in COMPARISONS.items():
 
         def compare(attrs: NoAttrs, a: np.ndarray, b: np.ndarray, fn=fn) -> np.ndarray:
             return np.asarray(fn(a, b))
 
-        register_op(name, infer=infer_comparison, inputs=2)(compare)
+        register_op(name, infer=infer_comparison, inputs=2, per_sample=broadcast_per_image)(compare)
     for name, fn in VARIADIC.items():
 
         def variadic(attrs: NoAttrs, *xs: np.ndarray, fn=fn) -> np.ndarray:
             return _typed(xs[0].dtype, fn(xs))
 
-        register_op(name, infer=infer_arithmetic, inputs=(1, None))(variadic)
+        register_op(name, infer=infer_arithmetic, inputs=(1, None), per_sample=broadcast_per_image)(variadic)
     for name, fn in UNARY.items():
 
         def unary(attrs: NoAttrs, x: np.ndarray, fn=fn) -> np.ndarray:
             return _typed(x.dtype, fn(x))
 
-        register_op(name, infer=same_as_first)(unary)
+        register_op(name, infer=same_as_first, per_sample=broadcast_per_image)(unary)
 
 
 _register_tables()
@@ -137,7 +138,7 @@ def infer_pow(attrs: object, types: Sequence[TensorType | None], values: object)
     return [broadcast_type(first_type(types).dtype, types)]
 
 
-@register_op("Pow", infer=infer_pow, inputs=2)
+@register_op("Pow", infer=infer_pow, inputs=2, per_sample=broadcast_per_image)
 def power(attrs: NoAttrs, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     if x.dtype.kind == "f":
         return _typed(x.dtype, np.power(x, y.astype(x.dtype)))
@@ -149,7 +150,7 @@ class ModAttrs:
     fmod: bool = False  # True: sign of the dividend (C fmod); False: sign of the divisor
 
 
-@register_op("Mod", attrs=ModAttrs, infer=infer_arithmetic, inputs=2)
+@register_op("Mod", attrs=ModAttrs, infer=infer_arithmetic, inputs=2, per_sample=broadcast_per_image)
 def mod(attrs: ModAttrs, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return _typed(a.dtype, np.fmod(a, b) if attrs.fmod else np.mod(a, b))
 
@@ -160,7 +161,7 @@ def infer_where(attrs: object, types: Sequence[TensorType | None], values: objec
     return [broadcast_type(_same_dtypes(types[1:]), types)]
 
 
-@register_op("Where", infer=infer_where, inputs=3)
+@register_op("Where", infer=infer_where, inputs=3, per_sample=broadcast_per_image)
 def where(attrs: NoAttrs, condition: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.where(condition, x, y)
 
@@ -175,7 +176,7 @@ def infer_cast(attrs: CastAttrs, types: Sequence[TensorType | None], values: obj
     return [TensorType(attrs.to, first_type(types).shape)]
 
 
-@register_op("Cast", attrs=CastAttrs, infer=infer_cast)
+@register_op("Cast", attrs=CastAttrs, infer=infer_cast, per_sample=broadcast_per_image)
 def cast(attrs: CastAttrs, x: np.ndarray) -> np.ndarray:
     return x.astype(attrs.to)
 
@@ -185,6 +186,6 @@ def infer_cast_like(attrs: object, types: Sequence[TensorType | None], values: o
     return [TensorType(types[1].dtype, first_type(types).shape)]  # type: ignore[union-attr]
 
 
-@register_op("CastLike", infer=infer_cast_like, inputs=2)
+@register_op("CastLike", infer=infer_cast_like, inputs=2, per_sample=broadcast_per_image)
 def cast_like(attrs: NoAttrs, x: np.ndarray, like: np.ndarray) -> np.ndarray:
     return x.astype(like.dtype)

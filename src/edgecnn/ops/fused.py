@@ -1,7 +1,10 @@
 """Fused operators that the optimisation passes create: a convolution or dense layer with its
 bias and activation applied in one step (seed 004: fuse conv + bias + ReLU, so the output is
 written once), and a convolution that also adds a residual before its activation (ResNet's
-conv + Add + ReLU). Their reference kernels are the unfused ops in sequence."""
+conv + Add + ReLU). Their reference kernels are the unfused ops in sequence.
+
+The activations a fused step may apply are those the activation ops declare
+(``FusableActivation`` at their ``register_op``); ``ACTIVATIONS`` lists their names."""
 
 from __future__ import annotations
 
@@ -12,14 +15,24 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from edgecnn.ir.graph import Node, Shape, TensorType
-from edgecnn.ops.activation import sigmoid_of
 from edgecnn.ops.common import check
-from edgecnn.ops.conv import ConvAttrs, conv, infer_conv
-from edgecnn.ops.dense import GemmAttrs, gemm, infer_gemm
-from edgecnn.ops.registry import register_op
+from edgecnn.ops.conv import ConvAttrs, conv, conv_weight, infer_conv
+from edgecnn.ops.dense import GemmAttrs, gemm, gemm_per_sample, gemm_weight, infer_gemm
+from edgecnn.ops.registry import StepShapes, fusable_activation, fusable_activations, register_op
+from edgecnn.ops.traits import conv_macs, each_image, gemm_macs
 
-ACTIVATIONS = ("none", "relu", "leaky_relu", "clip", "sigmoid", "hard_swish", "silu")
-"""What a fused step may apply to its output; the order matches the compiled epilogue's codes."""
+
+def activation_names() -> tuple[str, ...]:
+    """ "none", then every fusable activation in code order: the codes compiled epilogues use."""
+    return ("none", *(a.name for a in fusable_activations()))
+
+
+def __getattr__(name: str) -> tuple[str, ...]:
+    """``ACTIVATIONS``: ``activation_names()`` read from the registry when asked, so that it
+    lists every activation op registered by then."""
+    if name == "ACTIVATIONS":
+        return activation_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -34,29 +47,15 @@ class FusedActivation:
     high: float = math.inf
 
     def __post_init__(self) -> None:
-        if self.activation not in ACTIVATIONS:
+        if self.activation != "none" and fusable_activation(self.activation) is None:
             raise ValueError(
-                f"unknown fused activation {self.activation!r} (known: {', '.join(ACTIVATIONS)})"
+                f"unknown fused activation {self.activation!r} (known: {', '.join(activation_names())})"
             )
 
     def apply(self, y: np.ndarray) -> np.ndarray:
-        """The numpy reference of the activation, in y's dtype."""
-        kind = self.activation
-        if kind == "relu":
-            out = np.maximum(y, 0)
-        elif kind == "leaky_relu":
-            out = np.where(y >= 0, y, y * y.dtype.type(self.negative_slope))
-        elif kind == "clip":
-            out = np.clip(y, self.low, self.high)
-        elif kind == "sigmoid":
-            out = sigmoid_of(y)
-        elif kind == "hard_swish":
-            out = y * np.clip(y / 6 + 0.5, 0, 1)
-        elif kind == "silu":
-            out = y * sigmoid_of(y)
-        else:
-            out = y
-        return np.asarray(out, dtype=y.dtype)
+        """The numpy reference of the activation (its op's own reference), in y's dtype."""
+        definition = fusable_activation(self.activation)
+        return np.asarray(y, dtype=y.dtype) if definition is None else definition.apply(self, y)
 
 
 @dataclass(frozen=True)
@@ -81,14 +80,34 @@ def infer_fused_gemm(
     return infer_gemm(attrs, types, values)
 
 
-@register_op("FusedConv", attrs=FusedConvAttrs, infer=infer_fused_conv, inputs=(2, 3))
+@register_op(
+    "FusedConv",
+    attrs=FusedConvAttrs,
+    infer=infer_fused_conv,
+    inputs=(2, 3),
+    family="Conv",
+    with_activation="FusedConv",
+    per_sample=each_image,
+    weight=conv_weight,
+    macs=conv_macs(),
+)
 def fused_conv(
     attrs: FusedConvAttrs, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None
 ) -> np.ndarray:
     return attrs.apply(conv(attrs, x, w, b))
 
 
-@register_op("FusedGemm", attrs=FusedGemmAttrs, infer=infer_fused_gemm, inputs=(2, 3))
+@register_op(
+    "FusedGemm",
+    attrs=FusedGemmAttrs,
+    infer=infer_fused_gemm,
+    inputs=(2, 3),
+    family="Gemm",
+    with_activation="FusedGemm",
+    per_sample=gemm_per_sample,
+    weight=gemm_weight,
+    macs=gemm_macs(),
+)
 def fused_gemm(
     attrs: FusedGemmAttrs, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None
 ) -> np.ndarray:
@@ -121,7 +140,20 @@ def infer_fused_conv_add(
     return [out]
 
 
-@register_op("FusedConvAdd", attrs=FusedConvAttrs, infer=infer_fused_conv_add, inputs=4)
+def residual_per_sample(step: StepShapes) -> bool:
+    """Filters, and a residual sliced like every image tensor (not a constant)."""
+    return step.constants[3] is None
+
+
+@register_op(
+    "FusedConvAdd",
+    attrs=FusedConvAttrs,
+    infer=infer_fused_conv_add,
+    inputs=4,
+    per_sample=residual_per_sample,
+    weight=conv_weight,
+    macs=conv_macs(),
+)
 def fused_conv_add(
     attrs: FusedConvAttrs, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, z: np.ndarray
 ) -> np.ndarray:

@@ -1,5 +1,5 @@
 """Pooling with an elementwise activation applied to its output, which the pass
-fuse_pool_activation creates from act(pool(x)): the activation runs while the kernel writes each
+fuse_activation creates from act(pool(x)): the activation runs while the kernel writes each
 pooled value instead of as a second step over the whole tensor. Exact for every activation, since
 it is applied after pooling as before. Their reference kernels are the two ops in sequence."""
 
@@ -12,6 +12,7 @@ import numpy as np
 from edgecnn.ops.fused import FusedActivation
 from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs, average_pool, infer_pool, max_pool
 from edgecnn.ops.registry import register_op
+from edgecnn.ops.traits import broadcast_per_image
 
 
 @dataclass(frozen=True)
@@ -24,18 +25,25 @@ class FusedAveragePoolAttrs(AveragePoolAttrs, FusedActivation):
     """AveragePool attributes plus the activation applied to its output."""
 
 
-FUSED_POOL_OPS = {
-    "MaxPool": ("FusedMaxPool", FusedMaxPoolAttrs),
-    "AveragePool": ("FusedAveragePool", FusedAveragePoolAttrs),
-}
-"""Pool op -> (its fused op, that op's attrs class)."""
-
-
-@register_op("FusedMaxPool", attrs=FusedMaxPoolAttrs, infer=infer_pool)
+@register_op(
+    "FusedMaxPool",
+    attrs=FusedMaxPoolAttrs,
+    infer=infer_pool,
+    family="MaxPool",
+    with_activation="FusedMaxPool",
+    per_sample=broadcast_per_image,
+)
 def fused_max_pool(attrs: FusedMaxPoolAttrs, x: np.ndarray) -> np.ndarray:
     return attrs.apply(max_pool(attrs, x))
 
 
-@register_op("FusedAveragePool", attrs=FusedAveragePoolAttrs, infer=infer_pool)
+@register_op(
+    "FusedAveragePool",
+    attrs=FusedAveragePoolAttrs,
+    infer=infer_pool,
+    family="AveragePool",
+    with_activation="FusedAveragePool",
+    per_sample=broadcast_per_image,
+)
 def fused_average_pool(attrs: FusedAveragePoolAttrs, x: np.ndarray) -> np.ndarray:
     return attrs.apply(average_pool(attrs, x))

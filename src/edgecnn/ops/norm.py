@@ -10,6 +10,7 @@ import numpy as np
 from edgecnn.ir.graph import TensorType
 from edgecnn.ops.common import check, first_type, normalize_axis, same_as_first
 from edgecnn.ops.registry import register_op
+from edgecnn.ops.traits import broadcast_per_image
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,13 @@ def infer_batch_norm(attrs: object, types: Sequence[TensorType | None], values: 
     return [x]
 
 
-@register_op("BatchNormalization", attrs=BatchNormalizationAttrs, infer=infer_batch_norm, inputs=5)
+@register_op(
+    "BatchNormalization",
+    attrs=BatchNormalizationAttrs,
+    infer=infer_batch_norm,
+    inputs=5,
+    per_sample=broadcast_per_image,
+)
 def batch_normalization(
     attrs: BatchNormalizationAttrs,
     x: np.ndarray,
@@ -55,7 +62,13 @@ class InstanceNormalizationAttrs:
     epsilon: float = 1e-5
 
 
-@register_op("InstanceNormalization", attrs=InstanceNormalizationAttrs, infer=same_as_first, inputs=3)
+@register_op(
+    "InstanceNormalization",
+    attrs=InstanceNormalizationAttrs,
+    infer=same_as_first,
+    inputs=3,
+    per_sample=broadcast_per_image,
+)
 def instance_normalization(
     attrs: InstanceNormalizationAttrs, x: np.ndarray, scale: np.ndarray, bias: np.ndarray
 ) -> np.ndarray:
@@ -118,7 +131,7 @@ def infer_lrn(attrs: LRNAttrs, types: Sequence[TensorType | None], values: objec
     return [x]
 
 
-@register_op("LRN", attrs=LRNAttrs, infer=infer_lrn)
+@register_op("LRN", attrs=LRNAttrs, infer=infer_lrn, per_sample=broadcast_per_image)
 def lrn(attrs: LRNAttrs, x: np.ndarray) -> np.ndarray:
     squares = np.square(x.astype(np.float64))
     before, after = (attrs.size - 1) // 2, attrs.size - 1 - (attrs.size - 1) // 2

@@ -11,6 +11,7 @@ from edgecnn.ir.graph import TensorType
 from edgecnn.ops.common import AutoPad, check, first_type
 from edgecnn.ops.registry import NoAttrs, register_op
 from edgecnn.ops.spatial import output_dims, pad_spatial, resolve_pads, sliding_windows, spatial_defaults
+from edgecnn.ops.traits import broadcast_per_image
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,13 @@ def _window_axes(rank: int) -> tuple[int, ...]:
     return tuple(range(2 + rank, 2 + 2 * rank))
 
 
-@register_op("MaxPool", attrs=MaxPoolAttrs, infer=infer_pool)
+@register_op(
+    "MaxPool",
+    attrs=MaxPoolAttrs,
+    infer=infer_pool,
+    with_activation="FusedMaxPool",
+    per_sample=broadcast_per_image,
+)
 def max_pool(attrs: MaxPoolAttrs, x: np.ndarray) -> np.ndarray:
     geo = pool_geometry(attrs, x.shape)
     lowest = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
@@ -99,7 +106,13 @@ def max_pool(attrs: MaxPoolAttrs, x: np.ndarray) -> np.ndarray:
     return np.asarray(windows.max(axis=_window_axes(len(geo.kernel))), order="C")
 
 
-@register_op("AveragePool", attrs=AveragePoolAttrs, infer=infer_pool)
+@register_op(
+    "AveragePool",
+    attrs=AveragePoolAttrs,
+    infer=infer_pool,
+    with_activation="FusedAveragePool",
+    per_sample=broadcast_per_image,
+)
 def average_pool(attrs: AveragePoolAttrs, x: np.ndarray) -> np.ndarray:
     """The divisor counts the input positions, plus the explicit pads if count_include_pad
     (never the extra positions that ceil_mode adds past the end)."""
@@ -128,11 +141,11 @@ def infer_global(attrs: object, types: Sequence[TensorType | None], values: obje
     return [TensorType(x.dtype, (*x.shape[:2], *([1] * (len(x.shape) - 2))))]
 
 
-@register_op("GlobalAveragePool", infer=infer_global)
+@register_op("GlobalAveragePool", infer=infer_global, per_sample=broadcast_per_image)
 def global_average_pool(attrs: NoAttrs, x: np.ndarray) -> np.ndarray:
     return x.mean(axis=tuple(range(2, x.ndim)), keepdims=True)
 
 
-@register_op("GlobalMaxPool", infer=infer_global)
+@register_op("GlobalMaxPool", infer=infer_global, per_sample=broadcast_per_image)
 def global_max_pool(attrs: NoAttrs, x: np.ndarray) -> np.ndarray:
     return x.max(axis=tuple(range(2, x.ndim)), keepdims=True)

@@ -19,6 +19,7 @@ from edgecnn.ops.common import broadcast_shapes, check, first_type, normalize_ax
 from edgecnn.ops.conv import ConvAttrs, conv, infer_conv
 from edgecnn.ops.fused import FusedConvAttrs, FusedGemmAttrs
 from edgecnn.ops.registry import NoAttrs, register_op
+from edgecnn.ops.traits import conv_macs, gemm_macs, matmul_macs
 
 QUANT_DTYPES = ("int8", "uint8")
 """Element types of the integer convolutions and products (and of edgecnn's int8 layers)."""
@@ -195,7 +196,7 @@ def infer_qlinear_conv(
     return [TensorType(y_zp.dtype if y_zp is not None else "uint8", shape)]
 
 
-@register_op("QLinearConv", attrs=ConvAttrs, infer=infer_qlinear_conv, inputs=(8, 9))
+@register_op("QLinearConv", attrs=ConvAttrs, infer=infer_qlinear_conv, inputs=(8, 9), macs=conv_macs(3))
 def qlinear_conv(
     attrs: ConvAttrs,
     x: np.ndarray,
@@ -222,7 +223,7 @@ def infer_conv_integer(
     return [TensorType("int32", infer_conv(attrs, [x, w], values)[0].shape)]
 
 
-@register_op("ConvInteger", attrs=ConvAttrs, infer=infer_conv_integer, inputs=(2, 4))
+@register_op("ConvInteger", attrs=ConvAttrs, infer=infer_conv_integer, inputs=(2, 4), macs=conv_macs())
 def conv_integer(
     attrs: ConvAttrs,
     x: np.ndarray,
@@ -257,7 +258,7 @@ def infer_qlinear_matmul(
     return [TensorType(y_zp.dtype if y_zp is not None else "uint8", _matmul_shape(a, b))]  # type: ignore[arg-type]
 
 
-@register_op("QLinearMatMul", infer=infer_qlinear_matmul, inputs=8)
+@register_op("QLinearMatMul", infer=infer_qlinear_matmul, inputs=8, macs=matmul_macs(3))
 def qlinear_matmul(
     attrs: NoAttrs,
     a: np.ndarray,
@@ -283,7 +284,7 @@ def infer_matmul_integer(
     return [TensorType("int32", _matmul_shape(a, b))]  # type: ignore[arg-type]
 
 
-@register_op("MatMulInteger", infer=infer_matmul_integer, inputs=(2, 4))
+@register_op("MatMulInteger", infer=infer_matmul_integer, inputs=(2, 4), macs=matmul_macs())
 def matmul_integer(
     attrs: NoAttrs,
     a: np.ndarray,
@@ -346,7 +347,7 @@ def infer_int8_conv(
     return [TensorType(y_zp.dtype if y_zp is not None else "float32", shape)]
 
 
-@register_op("Int8Conv", attrs=Int8ConvAttrs, infer=infer_int8_conv, inputs=(6, 9))
+@register_op("Int8Conv", attrs=Int8ConvAttrs, infer=infer_int8_conv, inputs=(6, 9), macs=conv_macs(3))
 def int8_conv(
     attrs: Int8ConvAttrs,
     x: np.ndarray,
@@ -377,7 +378,7 @@ def infer_int8_gemm(
     return [TensorType(y_zp.dtype if y_zp is not None else "float32", (rows, cols))]
 
 
-@register_op("Int8Gemm", attrs=Int8GemmAttrs, infer=infer_int8_gemm, inputs=(6, 9))
+@register_op("Int8Gemm", attrs=Int8GemmAttrs, infer=infer_int8_gemm, inputs=(6, 9), macs=gemm_macs(3))
 def int8_gemm(
     attrs: Int8GemmAttrs,
     a: np.ndarray,

@@ -10,6 +10,7 @@ import numpy as np
 from edgecnn.ir.graph import TensorType
 from edgecnn.ops.common import check, concrete_ints, first_type, normalize_axis
 from edgecnn.ops.registry import register_op
+from edgecnn.ops.traits import axis_not_batch
 
 
 @dataclass(frozen=True)
@@ -134,11 +135,11 @@ def _arg(x: np.ndarray, attrs: ArgAttrs, fn: Callable[..., np.ndarray]) -> np.nd
     return np.expand_dims(index, axis) if attrs.keepdims else index
 
 
-@register_op("ArgMax", attrs=ArgAttrs, infer=infer_arg)
+@register_op("ArgMax", attrs=ArgAttrs, infer=infer_arg, per_sample=axis_not_batch)
 def arg_max(attrs: ArgAttrs, x: np.ndarray) -> np.ndarray:
     return _arg(x, attrs, np.argmax)
 
 
-@register_op("ArgMin", attrs=ArgAttrs, infer=infer_arg)
+@register_op("ArgMin", attrs=ArgAttrs, infer=infer_arg, per_sample=axis_not_batch)
 def arg_min(attrs: ArgAttrs, x: np.ndarray) -> np.ndarray:
     return _arg(x, attrs, np.argmin)

@@ -17,7 +17,8 @@ from edgecnn.ops.common import (
     normalize_axis,
     same_as_first,
 )
-from edgecnn.ops.registry import NoAttrs, register_op
+from edgecnn.ops.registry import NoAttrs, StepShapes, register_op
+from edgecnn.ops.traits import axis_not_batch, broadcast_per_image, each_image
 
 Values = Sequence["np.ndarray | None"]
 Types = Sequence["TensorType | None"]
@@ -40,7 +41,7 @@ def _vector_length(t: TensorType | None) -> int | None:
     return t.shape[0]
 
 
-@register_op("Identity", infer=same_as_first)
+@register_op("Identity", infer=same_as_first, per_sample=broadcast_per_image, view=True)
 def identity(attrs: NoAttrs, x: np.ndarray) -> np.ndarray:
     return x.copy()
 
@@ -50,7 +51,9 @@ def infer_dropout(attrs: object, types: Types, values: Values) -> list[TensorTyp
     return [x, TensorType("bool", x.shape)]
 
 
-@register_op("Dropout", infer=infer_dropout, inputs=(1, 3), outputs=(1, 2))
+@register_op(
+    "Dropout", infer=infer_dropout, inputs=(1, 3), outputs=(1, 2), per_sample=broadcast_per_image, view=True
+)
 def dropout(
     attrs: NoAttrs, x: np.ndarray, ratio: np.ndarray | None = None, training: np.ndarray | None = None
 ):
@@ -80,7 +83,13 @@ def infer_flatten(attrs: FlattenAttrs, types: Types, values: Values) -> list[Ten
     return [TensorType(x.dtype, (_product(x.shape[:axis]), _product(x.shape[axis:])))]
 
 
-@register_op("Flatten", attrs=FlattenAttrs, infer=infer_flatten)
+def flatten_per_sample(step: StepShapes) -> bool:
+    """Per image when the flattened rows are the images (axis >= 1)."""
+    x = step.inputs[0]
+    return x is not None and len(x) > 0 and normalize_axis(step.attrs.axis, len(x)) >= 1
+
+
+@register_op("Flatten", attrs=FlattenAttrs, infer=infer_flatten, per_sample=flatten_per_sample, view=True)
 def flatten(attrs: FlattenAttrs, x: np.ndarray) -> np.ndarray:
     axis = flatten_axis(attrs, x.ndim)
     return x.reshape(int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:]))).copy()
@@ -134,7 +143,9 @@ def infer_reshape(attrs: ReshapeAttrs, types: Types, values: Values) -> list[Ten
     return [TensorType(x.dtype, reshape_target(attrs, x.shape, target))]
 
 
-@register_op("Reshape", attrs=ReshapeAttrs, infer=infer_reshape, inputs=2)
+@register_op(
+    "Reshape", attrs=ReshapeAttrs, infer=infer_reshape, inputs=2, per_sample=broadcast_per_image, view=True
+)
 def reshape(attrs: ReshapeAttrs, x: np.ndarray, shape: np.ndarray) -> np.ndarray:
     dims = reshape_target(attrs, x.shape, concrete_ints(shape))  # type: ignore[arg-type]
     return x.reshape(dims).copy()  # type: ignore[arg-type]
@@ -158,7 +169,12 @@ def infer_transpose(attrs: TransposeAttrs, types: Types, values: Values) -> list
     return [TensorType(x.dtype, tuple(x.shape[p] for p in transpose_perm(attrs, len(x.shape))))]
 
 
-@register_op("Transpose", attrs=TransposeAttrs, infer=infer_transpose)
+def transpose_per_sample(step: StepShapes) -> bool:
+    """Per image when the batch axis stays first."""
+    return bool(step.attrs.perm) and step.attrs.perm[0] == 0
+
+
+@register_op("Transpose", attrs=TransposeAttrs, infer=infer_transpose, per_sample=transpose_per_sample)
 def transpose(attrs: TransposeAttrs, x: np.ndarray) -> np.ndarray:
     return np.asarray(x.transpose(transpose_perm(attrs, x.ndim)), order="C")
 
@@ -187,7 +203,7 @@ def infer_squeeze(attrs: object, types: Types, values: Values) -> list[TensorTyp
     return [TensorType(x.dtype, tuple(d for i, d in enumerate(x.shape) if i not in drop))]
 
 
-@register_op("Squeeze", infer=infer_squeeze, inputs=(1, 2))
+@register_op("Squeeze", infer=infer_squeeze, inputs=(1, 2), per_sample=broadcast_per_image, view=True)
 def squeeze(attrs: NoAttrs, x: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
     drop = squeeze_axes(x.shape, concrete_ints(axes))
     return np.squeeze(x, axis=tuple(drop)).copy()
@@ -209,7 +225,7 @@ def infer_unsqueeze(attrs: object, types: Types, values: Values) -> list[TensorT
     return [TensorType(x.dtype, unsqueezed_shape(x.shape, axes))]
 
 
-@register_op("Unsqueeze", infer=infer_unsqueeze, inputs=2)
+@register_op("Unsqueeze", infer=infer_unsqueeze, inputs=2, per_sample=each_image, view=True)
 def unsqueeze(attrs: NoAttrs, x: np.ndarray, axes: np.ndarray) -> np.ndarray:
     return x.reshape(unsqueezed_shape(x.shape, concrete_ints(axes))).copy()  # type: ignore[arg-type]
 
@@ -245,7 +261,7 @@ def infer_concat(attrs: ConcatAttrs, types: Types, values: Values) -> list[Tenso
     return [TensorType(x.dtype, tuple(result))]
 
 
-@register_op("Concat", attrs=ConcatAttrs, infer=infer_concat, inputs=(1, None))
+@register_op("Concat", attrs=ConcatAttrs, infer=infer_concat, inputs=(1, None), per_sample=axis_not_batch)
 def concat(attrs: ConcatAttrs, *xs: np.ndarray) -> np.ndarray:
     return np.concatenate(xs, axis=attrs.axis)
 
@@ -281,7 +297,14 @@ def infer_split(attrs: SplitAttrs, types: Types, values: Values) -> list[TensorT
     return [TensorType(x.dtype, (*x.shape[:axis], p, *x.shape[axis + 1 :])) for p in parts]
 
 
-@register_op("Split", attrs=SplitAttrs, infer=infer_split, inputs=(1, 2), outputs=(1, 1 << 16))
+@register_op(
+    "Split",
+    attrs=SplitAttrs,
+    infer=infer_split,
+    inputs=(1, 2),
+    outputs=(1, 1 << 16),
+    per_sample=axis_not_batch,
+)
 def split(attrs: SplitAttrs, x: np.ndarray, sizes: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     axis = normalize_axis(attrs.axis, x.ndim)
     parts = split_sizes(attrs, x.shape[axis], concrete_ints(sizes))
@@ -368,7 +391,12 @@ def infer_gather(attrs: GatherAttrs, types: Types, values: Values) -> list[Tenso
     return [TensorType(x.dtype, (*x.shape[:axis], *indices.shape, *x.shape[axis + 1 :]))]  # type: ignore[union-attr]
 
 
-@register_op("Gather", attrs=GatherAttrs, infer=infer_gather, inputs=2)
+def gather_per_sample(step: StepShapes) -> bool:
+    """Per image when the axis is not the batch and the indices are the same for every image."""
+    return step.constants[1] is not None and axis_not_batch(step)
+
+
+@register_op("Gather", attrs=GatherAttrs, infer=infer_gather, inputs=2, per_sample=gather_per_sample)
 def gather(attrs: GatherAttrs, x: np.ndarray, indices: np.ndarray) -> np.ndarray:
     axis = normalize_axis(attrs.axis, x.ndim)
     size = x.shape[axis]
@@ -565,7 +593,7 @@ def infer_depth_to_space(attrs: BlockAttrs, types: Types, values: Values) -> lis
     ]
 
 
-@register_op("DepthToSpace", attrs=BlockAttrs, infer=infer_depth_to_space)
+@register_op("DepthToSpace", attrs=BlockAttrs, infer=infer_depth_to_space, per_sample=broadcast_per_image)
 def depth_to_space(attrs: BlockAttrs, x: np.ndarray) -> np.ndarray:
     n, c, h, w = x.shape
     b = attrs.blocksize
@@ -601,7 +629,7 @@ def infer_space_to_depth(attrs: BlockAttrs, types: Types, values: Values) -> lis
     ]
 
 
-@register_op("SpaceToDepth", attrs=BlockAttrs, infer=infer_space_to_depth)
+@register_op("SpaceToDepth", attrs=BlockAttrs, infer=infer_space_to_depth, per_sample=broadcast_per_image)
 def space_to_depth(attrs: BlockAttrs, x: np.ndarray) -> np.ndarray:
     n, c, h, w = x.shape
     b = attrs.blocksize

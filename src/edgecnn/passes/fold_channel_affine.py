@@ -15,10 +15,8 @@ import numpy as np
 
 from edgecnn.ir.graph import Graph, Node
 from edgecnn.ops.fused import FusedActivation
+from edgecnn.ops.registry import op_family
 from edgecnn.passes.base import PassResult
-
-CONV_OPS = frozenset({"Conv", "FusedConv"})
-GEMM_OPS = frozenset({"Gemm", "FusedGemm"})
 
 
 @dataclass(frozen=True)
@@ -48,7 +46,7 @@ class AffineFolder:
         output only the map reads and which is not a graph output."""
         graph = self.graph
         node = self.producers.get(tensor)
-        if node is None or node.op not in CONV_OPS | GEMM_OPS or node.outputs[0] != tensor:
+        if node is None or op_family(node.op) not in ("Conv", "Gemm") or node.outputs[0] != tensor:
             return None
         if isinstance(node.attrs, FusedActivation) and node.attrs.activation != "none":
             return None
@@ -61,7 +59,7 @@ class AffineFolder:
         bias = graph.initializers.get(bias_name) if bias_name else None
         if bias_name and (bias is None or bias.dtype.kind != "f"):
             return None
-        if node.op in CONV_OPS:
+        if op_family(node.op) == "Conv":
             channels = weights.shape[0]
             if weights.ndim < 3 or (bias is not None and bias.shape != (channels,)):
                 return None
@@ -78,7 +76,7 @@ class AffineFolder:
         New weights and bias get fresh initializers (computed in float64, stored in the weights'
         dtype); the old ones stay for eliminate_dead to drop when nothing else reads them."""
         node = layer.node
-        if node.op in CONV_OPS:
+        if op_family(node.op) == "Conv":
             factor = scale.reshape(-1, *([1] * (layer.weights.ndim - 1)))
         else:
             factor = scale.reshape(-1, 1) if node.attrs.trans_b else scale.reshape(1, -1)

@@ -18,11 +18,10 @@ from edgecnn.errors import EdgeCNNError
 from edgecnn.ir.graph import Graph, Node, TensorType
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.fused import FusedActivation, FusedConvAttrs
+from edgecnn.ops.registry import op_family
 from edgecnn.passes.base import PassResult
-from edgecnn.passes.fuse_activation import silu_pattern, single_activation
+from edgecnn.passes.fuse_activation import activation_reading
 from edgecnn.runtime.shapes import infer_graph
-
-CONV_OPS = ("Conv", "FusedConv")
 
 
 @dataclass(frozen=True)
@@ -54,7 +53,7 @@ def _same_known_type(a: TensorType | None, b: TensorType | None) -> bool:
 
 def _fusible_conv(graph: Graph, conv: Node | None, output: str, readers: list[Node]) -> bool:
     """A Conv/FusedConv without activation writing ``output``, which only the Add reads (once)."""
-    if conv is None or conv.op not in CONV_OPS or conv.outputs != [output] or len(conv.inputs) > 3:
+    if conv is None or op_family(conv.op) != "Conv" or conv.outputs != [output] or len(conv.inputs) > 3:
         return False
     if isinstance(conv.attrs, FusedActivation) and conv.attrs.activation != "none":
         return False
@@ -66,15 +65,8 @@ def _activation_after(
 ) -> tuple[tuple[Node, ...], FusedActivation]:
     """The activation nodes that alone read the Add's output, and what they apply (none if any
     other node reads it, or it is a graph output)."""
-    y = add.outputs[0]
-    readers = consumers.get(y, [])
-    if y in graph.outputs or not readers:
-        return (), FusedActivation()
-    if len(readers) == 1:
-        activation = single_activation(graph, readers[0], y)
-        return ((readers[0],), activation) if activation is not None else ((), FusedActivation())
-    pattern = silu_pattern(graph, readers, consumers, y)
-    return (tuple(pattern), FusedActivation("silu")) if pattern else ((), FusedActivation())
+    nodes, activation = activation_reading(graph, add.outputs[0], consumers)
+    return (tuple(nodes), activation) if activation is not None else ((), FusedActivation())
 
 
 def _match(

@@ -14,7 +14,6 @@ from edgecnn.passes.fold_channel_affine import fold_channel_affine
 from edgecnn.passes.fold_constants import fold_constants
 from edgecnn.passes.fold_qdq import fold_qdq
 from edgecnn.passes.fuse_activation import fuse_activation
-from edgecnn.passes.fuse_pool_activation import fuse_pool_activation
 from edgecnn.passes.fuse_residual import fuse_residual
 
 GraphPass = Callable[[Graph], PassResult]
@@ -34,7 +33,6 @@ PIPELINE: tuple[tuple[str, GraphPass], ...] = (
     ("fold_batch_norm", fold_batch_norm),
     ("fold_channel_affine", fold_channel_affine),
     ("fuse_activation", fuse_activation),
-    ("fuse_pool_activation", fuse_pool_activation),  # act(pool(x)) left after the convs took theirs
     ("fuse_residual", fuse_residual),  # conv + Add (+ activation): after fuse_activation took plain ones
     ("eliminate_dead", eliminate_dead),
 )

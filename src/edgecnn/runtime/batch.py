@@ -3,7 +3,8 @@ along axis 0 that run side by side, each on one kernel thread, instead of every 
 own work over the threads.
 
 Only for models that never mix the images of a batch: every tensor keeps the batch on axis 0 and
-every step is one of the ops below, with attributes that leave axis 0 alone (``batch_separable``).
+every step's op says it treats each image alone with these attributes and constants (its
+``per_sample`` trait; ``batch_separable``).
 Numba's kernels are then called from several Python threads at once, which its ``workqueue``
 threading layer does not allow: only ``omp`` and ``tbb`` qualify (``threading_layer_is_safe``).
 """
@@ -19,25 +20,9 @@ from typing import Any
 import numpy as np
 
 from edgecnn.ir.graph import TensorType
-from edgecnn.ops.common import normalize_axis
+from edgecnn.ops.registry import StepShapes, find_op, op_family
 from edgecnn.runtime.plan import Plan, Step
 from edgecnn.runtime.serial import plan_macs
-
-PER_SAMPLE_OPS = frozenset(
-    {
-        "Conv", "FusedConv", "ConvTranspose", "MaxPool", "AveragePool", "FusedMaxPool", "FusedAveragePool",
-        "GlobalAveragePool", "GlobalMaxPool", "LRN", "BatchNormalization", "InstanceNormalization", "Relu",
-        "LeakyRelu", "PRelu", "Elu", "Celu", "Selu", "ThresholdedRelu", "HardSigmoid", "HardSwish",
-        "Sigmoid", "Tanh", "Gelu", "Clip", "Identity", "Dropout", "Cast", "Sqrt", "Exp", "Log", "Neg",
-        "Abs", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Erf", "Add", "Sub", "Mul", "Div", "Pow",
-        "Max", "Min", "Sum", "Mean", "Reshape", "Squeeze", "DepthToSpace", "SpaceToDepth",
-    }
-)  # fmt: skip
-"""Ops that treat every image alone once axis 0 is the batch in all their inputs and outputs
-(broadcast constants excepted, see ``_constants_broadcast``)."""
-
-AXIS_OPS = frozenset({"Concat", "Split", "Softmax", "LogSoftmax", "Hardmax", "ArgMax", "ArgMin", "Gather"})
-"""Ops that are per image when their ``axis`` attribute is not the batch axis."""
 
 
 def _shape(plan: Plan, name: str) -> tuple[int, ...] | None:
@@ -47,53 +32,21 @@ def _shape(plan: Plan, name: str) -> tuple[int, ...] | None:
     return tuple(int(d) for d in t.shape)  # type: ignore[union-attr, arg-type]
 
 
-def _constants_broadcast(plan: Plan, step: Step, rank: int) -> bool:
-    """Constant operands of a broadcasting op must not vary along the batch axis."""
-    for name in step.node.inputs:
-        if name and name in plan.constants:
-            value = plan.constants[name]
-            if value.ndim == rank and value.shape[0] != 1:
-                return False
-    return True
-
-
 def _step_separable(plan: Plan, step: Step) -> bool:
-    node, attrs = step.node, step.node.attrs
+    """Whether the step treats every image alone: its op's ``per_sample`` trait, given the step's
+    shapes and constant inputs (a step whose output shape is unknown never is)."""
+    node = step.node
     out = _shape(plan, node.outputs[0]) if node.outputs and node.outputs[0] else None
-    if out is None:
+    definition = find_op(node.op)
+    if out is None or definition is None or definition.per_sample is None:
         return False
-    rank = len(out)
-    if node.op in ("Conv", "FusedConv", "ConvTranspose"):
-        return True  # the constants are filters, not operands broadcast against the images
-    if node.op == "FusedConvAdd":  # filters, and a residual sliced like every image tensor
-        return node.inputs[3] not in plan.constants
-    if node.op in PER_SAMPLE_OPS:
-        return _constants_broadcast(plan, step, rank)
-    if node.op in ("Gemm", "FusedGemm"):
-        c = node.inputs[2] if len(node.inputs) > 2 else ""
-        row_varying = c in plan.constants and plan.constants[c].ndim == 2 and plan.constants[c].shape[0] != 1
-        return not getattr(attrs, "trans_a", False) and not row_varying
-    if node.op == "MatMul":
-        b = node.inputs[1]
-        return b in plan.constants and plan.constants[b].ndim <= 2
-    if node.op == "Flatten":
-        x = _shape(plan, node.inputs[0])
-        return bool(x) and normalize_axis(getattr(attrs, "axis", 1), len(x)) >= 1  # type: ignore[arg-type]
-    if node.op == "Transpose":
-        perm = tuple(getattr(attrs, "perm", ()))
-        return bool(perm) and perm[0] == 0
-    if node.op == "Unsqueeze":
-        return True  # a new axis 0 would make the output's axis 0 differ from the batch (checked)
-    if node.op in AXIS_OPS:
-        x = _shape(plan, node.inputs[0])
-        if x is None or not hasattr(attrs, "axis"):
-            return False
-        if node.op == "Gather" and node.inputs[1] not in plan.constants:
-            return False
-        if getattr(attrs, "coerce_2d", False):
-            return normalize_axis(attrs.axis, len(x)) >= 1
-        return normalize_axis(attrs.axis, len(x)) != 0
-    return False
+    shapes = StepShapes(
+        attrs=node.attrs,
+        inputs=tuple(_shape(plan, x) if x else None for x in node.inputs),
+        constants=tuple(plan.constants.get(x) if x else None for x in node.inputs),
+        output_rank=len(out),
+    )
+    return definition.per_sample(shapes)
 
 
 def batch_separable(plan: Plan, batch: int) -> bool:
@@ -185,21 +138,20 @@ def run_split(
 
 SPLIT_MIN_MACS_PER_IMAGE = 20_000_000
 """Below this much work per image, handing a slice to another thread costs more than it saves
-(LeNet-5, 0.3 MMAC: 0.56x at batch 2)."""
+(docs/memory.md)."""
 
 SPLIT_MAX_DENSE_WEIGHT_BYTES = 16 << 20
 """Above this many bytes of fully-connected weights, splitting loses: every slice streams the
-weights again, where the whole batch reads them once (AlexNet 0.79x, VGG-16 0.85x at batch 8)."""
+weights again, where the whole batch reads them once (docs/memory.md)."""
 
 
 def split_pays(plan: Plan, batch: int, threads: int) -> bool:
-    """The "auto" rule, from benchmarks/arena.py --batch-only (docs/memory.md): split a batch
-    unless its images are tiny or its dense layers' weights are large. Convolution-heavy models
-    gained 1.0-1.18x at batch 2-8 on 2 threads: layers below the thread grain run on one thread
-    when the batch is whole, and each slice's working set is smaller."""
+    """The "auto" rule (docs/memory.md): split a batch unless its images are tiny or its dense
+    layers' weights are large. Convolution-heavy models gain: layers below the thread grain run on
+    one thread when the batch is whole, and each slice's working set is smaller."""
     dense_bytes = 0
     for step in plan.steps:
         node = step.node
-        if node.op in ("Gemm", "FusedGemm", "MatMul"):
+        if op_family(node.op) in ("Gemm", "MatMul"):
             dense_bytes += sum(plan.constants[x].nbytes for x in node.inputs[1:2] if x in plan.constants)
     return plan_macs(plan) >= SPLIT_MIN_MACS_PER_IMAGE * batch and dense_bytes <= SPLIT_MAX_DENSE_WEIGHT_BYTES

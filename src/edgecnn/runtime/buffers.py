@@ -31,10 +31,6 @@ from typing import Literal
 
 from edgecnn.runtime.memory import ArenaLayout, BufferRequest, align, plan_arena
 
-VIEW_SPLITS = True
-"""Whether a Split of an arena buffer into contiguous slabs is elided (off: its outputs are copied;
-benchmarks/rule_ab.py compares the two)."""
-
 StepMode = Literal["view", "into", "opaque"]
 RootKind = Literal["source", "arena", "external", "opaque"]
 
@@ -159,9 +155,7 @@ def plan_buffers(
                     members[out].append(slot)
                     offset[slot] = at
                 elided.add(index)
-            elif (
-                VIEW_SPLITS and step.split_offsets and _viewable_split(step, root, kind, referenced | pinned)
-            ):
+            elif step.split_offsets and _viewable_split(step, root, kind, referenced | pinned):
                 r = root[step.inputs[0]]
                 base = offset.get(step.inputs[0], 0)
                 for slot, at in zip(step.outputs, step.split_offsets):

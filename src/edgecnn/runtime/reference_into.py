@@ -19,12 +19,10 @@ import numpy as np
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.ops.activation import SoftmaxAttrs, softmax_axes
 from edgecnn.ops.common import normalize_axis
+from edgecnn.ops.registry import find_op
 from edgecnn.ops.shape import ConcatAttrs, SplitAttrs, TransposeAttrs, transpose_perm
 
 IntoFn = Callable[..., None]
-
-VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"})
-"""Ops whose (first) output is their first input's data read with another shape."""
 
 _BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}
 
@@ -42,11 +40,13 @@ def _concrete(t: TensorType | None) -> bool:
 def is_view_step(
     node: Node, in_types: Sequence[TensorType | None], out_types: Sequence[TensorType | None]
 ) -> bool:
-    """The step only re-reads its first input with the output's shape (no data changes)."""
-    if node.op not in VIEW_OPS or not in_types or not out_types or not node.outputs[0]:
+    """The step only re-reads its first input with the output's shape (no data changes): its op
+    declares ``view`` and no other output (Dropout's mask) is used."""
+    definition = find_op(node.op)
+    if definition is None or not definition.view or not in_types or not out_types or not node.outputs[0]:
         return False
-    if node.op == "Dropout" and any(node.outputs[1:]):
-        return False  # the mask output is data of its own
+    if any(node.outputs[1:]):
+        return False  # another output is data of its own
     x, y = in_types[0], out_types[0]
     if not (_concrete(x) and _concrete(y)) or x.dtype != y.dtype:  # type: ignore[union-attr]
         return False

@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from edgecnn.compress.layers import weight_layers
 from edgecnn.errors import EdgeCNNError, InputError
 from edgecnn.ir.graph import Graph
+from edgecnn.ops.traits import weight_of
 from edgecnn.train.data.dataset import Dataset
 from edgecnn.train.loss import softmax_cross_entropy
 from edgecnn.train.network import Network
@@ -89,7 +89,7 @@ class Trainer:
             raise InputError(f"batch_size and threads must be >= 1 and epochs >= 0, got {self.config}")
         self.schedule = self.config.lr_schedule()
         self.network = Network(graph)
-        weights = {layer.tensor for layer in weight_layers(graph)}
+        weights = {found[0] for node in graph.nodes if (found := weight_of(node, graph.initializers))}
         self.optimizer = SGD(
             self.config.momentum, self.config.weight_decay, weights & set(self.network.parameters)
         )

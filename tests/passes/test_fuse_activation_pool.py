@@ -1,4 +1,4 @@
-"""Before/after tests of fuse_pool_activation: act(pool(x)) becomes one FusedMaxPool/FusedAveragePool
+"""Before/after tests of fuse_activation on pools: act(pool(x)) becomes one FusedMaxPool/FusedAveragePool
 step whose outputs equal the two steps'; pools whose output anything else reads, or whose reader is
 not an activation a fused step can apply, are left alone."""
 
@@ -13,7 +13,7 @@ from edgecnn.ops.activation import LeakyReluAttrs
 from edgecnn.ops.fused_pool import FusedAveragePoolAttrs, FusedMaxPoolAttrs
 from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs
 from edgecnn.ops.registry import NoAttrs
-from edgecnn.passes.fuse_pool_activation import fuse_pool_activation
+from edgecnn.passes.fuse_activation import fuse_activation
 from edgecnn.runtime.options import RuntimeOptions
 
 MAX = MaxPoolAttrs(kernel_shape=(3, 3), strides=(2, 2), ceil_mode=True)  # Caffe's pool1
@@ -56,7 +56,7 @@ def test_pool_then_activation_fuses(attrs: object, activation: Node, constants: 
     graph = pool_graph(
         pool_node(attrs), [activation], ["y"], {k: np.asarray(v) for k, v in constants.items()}
     )
-    result = fuse_pool_activation(graph)
+    result = fuse_activation(graph)
     (fused,) = result.graph.nodes
     expected_op, expected_attrs = (
         ("FusedMaxPool", FusedMaxPoolAttrs) if attrs is MAX else ("FusedAveragePool", FusedAveragePoolAttrs)
@@ -72,7 +72,7 @@ def test_silu_after_a_pool_fuses() -> None:
     sigmoid = Node("Sigmoid", "gate", ["p"], ["s"])
     mul = Node("Mul", "silu", ["s", "p"], ["y"])
     graph = pool_graph(pool_node(AVERAGE), [sigmoid, mul], ["y"])
-    result = fuse_pool_activation(graph)
+    result = fuse_activation(graph)
     assert [(n.op, n.outputs, n.attrs.activation) for n in result.graph.nodes] == [
         ("FusedAveragePool", ["y"], "silu")
     ]
@@ -90,7 +90,7 @@ def test_the_fused_graph_keeps_the_nodes_around_it() -> None:
         ],
         ["y"],
     )
-    result = fuse_pool_activation(graph)
+    result = fuse_activation(graph)
     assert [(n.op, n.name, n.inputs, n.outputs) for n in result.graph.nodes] == [
         ("FusedMaxPool", "pool", ["x"], ["r"]),
         ("FusedMaxPool", "pool2", ["r"], ["y"]),
@@ -114,15 +114,22 @@ def test_left_alone(after: list[Node], outputs: list[str]) -> None:
     graph = pool_graph(pool_node(), after, outputs)
     if any("lo" in node.inputs for node in after):
         graph.inputs.append(TensorSpec("lo", "float32", ()))
-    result = fuse_pool_activation(graph)
+    result = fuse_activation(graph)
     assert [(n.op, n.name) for n in result.graph.nodes] == [(n.op, n.name) for n in graph.nodes]
     assert result.changes == []
 
 
-def test_global_pools_and_fused_pools_are_not_pools_to_fuse() -> None:
+def test_global_pools_and_pools_with_an_activation_are_left_alone() -> None:
     for op, attrs in [
         ("GlobalAveragePool", NoAttrs()),
-        ("FusedMaxPool", FusedMaxPoolAttrs(kernel_shape=(2, 2))),
+        ("FusedMaxPool", FusedMaxPoolAttrs(kernel_shape=(2, 2), activation="sigmoid")),
     ]:
         graph = pool_graph(Node(op, "pool", ["x"], ["p"], attrs), [Node("Relu", "act", ["p"], ["y"])], ["y"])
-        assert fuse_pool_activation(graph).changes == []
+        assert fuse_activation(graph).changes == []
+
+
+def test_a_fused_pool_without_activation_takes_one() -> None:
+    pool = Node("FusedMaxPool", "pool", ["x"], ["p"], FusedMaxPoolAttrs(kernel_shape=(2, 2)))
+    graph = pool_graph(pool, [Node("Relu", "act", ["p"], ["y"])], ["y"])
+    (fused,) = fuse_activation(graph).graph.nodes
+    assert fused.op == "FusedMaxPool" and fused.attrs.activation == "relu" and fused.outputs == ["y"]
