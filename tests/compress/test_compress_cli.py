@@ -1,4 +1,5 @@
-"""`edgecnn compress` through a one-command typer app (the lead registers it in cli/app.py)."""
+"""`edgecnn compress` through the real `edgecnn` app: its tables, its usage errors and one-line
+errors, and its prune-retrain matching `edgecnn train`'s."""
 
 from __future__ import annotations
 
@@ -7,24 +8,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import typer
 from typer.testing import CliRunner, Result
 
-from edgecnn.cli import compress_cmd
+from edgecnn.cli.app import EXIT_ERROR, EXIT_USAGE, app
 from edgecnn.compress import density
+from edgecnn.compress.workflow import parse_keeps
 from edgecnn.errors import InputError
 from edgecnn.format import load_ecnn, read_header
 
 FACE_ONNX = Path(str(resources.files("edgecnn") / "data" / "simplecnn" / "face_binary_cls.onnx"))
 LENET = Path(__file__).parents[1] / "fixtures" / "caffe" / "lenet.deploy.prototxt"
-
-app = typer.Typer()
-app.command(compress_cmd.NAME)(compress_cmd.command)
-
-
-@app.callback()
-def _group() -> None:
-    """Keeps `compress` a sub-command, as in the real app."""
 
 
 def invoke(*args: str) -> Result:
@@ -101,28 +94,35 @@ def test_fp16_without_pruning_on_a_caffe_model(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--prune", "half"], "expected KEEP or LAYER=KEEP"),
-        (["--prune", "1.5"], "must be in 0..1"),
-        (["--prune", "=0.5"], "layer name before '=' is empty"),
-        (["--quantize", "int4"], "use int8 or fp16"),
+        (["--prune", "half"], "Invalid value for --prune: 'half': expected KEEP or LAYER=KEEP"),
+        (["--prune", "1.5"], "Invalid value for --prune: '1.5': the keep ratio must be in 0..1"),
+        (["--prune", "=0.5"], "Invalid value for --prune: '=0.5': the layer name before '=' is empty"),
+        (["--quantize", "int4"], "Invalid value for --quantize: 'int4': use int8 or fp16"),
+        (["--entropy", "gzip"], "Invalid value for --entropy: 'gzip': use zlib or lzma"),
+        (["--calibration-method", "avg"], "Invalid value for --calibration-method: 'avg'"),
+        (["--calibration", "."], "Invalid value for --calibration: calibration needs --quantize int8"),
+        (["--sparse-threshold", "2"], "Invalid value for '--sparse-threshold'"),
     ],
 )
 def test_bad_options_are_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
     result = invoke(str(FACE_ONNX), *args, "-o", str(tmp_path / "x.ecnn"))
-    assert result.exit_code == 2 and message in result.output
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert message in " ".join(result.stderr.replace("│", " ").split())  # rich wraps it in a box
+    assert "internal error" not in result.output
     assert not (tmp_path / "x.ecnn").exists()
 
 
 def test_unknown_layer_is_an_input_error(tmp_path: Path) -> None:
     result = invoke(str(FACE_ONNX), "--prune", "fc9=0.5", "-o", str(tmp_path / "x.ecnn"))
-    assert isinstance(result.exception, InputError) and "Conv_0, Conv_3, Conv_6, Gemm_9" in str(
-        result.exception
-    )
+    assert result.exit_code == EXIT_ERROR and result.stderr.startswith("error: ")
+    assert "Conv_0, Conv_3, Conv_6, Gemm_9" in result.stderr
 
 
-def test_parse_prune() -> None:
-    assert compress_cmd.parse_prune([]) == (None, {})
-    assert compress_cmd.parse_prune(["0.2", "fc6=0.1", "a=b=0.5"]) == (0.2, {"fc6": 0.1, "a=b": 0.5})
+def test_parse_keeps() -> None:
+    assert parse_keeps([]) == (None, {})
+    assert parse_keeps(["0.2", "fc6=0.1", "a=b=0.5"]) == (0.2, {"fc6": 0.1, "a=b": 0.5})
+    with pytest.raises(InputError, match=r"must be in 0\.\.1"):
+        parse_keeps(["fc6=-0.1"])
 
 
 # ---------------------------------------------------------------- --retrain / --eval on digits
@@ -219,23 +219,19 @@ def test_eval_reports_the_calibrated_int8_models_accuracy(
 
 def test_retrain_needs_prune_and_a_known_dataset(tmp_path: Path) -> None:
     result = invoke(str(FACE_ONNX), "--retrain", "digits", "-o", str(tmp_path / "x.ecnn"))
-    assert result.exit_code == 2 and "needs --prune" in result.output
+    assert result.exit_code == EXIT_USAGE and "Invalid value for --retrain" in result.stderr
+    assert "needs --prune" in result.stderr
     result = invoke(str(FACE_ONNX), "--prune", "0.5", "--retrain", "mnist", "-o", str(tmp_path / "x.ecnn"))
-    assert isinstance(result.exception, InputError) and "use digits, idx:DIR" in str(result.exception)
+    assert result.exit_code == EXIT_ERROR and "use digits, idx:DIR" in result.stderr
     assert not (tmp_path / "x.ecnn").exists()
 
 
 def test_retraining_matches_edgecnn_train(tmp_path: Path, digits_lenet: tuple[Path, object, float]) -> None:
     """Same options, same defaults: `compress --retrain` and `train --epochs 0 --prune` give the same weights."""
-    from edgecnn.cli import train_cmd
-
     model = digits_lenet[0]
     budget = ("--prune", "ip1=0.2", "--retrain-steps", "3", "--final-steps", "2", "--retention-step", "0.4")
-    train_app = typer.Typer()
-    train_app.command("train")(train_cmd.command)
-    train_app.callback()(_group)
     trained = CliRunner().invoke(
-        train_app,
+        app,
         ["train", str(model), "--epochs", "0", *budget, "--quiet", "-o", str(tmp_path / "t.ecnn")],
     )
     assert trained.exit_code == 0, trained.output
@@ -251,6 +247,6 @@ def test_retraining_matches_edgecnn_train(tmp_path: Path, digits_lenet: tuple[Pa
 def test_eval_refuses_images_the_model_cannot_take(tmp_path: Path) -> None:
     pytest.importorskip("sklearn")
     result = invoke(str(FACE_ONNX), "--eval", "digits", "-o", str(tmp_path / "x.ecnn"))
-    assert isinstance(result.exception, InputError)
-    assert "its images are 1x128x128, the model's input takes 3x128x128" in str(result.exception)
+    assert result.exit_code == EXIT_ERROR
+    assert "its images are 1x128x128, the model's input takes 3x128x128" in result.stderr
     assert not (tmp_path / "x.ecnn").exists()  # refused before any work

@@ -1,30 +1,24 @@
-"""`edgecnn train` (registered here on a private app until the lead adds it to cli/app.py) and
-`edgecnn time --backward`."""
+"""`edgecnn train` and `edgecnn time --backward` through the real `edgecnn` app."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-import typer
 from PIL import Image
 from train_helpers import small_lenet
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 import edgecnn
-from edgecnn.cli import train_cmd
-from edgecnn.cli.app import EXIT_ERROR, app, reports_errors
+from edgecnn.cli.app import EXIT_ERROR, EXIT_USAGE, app
 from edgecnn.compress import density
 
-train_app = typer.Typer()
-train_app.command(name="train")(reports_errors(train_cmd.command))
-train_app.command(name="noop")(lambda: None)  # two commands: typer keeps the subcommand name
 
-
-def invoke(application: typer.Typer, *args: object) -> object:
-    return CliRunner().invoke(application, [str(a) for a in args])
+def invoke(*args: object) -> Result:
+    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def bars_folder(root: Path, per_class: int = 12) -> Path:
@@ -46,7 +40,7 @@ def test_train_a_model_file_prune_and_save(tmp_path: Path) -> None:
     folder = bars_folder(tmp_path / "bars")
     out = tmp_path / "trained.ecnn"
     result = invoke(
-        train_app, "train", model, "--dataset", f"folder:{folder}", "--epochs", "3", "--batch-size", "8",
+        "train", model, "--dataset", f"folder:{folder}", "--epochs", "3", "--batch-size", "8",
         "--lr", "0.02", "--shift", "0", "--prune", "ip1=0.2", "--retrain-steps", "3", "--final-steps", "2", "--retention-step", "0.4",
         "--checkpoint-dir", tmp_path / "ckpt", "--quiet", "-o", out,
     )  # fmt: skip
@@ -61,7 +55,7 @@ def test_train_a_model_file_prune_and_save(tmp_path: Path) -> None:
     assert density(trained.graph.initializers["ip1.w"]) == pytest.approx(0.2, abs=0.01)
     assert trained(np.zeros((1, 1, 16, 16), np.float32)).shape == (1, 3)
     resumed = invoke(
-        train_app, "train", "--resume", tmp_path / "ckpt" / "epoch-2.ecnn", "--dataset", f"folder:{folder}",
+        "train", "--resume", tmp_path / "ckpt" / "epoch-2.ecnn", "--dataset", f"folder:{folder}",
         "--epochs", "3", "--quiet", "-o", tmp_path / "resumed.ecnn",
     )  # fmt: skip
     assert resumed.exit_code == 0, resumed.output
@@ -69,23 +63,43 @@ def test_train_a_model_file_prune_and_save(tmp_path: Path) -> None:
 
 
 def test_train_refusals(tmp_path: Path) -> None:
-    result = invoke(train_app, "train", "-o", tmp_path / "x.ecnn")
-    assert result.exit_code != 0 and "exactly one of MODEL, --lenet5 or --resume" in result.output
-    result = invoke(
-        train_app, "train", "--lenet5", "--dataset", "idx:" + str(tmp_path), "-o", tmp_path / "x.ecnn"
-    )
+    result = invoke("train", "-o", tmp_path / "x.ecnn")
+    assert result.exit_code == EXIT_USAGE and "exactly one of MODEL, --lenet5 or --resume" in result.stderr
+    result = invoke("train", "--lenet5", "--dataset", "idx:" + str(tmp_path), "-o", tmp_path / "x.ecnn")
     assert result.exit_code == EXIT_ERROR and "no train-images-idx3-ubyte" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--prune", "1.5"], "Invalid value for --prune: '1.5': the keep ratio must be in 0..1"),
+        (["--structured", "conv1=x"], "Invalid value for --structured: 'conv1=x': expected KEEP"),
+        (["--momentum", "1"], "Invalid value for '--momentum'"),
+    ],
+)
+def test_bad_option_values_are_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
+    result = invoke("train", "--lenet5", *args, "-o", tmp_path / "x.ecnn")
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert message in " ".join(result.stderr.replace("│", " ").split())  # rich wraps it in a box
+    assert not (tmp_path / "x.ecnn").exists()
+
+
+def test_digits_without_scikit_learn_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "sklearn.datasets", None)  # importing it raises ImportError
+    result = invoke("train", "--lenet5", "--dataset", "digits", "-o", tmp_path / "x.ecnn")
+    assert result.exit_code == EXIT_ERROR
+    assert "pip install 'edgecnn[train]'" in result.stderr
 
 
 def test_time_backward_reports_every_layer(tmp_path: Path) -> None:
     model = tmp_path / "small.ecnn"
     edgecnn.Model(small_lenet()).save(model)
-    result = invoke(app, "time", model, "--backward", "--batch", "4", "--iterations", "2", "--warmup", "0")
+    result = invoke("time", model, "--backward", "--batch", "4", "--iterations", "2", "--warmup", "0")
     assert result.exit_code == 0, result.output
     for name in ("conv1", "pool2", "ip2", "loss", "average forward pass", "forward-backward"):
         assert name in result.stdout
     document = json.loads(
-        invoke(app, "time", model, "--backward", "--batch", "4", "--iterations", "2", "--json").stdout
+        invoke("time", model, "--backward", "--batch", "4", "--iterations", "2", "--json").stdout
     )
     assert [row["name"] for row in document["layers"]][:2] == ["conv1", "pool1"]
     assert len(document["forward_ms"]) == 2 and document["mean_forward_backward_ms"] > 0

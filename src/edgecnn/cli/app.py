@@ -1,7 +1,9 @@
-"""The `edgecnn` command: run, info, time, demo.
+"""The `edgecnn` command: run, info, time, demo and the rest (one module per command).
 
 Every command reports failures as one line on stderr and a non-zero exit status; `--debug`
-(before the command) shows the traceback instead."""
+(before the command) shows the traceback instead. A bad option value (``typer.BadParameter``,
+raised by a command after parsing) is a usage error, reported by click as for values it checks
+itself: exit status 2 and a message naming the option."""
 
 from __future__ import annotations
 
@@ -39,8 +41,9 @@ app = typer.Typer(
 
 _settings = {"debug": False}
 
-EXIT_ERROR = 1  # bad model, bad input, bad option
-EXIT_INTERNAL = 2  # a bug in edgecnn
+EXIT_ERROR = 1  # bad model, bad input, unavailable device
+EXIT_USAGE = 2  # bad option value or missing argument (click's own status for usage errors)
+EXIT_INTERNAL = 3  # a bug in edgecnn
 EXIT_INTERRUPTED = 130
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -61,7 +64,7 @@ def reports_errors(command: F) -> F:
         except KeyboardInterrupt:
             error_console.print("interrupted")
             raise typer.Exit(EXIT_INTERRUPTED) from None
-        except (typer.Exit, typer.Abort):
+        except (typer.Exit, typer.Abort, typer.BadParameter):
             raise
         except Exception as exc:
             error_console.print(

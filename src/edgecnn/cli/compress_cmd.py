@@ -10,38 +10,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from edgecnn.cli.console import console, human_bytes
-from edgecnn.errors import InputError
+from edgecnn.cli.prune_view import keep_option, show_prune_retrain
 
 if TYPE_CHECKING:
     from edgecnn.compress.report import Comparison, TensorRow
+    from edgecnn.compress.workflow import RetrainBudget
     from edgecnn.ir.graph import Graph
     from edgecnn.train import Dataset
 
 NAME = "compress"
-
-
-def parse_prune(values: list[str]) -> tuple[float | None, dict[str, float]]:
-    """['0.2', 'fc6=0.1'] -> (0.2, {'fc6': 0.1}): a bare KEEP applies to every prunable layer."""
-    default: float | None = None
-    layers: dict[str, float] = {}
-    for text in values:
-        name, sep, number = text.rpartition("=")
-        try:
-            keep = float(number)
-        except ValueError:
-            raise typer.BadParameter(f"'{text}': expected KEEP or LAYER=KEEP with KEEP in 0..1") from None
-        if not 0.0 <= keep <= 1.0:
-            raise typer.BadParameter(f"'{text}': the keep ratio must be in 0..1")
-        if not sep:
-            default = keep
-        elif not name:
-            raise typer.BadParameter(f"'{text}': the layer name before '=' is empty")
-        else:
-            layers[name] = keep
-    return default, layers
 
 
 def command(
@@ -115,6 +96,7 @@ def command(
     """Compress MODEL's weights into OUTPUT (.ecnn) and compare it with the uncompressed model."""
     from edgecnn.compress import compress
     from edgecnn.compress.report import compare, tensor_rows
+    from edgecnn.compress.workflow import RetrainBudget
     from edgecnn.format import save_ecnn
     from edgecnn.format.entropy_plan import entropy_plan
     from edgecnn.importers import load_graph
@@ -127,8 +109,10 @@ def command(
     if calibration is not None and quantize != "int8":
         raise typer.BadParameter("calibration needs --quantize int8", param_hint="--calibration")
     if calibration_method not in ("minmax", "percentile", "kl"):
-        raise typer.BadParameter(f"'{calibration_method}': use minmax, percentile or kl")
-    keep, layers = parse_prune(prune)
+        raise typer.BadParameter(
+            f"'{calibration_method}': use minmax, percentile or kl", param_hint="--calibration-method"
+        )
+    keep, layers = keep_option(prune, "--prune")
     if retrain is not None and keep is None and not layers:
         raise typer.BadParameter(
             "retraining recovers what pruning cost, so it needs --prune [LAYER=]KEEP "
@@ -192,20 +176,7 @@ def command(
             "no labelled set: the agreement above is on random inputs, not accuracy "
             "(give --eval DATASET or --retrain DATASET)"
         )
-    console.print(f"wrote {output}")
-
-
-@dataclass(frozen=True)
-class RetrainBudget:
-    """How much retraining follows each cut: the options `edgecnn train` names the same way, with its
-    defaults, so both commands retrain a model to the same weights."""
-
-    steps: int
-    final_steps: int
-    lr: float
-    retention_step: float
-    batch_size: int
-    shift: int
+    console.print(f"wrote {output}", markup=False)
 
 
 @dataclass(frozen=True)
@@ -220,24 +191,16 @@ class Labelled:
         from edgecnn.train.evaluate import accuracy_score
 
         return cls(
-            f"top-1 accuracy ({len(test)} test images of {spec})", accuracy_score(test, threads=threads)
+            f"top-1 accuracy ({len(test)} test images of {escape(spec)})",
+            accuracy_score(test, threads=threads),
         )
 
 
 def splits(graph: Graph, spec: str, test_fraction: float, seed: int) -> tuple[Dataset, Dataset]:
-    """(train, test) of ``spec`` at the model's input size, split as `edgecnn train` splits it for
-    the same seed and fraction (so a model trained there is not scored on its training images)."""
-    from edgecnn.cli.train_cmd import input_size
-    from edgecnn.train import load_dataset
+    """(train, test) of ``spec`` at the model's input size, split as `edgecnn train` splits it."""
+    from edgecnn.train.data import load_dataset_for
 
-    channels, height, width = input_size(graph)
-    train, test = load_dataset(spec, (height, width), channels, test_fraction, seed)
-    if train.images.shape[1:] != (channels, height, width):
-        raise InputError(
-            f"dataset {spec}: its images are {'x'.join(map(str, train.images.shape[1:]))}, "
-            f"the model's input takes {channels}x{height}x{width}"
-        )
-    return train, test
+    return load_dataset_for(graph, spec, test_fraction, seed)
 
 
 def retrained(
@@ -254,31 +217,17 @@ def retrained(
 ) -> Graph:
     """``graph`` pruned to ``keep``/``layers`` along the falling retention schedule, retrained on
     ``train`` after every cut with the pruned weights held at zero (``test`` scores each stage)."""
-    from edgecnn.cli.train_cmd import prune_iteratively
-    from edgecnn.train import TrainConfig, Trainer
+    from edgecnn.compress.workflow import retraining_trainer
 
-    config = TrainConfig(
-        epochs=0, batch_size=budget.batch_size, seed=seed, shift=budget.shift, threads=threads or 1
-    )
-    trainer = Trainer(graph, config)
-    trainer.check_data(test)
+    trainer = retraining_trainer(graph, test, budget, seed, threads)
     _, channels, height, width = train.images.shape
     console.print(
         f"retraining on {spec}: {len(train)} training, {len(test)} test images of "
         f"{channels}x{height}x{width}; {budget.steps} steps at lr {budget.lr:g} after each cut"
-        + (f", {budget.final_steps} more after the last" if budget.final_steps else "")
+        + (f", {budget.final_steps} more after the last" if budget.final_steps else ""),
+        markup=False,
     )
-    prune_iteratively(
-        trainer,
-        train,
-        test,
-        keep,
-        layers,
-        (budget.steps, budget.final_steps),
-        budget.lr,
-        budget.retention_step,
-        show,
-    )
+    show_prune_retrain(trainer, train, test, keep, layers, budget, show)
     return trainer.graph
 
 
@@ -292,7 +241,7 @@ def calibrated_int8(graph: Graph, directory: Path, method: str, threads: int | N
     if len(inputs) != 1:
         raise typer.BadParameter("calibration supports models with one input", param_hint="--calibration")
     samples = calibration_inputs(directory, inputs[0])
-    console.print(f"calibrating on {len(samples)} input(s) from {directory} ({method})")
+    console.print(f"calibrating on {len(samples)} input(s) from {directory} ({method})", markup=False)
     return quantize_int8(graph, samples, method=method, threads=threads)
 
 

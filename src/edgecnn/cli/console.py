@@ -1,4 +1,4 @@
-"""Shared terminal output: consoles, the progress bar of commands that time things, and
+"""Shared terminal output: consoles, the progress bars of commands that time or train things, and
 human-readable numbers."""
 
 from __future__ import annotations
@@ -6,7 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TaskID
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+)
 
 console = Console(highlight=False, soft_wrap=True)
 error_console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -28,6 +36,21 @@ def measuring_progress(*columns: ProgressColumn, disable: bool) -> Progress:
         transient=True,
         disable=disable,
         auto_refresh=False,
+    )
+
+
+def training_progress(show: bool) -> Progress:
+    """A transient progress bar on stderr for training and retraining: label, bar, done/total, the
+    last batch's loss (the task's ``loss`` field) and the time left."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]:.4f}"),
+        TimeRemainingColumn(),
+        console=error_console,
+        transient=True,
+        disable=not show,
     )
 
 

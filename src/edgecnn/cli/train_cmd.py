@@ -9,41 +9,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
+from rich.markup import escape
 
-from edgecnn.cli.compress_cmd import parse_prune
-from edgecnn.cli.console import console, error_console, human_bytes
+from edgecnn.cli.console import console, human_bytes, training_progress
+from edgecnn.cli.prune_view import keep_option, percent, show_prune_retrain
 
 if TYPE_CHECKING:
-    from edgecnn.compress.retrain import RetrainStage
-    from edgecnn.ir.graph import Graph
     from edgecnn.train import Dataset, EpochStats, Trainer
 
 NAME = "train"
-
-
-def _progress(show: bool) -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]:.4f}"),
-        TimeRemainingColumn(),
-        console=error_console,
-        transient=True,
-        disable=not show,
-    )
-
-
-def input_size(graph: Graph) -> tuple[int, int, int]:
-    """(channels, height, width) the model's input expects; 1x28x28 where the file leaves them open."""
-    spec = next(s for s in graph.inputs if s.name not in graph.initializers)
-    dims = list(spec.shape or ())[1:]
-    if len(dims) != 3:
-        raise typer.BadParameter(f"the model's input {spec} is not (N, C, H, W)")
-    defaults = (1, 28, 28)
-    return tuple(d if isinstance(d, int) else default for d, default in zip(dims, defaults))  # type: ignore[return-value]
 
 
 def command(
@@ -101,32 +75,34 @@ def command(
 ) -> None:
     """Train a classifier on a labelled image set, optionally prune it, and save it as .ecnn."""
     from edgecnn.compress import compress
+    from edgecnn.compress.workflow import RetrainBudget
     from edgecnn.format import save_ecnn
     from edgecnn.importers import load_graph
     from edgecnn.train import TrainConfig, Trainer, build_lenet5, load_dataset, resume
+    from edgecnn.train.data import model_input_size
     from edgecnn.train.evaluate import engine_accuracy
 
     if sum((model is not None, lenet5, resume_from is not None)) != 1:
         raise typer.BadParameter("give exactly one of MODEL, --lenet5 or --resume")
-    keep, layers = parse_prune(prune)
-    structured_keep, structured_layers = parse_prune(structured)
+    keep, layers = keep_option(prune, "--prune")
+    structured_keep, structured_layers = keep_option(structured, "--structured")
     config = TrainConfig(
         epochs=epochs, batch_size=batch_size, lr=lr, momentum=momentum, weight_decay=weight_decay,
         schedule=schedule, step_size=step_size, gamma=gamma, seed=seed, shift=shift, threads=threads,
     )  # fmt: skip
     if resume_from is not None:
         trainer = resume(resume_from, epochs=epochs, threads=threads)
-        channels, height, width = input_size(trainer.network.source)
+        channels, height, width = model_input_size(trainer.network.source)
         train, test = load_dataset(dataset, (height, width), channels, test_fraction, trainer.config.seed)
     else:
         graph = load_graph(model, weights) if model is not None else None
-        channels, height, width = input_size(graph) if graph is not None else (1, 28, 28)
+        channels, height, width = model_input_size(graph) if graph is not None else (1, 28, 28)
         train, test = load_dataset(dataset, (height, width), channels, test_fraction, seed)
         if graph is None:
             graph = build_lenet5(classes=len(train.classes), size=height, channels=channels, seed=seed)
         trainer = Trainer(graph, config)
     console.print(
-        f"[bold]{trainer.network.source.name}[/bold] on {dataset}: {len(train)} training, {len(test)} test images "
+        f"[bold]{escape(trainer.network.source.name)}[/bold] on {escape(dataset)}: {len(train)} training, {len(test)} test images "
         f"of {channels}x{height}x{width}, {len(train.classes)} classes; "
         f"{sum(trainer.network.values[p].size for p in trainer.network.parameters):,} parameters"
     )
@@ -143,17 +119,8 @@ def command(
             not quiet,
         )
     if keep is not None or layers:
-        prune_iteratively(
-            trainer,
-            train,
-            test,
-            keep,
-            layers,
-            (retrain_steps, final_steps),
-            retrain_lr,
-            retention_step,
-            not quiet,
-        )
+        budget = RetrainBudget(retrain_steps, final_steps, retrain_lr, retention_step)
+        show_prune_retrain(trainer, train, test, keep, layers, budget, not quiet)
     trained = trainer.graph
     compressed, plan = compress(trained)
     save_ecnn(compressed, output, storage=plan)
@@ -162,14 +129,6 @@ def command(
         f"test accuracy (edgecnn inference on the saved weights): {accuracy:.2%}; wrote {output} "
         f"({human_bytes(output.stat().st_size)})"
     )
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2%}"
-
-
-def _keeps(keeps: dict[str, float]) -> str:
-    return " ".join(f"{name}={value:g}" for name, value in keeps.items())
 
 
 def fit(trainer: Trainer, train: Dataset, test: Dataset, checkpoint_dir: Path | None, show: bool) -> None:
@@ -181,7 +140,7 @@ def fit(trainer: Trainer, train: Dataset, test: Dataset, checkpoint_dir: Path | 
     console.print(
         f"[bold]{'epoch':>5}  {'lr':>8}  {'loss':>7}  {'train acc':>9}  {'test loss':>9}  {'test acc':>8}  {'s':>6}[/bold]"
     )
-    with _progress(show) as progress:
+    with training_progress(show) as progress:
         task = progress.add_task(f"epoch {trainer.epoch + 1}", total=1, loss=float("nan"))
 
         def on_batch(index: int, total: int, loss: float) -> None:
@@ -190,7 +149,7 @@ def fit(trainer: Trainer, train: Dataset, test: Dataset, checkpoint_dir: Path | 
         def on_epoch(stats: EpochStats) -> None:
             console.print(
                 f"{stats.epoch:>5}  {stats.lr:>8.5f}  {stats.loss:>7.4f}  {stats.accuracy:>9.2%}  "
-                f"{stats.val_loss or 0:>9.4f}  {_pct(stats.val_accuracy):>8}  {stats.seconds:>6.1f}"
+                f"{stats.val_loss or 0:>9.4f}  {percent(stats.val_accuracy):>8}  {stats.seconds:>6.1f}"
             )
             if checkpoint_dir is not None:
                 checkpoint_dir.mkdir(parents=True, exist_ok=True)
@@ -200,43 +159,6 @@ def fit(trainer: Trainer, train: Dataset, test: Dataset, checkpoint_dir: Path | 
         started = time.perf_counter()
         trainer.fit(train, val=test, on_batch=on_batch, on_epoch=on_epoch)
     console.print(f"trained in {time.perf_counter() - started:.1f} s")
-
-
-def prune_iteratively(
-    trainer: Trainer,
-    train: Dataset,
-    test: Dataset,
-    keep: float | None,
-    layers: dict[str, float],
-    steps: tuple[int, int],
-    lr: float,
-    retention_step: float,
-    show: bool,
-) -> None:
-    """Prune-retrain along the falling retention schedule, one table row per cut."""
-    from edgecnn.compress.retrain import prune_retrain
-
-    table = Table(
-        "stage", "kept", "test acc after cut", "retrained",
-        box=None, header_style="bold", title="prune-retrain", title_justify="left",
-    )  # fmt: skip
-    with _progress(show) as progress:
-        task = progress.add_task("retrain", total=steps[0], loss=float("nan"))
-
-        def on_batch(index: int, total: int, loss: float) -> None:
-            progress.update(task, completed=index + 1, total=total, loss=loss)
-
-        def on_stage(stage: RetrainStage) -> None:
-            progress.reset(task)
-            table.add_row(
-                str(stage.stage), _keeps(stage.keeps), _pct(stage.pruned_accuracy), _pct(stage.accuracy)
-            )
-
-        prune_retrain(
-            trainer, train, keep=keep, layers=layers, steps=steps[0], final_steps=steps[1], lr=lr,
-            step=retention_step, val=test, on_stage=on_stage, on_batch=on_batch,
-        )  # fmt: skip
-    console.print(table)
 
 
 def remove_units(
@@ -257,7 +179,7 @@ def remove_units(
     retrained = Trainer(smaller, trainer.config)
     retrained.epoch = trainer.epoch
     before = retrained.evaluate(test)[1]
-    with _progress(show) as progress:
+    with training_progress(show) as progress:
         task = progress.add_task("retrain", total=steps, loss=float("nan"))
         retrained.train_steps(
             train, steps, Schedule("cosine", lr, epochs=max(steps, 1)).at, stream=-1,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edgecnn.errors import InputError
 from edgecnn.train.data.dataset import Dataset
@@ -10,12 +11,17 @@ from edgecnn.train.data.digits import load_digits
 from edgecnn.train.data.folder import load_image_folder
 from edgecnn.train.data.idx import load_mnist, parse_idx, read_idx
 
+if TYPE_CHECKING:
+    from edgecnn.ir.graph import Graph
+
 __all__ = [
     "Dataset",
     "load_dataset",
+    "load_dataset_for",
     "load_digits",
     "load_image_folder",
     "load_mnist",
+    "model_input_size",
     "parse_idx",
     "read_idx",
 ]
@@ -39,3 +45,28 @@ def load_dataset(
     raise InputError(
         f"dataset {spec!r}: use digits, idx:DIR (MNIST IDX files) or folder:DIR (a subfolder per class)"
     )
+
+
+def model_input_size(graph: Graph) -> tuple[int, int, int]:
+    """(channels, height, width) the model's input expects; 1x28x28 where the file leaves them open."""
+    spec = next(s for s in graph.inputs if s.name not in graph.initializers)
+    dims = list(spec.shape or ())[1:]
+    if len(dims) != 3:
+        raise InputError(f"the model's input {spec} is not (N, C, H, W)")
+    channels, height, width = (d if isinstance(d, int) else default for d, default in zip(dims, (1, 28, 28)))
+    return channels, height, width
+
+
+def load_dataset_for(
+    graph: Graph, spec: str, test_fraction: float = 0.2, seed: int = 0
+) -> tuple[Dataset, Dataset]:
+    """(train, test) of ``spec`` at ``graph``'s input size, split as ``load_dataset`` splits it for the
+    same seed and fraction (so a model trained on one split is not scored on its training images)."""
+    channels, height, width = model_input_size(graph)
+    train, test = load_dataset(spec, (height, width), channels, test_fraction, seed)
+    if train.images.shape[1:] != (channels, height, width):
+        raise InputError(
+            f"dataset {spec}: its images are {'x'.join(map(str, train.images.shape[1:]))}, "
+            f"the model's input takes {channels}x{height}x{width}"
+        )
+    return train, test
