@@ -11,6 +11,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from backends.support import Backend, rand
+from edgecnn.kernels.gpu import conv as gpu_conv
 from edgecnn.ops.common import AutoPad
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
@@ -110,7 +111,7 @@ def test_large_batches_are_processed_in_chunks_of_columns(device: Backend) -> No
     rng = np.random.default_rng(6)
     x, w = rand(rng, 5, 3, 8, 8), rand(rng, 4, 3, 3, 3)
     per_image = 3 * 9 * 36 * 4
-    with mock.patch.object(device.kernels.conv, "COLUMN_BUDGET", 2 * per_image):
+    with mock.patch.object(gpu_conv, "COLUMN_BUDGET", 2 * per_image):
         device.check_node("Conv", ConvAttrs(), [x, w], (1,), "conv_im2col_gemm", 27)
 
 

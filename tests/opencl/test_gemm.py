@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from backends.support import rand, reference_run
+from edgecnn.kernels.gpu.activations import activation_params
 from edgecnn.kernels.opencl import DeviceArray, get_device
 from edgecnn.kernels.opencl.gemm import (
     NO_WRAP,
@@ -20,7 +21,6 @@ from edgecnn.kernels.opencl.gemm import (
     enqueue_gemm,
     padded_columns,
 )
-from edgecnn.kernels.opencl.step import activation_params
 from edgecnn.ops.fused import FusedGemmAttrs
 from opencl.support import OPENCL
 

@@ -2,81 +2,38 @@
 cupy.matmul, the input planes multiplied directly for 1x1 convolutions, and a direct kernel for
 depthwise and narrow grouped ones. Bias and activation follow in one epilogue launch. FusedConvAdd
 runs the same convolution without activation, then adds the residual (CuPy, in place) and applies the
-activation in place (the activation kernel): untested on a GPU when written (no CUDA device here).
-
-The geometry (and which convolutions count as narrow) is the OpenCL backend's, reused as is."""
+activation in place (the activation kernel). Geometry and the choice of kernel in kernels.gpu.conv."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from edgecnn.ir.graph import Node, TensorType
+from edgecnn.ir.graph import Node
 from edgecnn.kernels.cuda.array import CudaArray
 from edgecnn.kernels.cuda.blas import ONE
 from edgecnn.kernels.cuda.runtime import CudaDevice
-from edgecnn.kernels.cuda.step import (
-    NO_ACTIVATION,
-    CudaStep,
-    activation_params,
-    constant_on_device,
-    cuda_kernel,
-    device_for_plan,
-    either,
-    shape_of,
-    variable_inputs,
-)
-from edgecnn.kernels.opencl.conv import (
-    Conv2d,
-    conv2d_of,
+from edgecnn.kernels.cuda.step import CudaStep, constant_on_device, cuda_kernel, device_for_plan
+from edgecnn.kernels.gpu.activations import ActivationParams, activation_params
+from edgecnn.kernels.gpu.conv import (
+    ConvSetup,
+    conv_setup,
     conv_supported,
-    output_shape,
-    prefers_direct,
+    prefers_gemm,
     residual_supported,
 )
+from edgecnn.kernels.gpu.step import Types, Values, either, shape_of, variable_inputs
 from edgecnn.ops.fused import residual_conv_node
 
-Types = Sequence["TensorType | None"]
-Values = Sequence["np.ndarray | None"]
 
-COLUMN_BUDGET = 256 * 2**20
-"""Bytes of im2col columns per launch; a larger batch is processed a chunk of images at a time."""
-
-
-def prefers_gemm(node: Node, types: Types, values: Values) -> bool:
-    return conv_supported(node, types, values) and not prefers_direct(node, types, values)
-
-
-@dataclass(frozen=True)
-class ConvSetup:
-    """What both conv factories prepare: device, geometry, constants uploaded once, activation."""
-
-    device: CudaDevice
-    geo: Conv2d
-    weights: CudaArray | None  # None: weights are a run-time input
-    bias: CudaArray | None  # None: no bias, or a run-time one
-    activation: tuple[np.int32, np.float32, np.float32, np.float32]
-    out_shape: tuple[int, ...]
-
-
-def conv_setup(node: Node, types: Types, values: Values) -> ConvSetup:
-    device = device_for_plan()
-    has_bias = len(node.inputs) > 2 and bool(node.inputs[2])
-    return ConvSetup(
-        device=device,
-        geo=conv2d_of(node, types),
-        weights=constant_on_device(device, values, 1),
-        bias=constant_on_device(device, values, 2) if has_bias else None,
-        activation=activation_params(node.attrs) if node.op == "FusedConv" else NO_ACTIVATION,
-        out_shape=output_shape(node, types, values),
-    )
+def cuda_conv_setup(node: Node, types: Types, values: Values) -> ConvSetup[CudaDevice, CudaArray]:
+    return conv_setup(node, types, values, device_for_plan(), constant_on_device)
 
 
 def epilogue(
-    device: CudaDevice, out_shape: tuple[int, ...], activation: tuple, rows: int
+    device: CudaDevice, out_shape: tuple[int, ...], activation: ActivationParams, rows: int
 ) -> Callable[[Any, CudaArray | None], None]:
     """``apply(y, bias)``: y = act(y + bias[channel]) in place, y seen as (N, rows, plane); nothing
     to do without a bias or an activation. Launch arguments are fixed at plan time."""
@@ -94,18 +51,12 @@ def epilogue(
     return apply
 
 
-def column_chunk(geo: Conv2d) -> int:
-    """Images per im2col launch within COLUMN_BUDGET (at least one)."""
-    per_image = geo.groups * geo.taps * geo.positions * 4
-    return max(1, min(geo.n, COLUMN_BUDGET // max(per_image, 1)))
-
-
 def _gemm_conv_factory(node: Node, types: Types, values: Values) -> CudaStep:
-    setup = conv_setup(node, types, values)
+    setup = cuda_conv_setup(node, types, values)
     device, geo, out_shape = setup.device, setup.geo, setup.out_shape
     cupy = device.cupy
     g, mg, kc, p = geo.groups, geo.m // geo.groups, geo.taps, geo.positions
-    chunk = column_chunk(geo)
+    chunk = geo.column_chunk(g * kc * p * 4)
     # One group: cuBLAS directly, the weights shared by every image. Groups: cupy.matmul with the
     # fewest batch axes, the weights broadcast over images.
     lead = () if geo.n == 1 and g == 1 else (geo.n,) if g == 1 else (geo.n, g)
@@ -149,7 +100,7 @@ def _gemm_conv_factory(node: Node, types: Types, values: Values) -> CudaStep:
 
 
 def _direct_conv_factory(node: Node, types: Types, values: Values) -> CudaStep:
-    setup = conv_setup(node, types, values)
+    setup = cuda_conv_setup(node, types, values)
     device, geo, out_shape, activation = setup.device, setup.geo, setup.out_shape, setup.activation
     geometry = (*geo.args(),)
     m = np.int32(geo.m)

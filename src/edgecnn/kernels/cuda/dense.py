@@ -3,39 +3,19 @@ the orientation the product reads), then alpha, beta * C and the activation on t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
-from edgecnn.ir.graph import Node, TensorType
+from edgecnn.ir.graph import Node
 from edgecnn.kernels.cuda.array import CudaArray
 from edgecnn.kernels.cuda.runtime import CudaDevice
-from edgecnn.kernels.cuda.step import (
-    NO_ACTIVATION,
-    CudaStep,
-    activation_params,
-    constant_on_device,
-    cuda_kernel,
-    device_for_plan,
-    either,
-    is_float32,
-    shape_of,
-    variable_inputs,
-)
+from edgecnn.kernels.cuda.step import CudaStep, constant_on_device, cuda_kernel, device_for_plan
+from edgecnn.kernels.gpu.activations import NO_ACTIVATION, ActivationParams, activation_params
+from edgecnn.kernels.gpu.dense import gemm_sizes, gemm_supported
+from edgecnn.kernels.gpu.step import Types, Values, either, is_float32, shape_of, variable_inputs
 from edgecnn.ops.registry import get_op
 
-Types = Sequence["TensorType | None"]
-Values = Sequence["np.ndarray | None"]
 
-
-def gemm_supported(node: Node, types: Types, values: Values) -> bool:
-    c = types[2] if len(types) > 2 else None
-    if not (is_float32(types[0], 2) and is_float32(types[1], 2)):
-        return False
-    return c is None or (is_float32(c) and c.rank is not None and c.rank <= 2)
-
-
-def apply_activation(device: CudaDevice, y: CudaArray, activation: tuple) -> None:
+def apply_activation(device: CudaDevice, y: CudaArray, activation: ActivationParams) -> None:
     """y = act(y) in place (nothing for "none")."""
     if int(activation[0]) != 0:
         device.launch("activation", y.size, y.array, y.array, *activation)
@@ -60,9 +40,7 @@ def _gemm_factory(node: Node, types: Types, values: Values) -> CudaStep:
     attrs = node.attrs
     device = device_for_plan()
     cupy = device.cupy
-    a_shape, b_shape = shape_of(types[0]), shape_of(types[1])
-    m, k = (a_shape[1], a_shape[0]) if attrs.trans_a else a_shape
-    n = b_shape[0] if attrs.trans_b else b_shape[1]
+    m, k, n = gemm_sizes(node, types)
     a_const = _upload_oriented(device, values[0], attrs.trans_a)
     b_const = _upload_oriented(device, values[1], attrs.trans_b)
     has_c = len(node.inputs) > 2 and bool(node.inputs[2])

@@ -2,32 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import numpy as np
-
-from edgecnn.ir.graph import Node, TensorType
+from edgecnn.ir.graph import Node
 from edgecnn.kernels.cuda.array import CudaArray
-from edgecnn.kernels.cuda.step import (
-    CudaStep,
-    constant_on_device,
-    cuda_kernel,
-    device_for_plan,
-    either,
-    is_float32,
-    shape_of,
-    variable_inputs,
-)
+from edgecnn.kernels.cuda.step import CudaStep, constant_on_device, cuda_kernel, device_for_plan
+from edgecnn.kernels.gpu.eltwise import BINARY_OPS, binary_supported
+from edgecnn.kernels.gpu.step import Types, Values, either, shape_of, variable_inputs
 from edgecnn.ops.common import broadcast_shapes
 
-Types = Sequence["TensorType | None"]
-Values = Sequence["np.ndarray | None"]
-
 UFUNCS = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide"}
-
-
-def binary_supported(node: Node, types: Types, values: Values) -> bool:
-    return len(types) == 2 and is_float32(types[0]) and is_float32(types[1])
+"""CuPy's ufunc of each of kernels.gpu.eltwise.BINARY_OPS."""
 
 
 def _binary(node: Node, types: Types, values: Values) -> CudaStep:
@@ -46,13 +29,5 @@ def _binary(node: Node, types: Types, values: Values) -> CudaStep:
     return CudaStep(device, launch, variable_inputs(node, values, (0, 1)))
 
 
-def _register() -> None:
-    for op in UFUNCS:
-
-        def factory(node: Node, types: Types, values: Values) -> CudaStep:
-            return _binary(node, types, values)
-
-        cuda_kernel(op, when=binary_supported, name=f"cuda_{op.lower()}")(factory)
-
-
-_register()
+for _op in BINARY_OPS:
+    cuda_kernel(_op, when=binary_supported, name=f"cuda_{_op.lower()}")(_binary)

@@ -11,12 +11,10 @@ import numpy as np
 from edgecnn.devices import active_device
 from edgecnn.errors import DeviceError
 from edgecnn.kernels.cuda.source import SOURCE
+from edgecnn.kernels.gpu.step import MAX_ELEMENTS
 
 BLOCK = 256
 """Threads per block of the 1-D kernels."""
-
-MAX_ELEMENTS = 2**31 - 1
-"""Kernels index with 32-bit ints: no tensor may hold more elements."""
 
 
 def import_cupy() -> Any:

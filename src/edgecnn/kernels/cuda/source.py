@@ -5,18 +5,11 @@ where CuPy's routines cost several host calls; compiled once per device with NVR
 Kept in a Python string rather than a .cu file so that the package needs no extra package-data.
 Every kernel is 1-D: ``total`` threads (one per output element, or per plane for global_pool),
 each returning past ``total``.
-Activation codes follow edgecnn.ops.fused.ACTIVATIONS, then tanh (as the OpenCL backend's)."""
+Activation codes and formulas are kernels.gpu.activations' (shared with the OpenCL backend)."""
 
-SOURCE = r"""
-#define ACT_NONE 0
-#define ACT_RELU 1
-#define ACT_LEAKY_RELU 2
-#define ACT_CLIP 3
-#define ACT_SIGMOID 4
-#define ACT_HARD_SWISH 5
-#define ACT_SILU 6
-#define ACT_TANH 7
+from edgecnn.kernels.gpu.activations import activate_source
 
+PRELUDE = r"""
 /* NVRTC has no math.h: -infinity from its bits. */
 #define NEG_INF __int_as_float(0xff800000)
 
@@ -25,25 +18,9 @@ __device__ float sigmoid_of(const float v) {
     const float e = expf(-fabsf(v));
     return v >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
 }
+"""
 
-/* NaN propagates as in the numpy reference (comparisons with NaN are false). */
-__device__ float activate(const float v, const int kind, const float slope, const float low,
-                          const float high) {
-    switch (kind) {
-    case ACT_RELU: return v < 0.0f ? 0.0f : v;
-    case ACT_LEAKY_RELU: return v >= 0.0f ? v : v * slope;
-    case ACT_CLIP: {
-        const float t = v < low ? low : v; /* max then min, as Clip defines it */
-        return t > high ? high : t;
-    }
-    case ACT_SIGMOID: return sigmoid_of(v);
-    case ACT_HARD_SWISH: return v * fminf(fmaxf(v / 6.0f + 0.5f, 0.0f), 1.0f);
-    case ACT_SILU: return v * sigmoid_of(v);
-    case ACT_TANH: return tanhf(v);
-    default: return v;
-    }
-}
-
+KERNEL_SOURCE = r"""
 #define GID_OR_RETURN                                            \
     const int gid = blockIdx.x * blockDim.x + threadIdx.x;       \
     if (gid >= total) return;
@@ -233,3 +210,6 @@ KERNELS = (
     "copy_rows", "copy_rows_from", "permute",
 )  # fmt: skip
 """The kernels of SOURCE, looked up by name."""
+
+SOURCE = PRELUDE + activate_source("__device__") + KERNEL_SOURCE
+"""The module NVRTC compiles: the prelude, ``activate`` (kernels.gpu.activations), the kernels."""

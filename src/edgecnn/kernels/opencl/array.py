@@ -9,7 +9,8 @@ import numpy as np
 
 from edgecnn.devices import DeviceTensor, to_host
 from edgecnn.errors import DeviceError
-from edgecnn.kernels.opencl.runtime import MAX_ELEMENTS, OpenCLDevice
+from edgecnn.kernels.gpu.step import MAX_ELEMENTS
+from edgecnn.kernels.opencl.runtime import OpenCLDevice
 
 __all__ = ["DeviceArray", "to_device", "to_host"]
 

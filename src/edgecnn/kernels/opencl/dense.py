@@ -3,38 +3,18 @@ GEMM variant reads fastest, then one batched GEMM launch per run."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
-from edgecnn.ir.graph import Node, TensorType
+from edgecnn.ir.graph import Node
+from edgecnn.kernels.gpu.activations import NO_ACTIVATION, activation_params
+from edgecnn.kernels.gpu.dense import gemm_sizes, gemm_supported
+from edgecnn.kernels.gpu.step import Types, Values, either, is_float32, shape_of, variable_inputs
 from edgecnn.kernels.opencl.array import DeviceArray
 from edgecnn.kernels.opencl.gemm import Epilogue, Operand, choose_variant, enqueue_gemm, padded_columns
 from edgecnn.kernels.opencl.runtime import OpenCLDevice
-from edgecnn.kernels.opencl.step import (
-    NO_ACTIVATION,
-    OpenCLStep,
-    activation_params,
-    constant_on_device,
-    device_for_plan,
-    either,
-    is_float32,
-    opencl_kernel,
-    shape_of,
-    variable_inputs,
-)
+from edgecnn.kernels.opencl.step import OpenCLStep, constant_on_device, device_for_plan, opencl_kernel
 from edgecnn.ops.common import broadcast_shapes
 from edgecnn.ops.registry import get_op
-
-Types = Sequence["TensorType | None"]
-Values = Sequence["np.ndarray | None"]
-
-
-def gemm_supported(node: Node, types: Types, values: Values) -> bool:
-    c = types[2] if len(types) > 2 else None
-    if not (is_float32(types[0], 2) and is_float32(types[1], 2)):
-        return False
-    return c is None or (is_float32(c) and c.rank is not None and c.rank <= 2)
 
 
 def broadcast_operand(shape: tuple[int, ...], rows: int, cols: int) -> Operand:
@@ -63,9 +43,7 @@ def packed_weights(
 def _gemm_factory(node: Node, types: Types, values: Values) -> OpenCLStep:
     attrs = node.attrs
     device = device_for_plan()
-    a_shape, b_shape = shape_of(types[0]), shape_of(types[1])
-    m, k = (a_shape[1], a_shape[0]) if attrs.trans_a else a_shape
-    n = b_shape[0] if attrs.trans_b else b_shape[1]
+    m, k, n = gemm_sizes(node, types)
     variant = choose_variant(m, n, k, values[1] is not None and not attrs.trans_a, device.is_cpu)
     a_layout = Operand.col_major(m, k) if attrs.trans_a else Operand.row_major(m, k)
     a_const = constant_on_device(device, values, 0)

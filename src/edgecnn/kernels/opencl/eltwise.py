@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
-from edgecnn.ir.graph import Node, TensorType
+from edgecnn.ir.graph import Node
+from edgecnn.kernels.gpu.eltwise import BINARY_OPS, binary_supported
+from edgecnn.kernels.gpu.step import Types, Values, either, shape_of, variable_inputs
 from edgecnn.kernels.opencl.array import DeviceArray
-from edgecnn.kernels.opencl.step import (
-    OpenCLStep,
-    constant_on_device,
-    device_for_plan,
-    either,
-    is_float32,
-    opencl_kernel,
-    shape_of,
-    variable_inputs,
-)
+from edgecnn.kernels.opencl.step import OpenCLStep, constant_on_device, device_for_plan, opencl_kernel
 from edgecnn.ops.common import broadcast_shapes
 
-Types = Sequence["TensorType | None"]
-Values = Sequence["np.ndarray | None"]
-
-OPS = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3}
+BINARY_CODES = {op: code for code, op in enumerate(BINARY_OPS)}
+"""The ``binary`` kernel's code of each op (eltwise.cl)."""
 
 
 def broadcast_plan(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[list[int], list[int], list[int]]:
@@ -57,10 +46,6 @@ def broadcast_plan(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[list[int], l
     return dims or [1], a_strides or [0], b_strides or [0]
 
 
-def binary_supported(node: Node, types: Types, values: Values) -> bool:
-    return len(types) == 2 and is_float32(types[0]) and is_float32(types[1])
-
-
 def _binary(node: Node, types: Types, values: Values) -> OpenCLStep:
     device = device_for_plan()
     a_shape, b_shape = shape_of(types[0]), shape_of(types[1])
@@ -69,7 +54,7 @@ def _binary(node: Node, types: Types, values: Values) -> OpenCLStep:
     meta = DeviceArray.upload(device, np.array(dims + a_strides + b_strides, np.int32).view(np.float32))
     consts = constant_on_device(device, values, 0), constant_on_device(device, values, 1)
     total = int(np.prod(out_shape))
-    op, rank = np.int32(OPS[node.op]), np.int32(len(dims))
+    op, rank = np.int32(BINARY_CODES[node.op]), np.int32(len(dims))
 
     def launch(a: DeviceArray, b: DeviceArray) -> DeviceArray:
         a, b = either(consts[0], a), either(consts[1], b)
@@ -80,13 +65,5 @@ def _binary(node: Node, types: Types, values: Values) -> OpenCLStep:
     return OpenCLStep(device, launch, variable_inputs(node, values, (0, 1)))
 
 
-def _register() -> None:
-    for op in OPS:
-
-        def factory(node: Node, types: Types, values: Values) -> OpenCLStep:
-            return _binary(node, types, values)
-
-        opencl_kernel(op, when=binary_supported, name=f"opencl_{op.lower()}")(factory)
-
-
-_register()
+for _op in BINARY_OPS:
+    opencl_kernel(_op, when=binary_supported, name=f"opencl_{_op.lower()}")(_binary)

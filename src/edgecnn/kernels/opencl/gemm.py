@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edgecnn.kernels.gpu.activations import NO_ACTIVATION, ActivationParams
 from edgecnn.kernels.opencl.runtime import OpenCLDevice
-from edgecnn.kernels.opencl.step import NO_ACTIVATION
 
 VARIANTS = ("scalar", "vec4", "tiled", "blocked")
 BLOCK_ROWS, BLOCK_COLS = 4, 8
@@ -49,7 +49,7 @@ class Epilogue:
 
     alpha: float = 1.0
     beta: float = 1.0
-    activation: tuple[np.int32, np.float32, np.float32, np.float32] = NO_ACTIVATION
+    activation: ActivationParams = NO_ACTIVATION
 
     def args(self) -> tuple[object, ...]:
         return (np.float32(self.alpha), np.float32(self.beta), *self.activation)

@@ -2,31 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
-from edgecnn.ir.graph import Node, TensorType
+from edgecnn.ir.graph import Node
+from edgecnn.kernels.gpu.norm import lrn_params, lrn_supported, softmax_lines, softmax_supported
+from edgecnn.kernels.gpu.step import Types, Values, shape_of
 from edgecnn.kernels.opencl.array import DeviceArray
-from edgecnn.kernels.opencl.step import OpenCLStep, device_for_plan, is_float32, opencl_kernel, shape_of
-from edgecnn.ops.activation import softmax_axes
-
-Types = Sequence["TensorType | None"]
-Values = Sequence["np.ndarray | None"]
-
-
-def lrn_supported(node: Node, types: Types, values: Values) -> bool:
-    return is_float32(types[0]) and (types[0].rank or 0) >= 2 and node.attrs.size >= 1  # type: ignore[union-attr]
+from edgecnn.kernels.opencl.step import OpenCLStep, device_for_plan, opencl_kernel
 
 
 @opencl_kernel("LRN", when=lrn_supported, name="opencl_lrn")
 def opencl_lrn(node: Node, types: Types, values: Values) -> OpenCLStep:
     device = device_for_plan()
     shape = shape_of(types[0])
-    channels, spatial = shape[1], int(np.prod(shape[2:]))
-    a = node.attrs
-    params = (np.int32(channels), np.int32(spatial), np.int32(a.size), np.float32(a.alpha), np.float32(a.beta),
-              np.float32(a.bias))  # fmt: skip
+    params = lrn_params(node, shape)
     total = int(np.prod(shape))
 
     def launch(x: DeviceArray) -> DeviceArray:
@@ -37,20 +26,12 @@ def opencl_lrn(node: Node, types: Types, values: Values) -> OpenCLStep:
     return OpenCLStep(device, launch, (0,))
 
 
-def softmax_supported(node: Node, types: Types, values: Values) -> bool:
-    return is_float32(types[0]) and (types[0].rank or 0) >= 1  # type: ignore[union-attr]
-
-
 @opencl_kernel("Softmax", when=softmax_supported, name="opencl_softmax")
 def opencl_softmax(node: Node, types: Types, values: Values) -> OpenCLStep:
-    """The normalised axes are contiguous (one axis, or all from ``axis`` on), so the tensor is
-    (outer, L, inner) and each work item normalises one (outer, inner) line."""
+    """Each work item normalises one (outer, inner) line (kernels.gpu.norm.softmax_lines)."""
     device = device_for_plan()
     shape = shape_of(types[0])
-    axes = softmax_axes(node.attrs, len(shape))
-    outer = int(np.prod(shape[: axes[0]]))
-    length = int(np.prod([shape[a] for a in axes]))
-    inner = int(np.prod(shape[axes[-1] + 1 :]))
+    outer, length, inner = softmax_lines(node, types)
 
     def launch(x: DeviceArray) -> DeviceArray:
         y = DeviceArray.empty(device, shape)

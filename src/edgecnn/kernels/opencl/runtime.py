@@ -10,18 +10,34 @@ from typing import Any
 
 from edgecnn.devices import active_device, opencl_devices
 from edgecnn.errors import DeviceError
+from edgecnn.kernels.gpu.activations import ACTIVATION_CODES, activate_source
+from edgecnn.kernels.gpu.step import MAX_ELEMENTS
 
-SOURCES = ("common.cl", "gemm.cl", "conv.cl", "pool.cl", "norm.cl", "eltwise.cl")
-"""Kernel sources, concatenated into one program (common.cl first: the others use ``activate``)."""
+SOURCES = ("gemm.cl", "conv.cl", "pool.cl", "norm.cl", "eltwise.cl")
+"""Kernel sources after the activations (see :func:`program_source`); they use ``activate``."""
+
+ACTIVATION_KERNELS = {code: f"act_{name}" for name, code in ACTIVATION_CODES.items() if code}
+"""The elementwise kernel of each activation code (0, none, launches nothing)."""
 
 LOCAL_SIZE = 64
 """Work-group size of the 1-D kernels. A launch covers the largest multiple of it, then the remainder
 with work-groups of one (a second launch at a global offset), so the kernels need no bounds check
-(with one, PoCL stops vectorising across work items: a ReLU ran 4x slower) and each kernel is
-compiled for two work-group sizes whatever the tensor shapes."""
+(with one, PoCL stops vectorising across work items) and each kernel is compiled for two
+work-group sizes whatever the tensor shapes."""
 
-MAX_ELEMENTS = 2**31 - 1
-"""Kernels index with 32-bit ints: no tensor may hold more elements."""
+
+def program_source() -> str:
+    """The one program of every OpenCL kernel: common.cl, the activations, then SOURCES."""
+    package = resources.files("edgecnn.kernels.opencl") / "cl"
+    kernels = "\n".join(f"ACTIVATION_KERNEL({kernel}, {code})" for code, kernel in ACTIVATION_KERNELS.items())
+    return "\n".join(
+        [
+            (package / "common.cl").read_text(encoding="utf-8"),
+            activate_source(""),
+            kernels,
+            *((package / name).read_text(encoding="utf-8") for name in SOURCES),
+        ]
+    )
 
 
 class OpenCLDevice:
@@ -64,8 +80,7 @@ class OpenCLDevice:
     def _build(self) -> Any:
         import pyopencl as cl
 
-        package = resources.files("edgecnn.kernels.opencl") / "cl"
-        source = "\n".join((package / name).read_text(encoding="utf-8") for name in SOURCES)
+        source = program_source()
         options = [f"-DTS={self.tile}", f"-DWPT={self.tile_work}"]
         try:
             return cl.Program(self.context, source).build(options=options)
