@@ -220,3 +220,28 @@ def test_run_on_another_device_gives_the_same_scores() -> None:
         assert result.stdout.splitlines()[1].split() == ["conf:", "0.007086", "0.992914"]
     bad = invoke("time", FACE_MODEL, "--device", "opencl:9")
     assert bad.exit_code == EXIT_ERROR and "no device opencl:9" in bad.stderr
+
+
+def test_devices_prints_the_opencl_extra_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    import edgecnn.devices
+
+    monkeypatch.setattr(edgecnn.devices, "list_devices", lambda: [edgecnn.devices.cpu_device()])
+    result = invoke("devices")
+    assert result.exit_code == 0, result.output
+    assert "pip install 'edgecnn[opencl]' pocl-binary-distribution" in result.stdout
+
+
+def test_info_prints_symbolic_shapes_and_bracketed_names(tmp_path: Path) -> None:
+    """Names and shapes reach the terminal as written: rich would read '[batch, 4]' as a tag."""
+    x = onnx.helper.make_tensor_value_info("x[in]", onnx.TensorProto.FLOAT, ["batch", 4])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", 4])
+    node = onnx.helper.make_node("Relu", ["x[in]"], ["y"], name="relu[0]")
+    model = onnx.helper.make_model(
+        onnx.helper.make_graph([node], "g", [x], [y]), opset_imports=[onnx.helper.make_opsetid("", 13)]
+    )
+    path = tmp_path / "m[1].onnx"
+    onnx.save(model, path)
+    result = invoke("info", path, "--shape", "2x4")
+    assert result.exit_code == 0, result.output
+    for text in (str(path), "x[in]: float32[batch, 4]", "relu[0]"):
+        assert text in result.stdout

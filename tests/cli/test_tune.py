@@ -19,6 +19,7 @@ from edgecnn.cli.app import EXIT_ERROR, reports_errors
 from edgecnn.cli.demo_cmd import bundled
 from edgecnn.kernels import tuning
 from edgecnn.kernels.registry import scoped_registrations
+from edgecnn.paths import CACHE_ENV
 from edgecnn.runtime.feeds import random_feeds
 
 FACE_MODEL = bundled("simplecnn/face_binary_cls.onnx")
@@ -45,7 +46,7 @@ def registered_winograd() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv(tuning.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.setenv("EDGECNN_NUM_THREADS", "1")
     return tmp_path / "cache" / tuning.CACHE_FILE
 
@@ -109,7 +110,7 @@ def test_missing_model_is_a_one_line_error(tmp_path: Path) -> None:
 def test_unwritable_cache_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
-    monkeypatch.setenv(tuning.CACHE_ENV, str(blocker / "cache"))  # a directory inside a file
+    monkeypatch.setenv(CACHE_ENV, str(blocker / "cache"))  # a directory inside a file
     with pytest.warns(tuning.TuningCacheWarning):  # reading it fails too
         result = invoke(FACE_MODEL, "--threads", "1")
     assert result.exit_code == EXIT_ERROR

@@ -59,7 +59,7 @@ def reports_errors(command: F) -> F:
         try:
             return command(*args, **kwargs)
         except EdgeCNNError as exc:
-            error_console.print(f"error: {exc}", markup=False, highlight=False)
+            error_console.print(f"error: {exc}")
             raise typer.Exit(EXIT_ERROR) from None
         except KeyboardInterrupt:
             error_console.print("interrupted")
@@ -68,9 +68,7 @@ def reports_errors(command: F) -> F:
             raise
         except Exception as exc:
             error_console.print(
-                f"internal error: {type(exc).__name__}: {exc} (run `edgecnn --debug ...` for the traceback)",
-                markup=False,
-                highlight=False,
+                f"internal error: {type(exc).__name__}: {exc} (run `edgecnn --debug ...` for the traceback)"
             )
             raise typer.Exit(EXIT_INTERNAL) from None
 

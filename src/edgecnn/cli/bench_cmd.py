@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.progress import TextColumn, TimeElapsedColumn
 
-from edgecnn.cli.console import console, error_console, measuring_progress, step
+from edgecnn.cli.console import console, error_console, headline, measuring_progress, step
 from edgecnn.errors import InputError
 
 if TYPE_CHECKING:  # the bench modules load onnx and numpy: imported only when the command runs
@@ -154,14 +154,19 @@ def _print_result(result: BenchResult, output: Path | None) -> None:
 
     machine = result.machine
     console.print(
-        f"[bold]edgecnn bench[/bold]: {machine['cpu']}, {result.settings.threads} thread(s), "
-        f"{result.settings.rounds} rounds after {result.settings.warmup} warm-up; "
-        f"GEMM peak {result.gemm_peak_gflops:.1f} GFLOP/s"
+        headline(
+            "edgecnn bench",
+            f": {machine['cpu']}, {result.settings.threads} thread(s), "
+            f"{result.settings.rounds} rounds after {result.settings.warmup} warm-up; "
+            f"GEMM peak {result.gemm_peak_gflops:.1f} GFLOP/s",
+        )
     )
     for name, reason in result.skipped_engines.items():
-        console.print(f"not run: {name}: {reason}", markup=False)
+        console.print(f"not run: {name}: {reason}")
     # Piped output gets rich's 80 columns, which would cut every number short: print the table wider.
-    table_console = console if console.is_terminal else Console(width=150, highlight=False, file=sys.stdout)
+    table_console = (
+        console if console.is_terminal else Console(width=150, highlight=False, markup=False, file=sys.stdout)
+    )
     table_console.print(console_table(result))
     for batch, (_, geomean) in ratio_summary(result).items():
         console.print(f"batch {batch}: edgecnn / onnxruntime geometric mean {geomean:.2f}x")
@@ -174,7 +179,7 @@ def _print_catalogue() -> None:
     from edgecnn.bench.zoo import MODELS
 
     for name, entry in MODELS.items():
-        console.print(f"{name:<15} {entry.description}", markup=False)
+        console.print(f"{name:<15} {entry.description}")
     for name, engine_type in ENGINES.items():
         reason = engine_type().available()
-        console.print(f"engine {name:<12} {'available' if reason is None else reason}", markup=False)
+        console.print(f"engine {name:<12} {'available' if reason is None else reason}")

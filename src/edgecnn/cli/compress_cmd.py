@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from edgecnn.cli.console import console, human_bytes
@@ -176,7 +175,7 @@ def command(
             "no labelled set: the agreement above is on random inputs, not accuracy "
             "(give --eval DATASET or --retrain DATASET)"
         )
-    console.print(f"wrote {output}", markup=False)
+    console.print(f"wrote {output}")
 
 
 @dataclass(frozen=True)
@@ -191,7 +190,7 @@ class Labelled:
         from edgecnn.train.evaluate import accuracy_score
 
         return cls(
-            f"top-1 accuracy ({len(test)} test images of {escape(spec)})",
+            f"top-1 accuracy ({len(test)} test images of {spec})",
             accuracy_score(test, threads=threads),
         )
 
@@ -224,8 +223,7 @@ def retrained(
     console.print(
         f"retraining on {spec}: {len(train)} training, {len(test)} test images of "
         f"{channels}x{height}x{width}; {budget.steps} steps at lr {budget.lr:g} after each cut"
-        + (f", {budget.final_steps} more after the last" if budget.final_steps else ""),
-        markup=False,
+        + (f", {budget.final_steps} more after the last" if budget.final_steps else "")
     )
     show_prune_retrain(trainer, train, test, keep, layers, budget, show)
     return trainer.graph
@@ -241,7 +239,7 @@ def calibrated_int8(graph: Graph, directory: Path, method: str, threads: int | N
     if len(inputs) != 1:
         raise typer.BadParameter("calibration supports models with one input", param_hint="--calibration")
     samples = calibration_inputs(directory, inputs[0])
-    console.print(f"calibrating on {len(samples)} input(s) from {directory} ({method})", markup=False)
+    console.print(f"calibrating on {len(samples)} input(s) from {directory} ({method})")
     return quantize_int8(graph, samples, method=method, threads=threads)
 
 

@@ -1,5 +1,9 @@
 """Shared terminal output: consoles, the progress bars of commands that time or train things, and
-human-readable numbers."""
+human-readable numbers.
+
+The consoles read no markup: what the commands print holds user data (paths, tensor names, shapes
+such as ``[batch, 3, 224, 224]``, extras such as ``edgecnn[opencl]``) that rich would take for tags
+and swallow. Emphasis is a style (``headline``), never a tag in the text."""
 
 from __future__ import annotations
 
@@ -15,9 +19,15 @@ from rich.progress import (
     TextColumn,
     TimeRemainingColumn,
 )
+from rich.text import Text
 
-console = Console(highlight=False, soft_wrap=True)
-error_console = Console(stderr=True, highlight=False, soft_wrap=True)
+console = Console(highlight=False, soft_wrap=True, markup=False)
+error_console = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+
+
+def headline(subject: object, rest: str = "") -> Text:
+    """``subject`` in bold followed by ``rest``, both printed as they are (no markup)."""
+    return Text.assemble((str(subject), "bold"), rest)
 
 
 def measuring_progress(*columns: ProgressColumn, disable: bool) -> Progress:

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from edgecnn.cli.console import console
+from edgecnn.cli.console import console, headline
 from edgecnn.cli.time_cmd import print_report, timed
 from edgecnn.ops.activation import SoftmaxAttrs, softmax
 from edgecnn.vision.preprocess import Preprocess
@@ -35,7 +35,7 @@ def command(
     net = edgecnn.load(model_path)
     preprocess = Preprocess(size=(128, 128), channel_order="bgr", scale=SCALE)
     console.print(
-        f"[bold]{model_path.name}[/bold] (SimpleCNN face classifier, BSD-3-Clause) — {net}", soft_wrap=True
+        headline(model_path.name, f" (SimpleCNN face classifier, BSD-3-Clause) — {net}"), soft_wrap=True
     )
     table = Table(box=None, header_style="bold")
     for column in ("image", *CLASSES, "verdict"):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from edgecnn.cli.console import console
+from edgecnn.cli.console import console, headline
 from edgecnn.runtime.feeds import random_feeds
 from edgecnn.vision.preprocess import parse_shape
 
@@ -48,7 +48,7 @@ def command(
         print(json.dumps({"model": str(model), **report.to_dict()}, indent=2))
         return
     kind = "measured" if report.measured else "ESTIMATED (no energy sensor found)"
-    console.print(f"[bold]{model}[/bold]: {iterations} inferences, meter {report.meter} — {kind}")
+    console.print(headline(model, f": {iterations} inferences, meter {report.meter} — {kind}"))
     console.print(f"  source: {report.describes}")
     console.print(
         f"  energy {report.joules_per_inference * 1e3:.3f} mJ/inference, average power {report.average_watts:.2f} W, "

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from edgecnn.analysis import ModelAnalysis, analyze
-from edgecnn.cli.console import console, human_bytes, human_count
+from edgecnn.cli.console import console, headline, human_bytes, human_count
 from edgecnn.importers import sniff_format
 from edgecnn.ir.graph import format_shape
 from edgecnn.model import Model
@@ -42,7 +42,7 @@ def command(
     if as_json:
         print(json.dumps(to_json(net, analysis, feeds), indent=2))
         return
-    console.print(f"[bold]{model}[/bold]  ({len(analysis.layers)} layers)")
+    console.print(headline(model, f"  ({len(analysis.layers)} layers)"))
     for spec in net.inputs:
         console.print(
             f"  input   {spec.name}: {spec.dtype}{format_shape(spec.shape)}"
@@ -66,9 +66,9 @@ def command(
             console.print("checksums: every section and tensor CRC-32 and the SHA-256 match")
     if passes:
         for report in net.pass_reports:
-            console.print(f"[bold]{report.name}[/bold]: {len(report.changes)} change(s)")
+            console.print(headline(report.name, f": {len(report.changes)} change(s)"))
             for change in report.changes:
-                console.print(f"  {change}", markup=False)
+                console.print(f"  {change}")
 
 
 def file_sections(path: Path) -> Table:

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.text import Text
 
-from edgecnn.cli.console import console
+from edgecnn.cli.console import console, headline
 from edgecnn.hetero.planner import Planner, PlanOutcome, comparison_rows
 from edgecnn.runtime.feeds import random_feeds
 from edgecnn.vision.preprocess import parse_shape
@@ -63,9 +64,9 @@ def _to_json(model: Path, iterations: int, outcome: PlanOutcome) -> dict[str, An
 def _print(model: Path, iterations: int, outcome: PlanOutcome) -> None:
     result = outcome.result
     source = f"reused {outcome.plan_file}" if outcome.reused else f"saved to {outcome.plan_file}"
-    console.print(f"[bold]{model}[/bold]: EDP threshold {result.threshold:g}; plan {source}", highlight=False)
+    console.print(headline(model, f": EDP threshold {result.threshold:g}; plan {source}"))
     for note in outcome.notes:
-        console.print(f"  [yellow]note:[/yellow] {note}", highlight=False)
+        console.print(Text.assemble("  ", ("note:", "yellow"), f" {note}"))
     for name, meter in outcome.meters.items():
         console.print(f"  {name}: meter {meter}", highlight=False)
     for name, why in outcome.skipped.items():

@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from edgecnn.cli.console import console, training_progress
@@ -62,9 +61,7 @@ def show_prune_retrain(
         def on_stage(stage: RetrainStage) -> None:
             progress.reset(task)
             kept = " ".join(f"{name}={value:g}" for name, value in stage.keeps.items())
-            table.add_row(
-                str(stage.stage), escape(kept), percent(stage.pruned_accuracy), percent(stage.accuracy)
-            )
+            table.add_row(str(stage.stage), kept, percent(stage.pruned_accuracy), percent(stage.accuracy))
 
         prune_with_retraining(trainer, train, test, keep, layers, budget, on_stage, on_batch)
     console.print(table)

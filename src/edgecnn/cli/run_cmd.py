@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import typer
 
-from edgecnn.cli.console import console
+from edgecnn.cli.console import console, headline
 from edgecnn.errors import InputError
 from edgecnn.ir.graph import TensorSpec
 from edgecnn.ops.activation import SoftmaxAttrs, softmax
@@ -115,7 +115,7 @@ def command(
 
 def print_text(report: list[tuple[Path, dict]], show_top: bool) -> None:
     for path, outputs in report:
-        console.print(f"[bold]{path}[/bold]")
+        console.print(headline(path))
         for name, (value, ranked_rows) in outputs.items():
             rows = per_sample(value)
             for sample, (row, ranked) in enumerate(zip(rows, ranked_rows)):

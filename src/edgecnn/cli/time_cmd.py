@@ -9,7 +9,7 @@ import typer
 from rich.progress import TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from edgecnn.cli.console import console, measuring_progress, step
+from edgecnn.cli.console import console, headline, measuring_progress, step
 from edgecnn.model import Model
 from edgecnn.profiling.layer_timer import Profile
 from edgecnn.runtime.feeds import random_feeds
@@ -54,8 +54,11 @@ def command(
         return
     shapes_text = ", ".join(f"{n} {list(a.shape)}" for n, a in feeds.items())
     console.print(
-        f"[bold]{model}[/bold]: {shapes_text}; {net.options.threads} thread(s); "
-        f"{iterations} iteration(s) after {warmup} warm-up"
+        headline(
+            model,
+            f": {shapes_text}; {net.options.threads} thread(s); "
+            f"{iterations} iteration(s) after {warmup} warm-up",
+        )
     )
     print_report(profile)
 
@@ -117,8 +120,11 @@ def time_backward(net: Model, feeds: dict, iterations: int, warmup: int, as_json
         print(json.dumps({**document, **profile.to_dict()}, indent=2))
         return
     console.print(
-        f"[bold]{model}[/bold]: training passes on {list(x.shape)}; {net.options.threads} thread(s); "
-        f"{iterations} iteration(s) after {warmup} warm-up; no weight update"
+        headline(
+            model,
+            f": training passes on {list(x.shape)}; {net.options.threads} thread(s); "
+            f"{iterations} iteration(s) after {warmup} warm-up; no weight update",
+        )
     )
     table = Table(box=None, header_style="bold")
     for column in ("layer", "op", "forward ms", "backward ms", "forward-backward ms"):

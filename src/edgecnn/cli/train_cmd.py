@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.markup import escape
 
-from edgecnn.cli.console import console, human_bytes, training_progress
+from edgecnn.cli.console import console, headline, human_bytes, training_progress
 from edgecnn.cli.prune_view import keep_option, percent, show_prune_retrain
 
 if TYPE_CHECKING:
@@ -102,9 +101,12 @@ def command(
             graph = build_lenet5(classes=len(train.classes), size=height, channels=channels, seed=seed)
         trainer = Trainer(graph, config)
     console.print(
-        f"[bold]{escape(trainer.network.source.name)}[/bold] on {escape(dataset)}: {len(train)} training, {len(test)} test images "
-        f"of {channels}x{height}x{width}, {len(train.classes)} classes; "
-        f"{sum(trainer.network.values[p].size for p in trainer.network.parameters):,} parameters"
+        headline(
+            trainer.network.source.name,
+            f" on {dataset}: {len(train)} training, {len(test)} test images "
+            f"of {channels}x{height}x{width}, {len(train.classes)} classes; "
+            f"{sum(trainer.network.values[p].size for p in trainer.network.parameters):,} parameters",
+        )
     )
     fit(trainer, train, test, checkpoint_dir, not quiet)
     if structured_keep is not None or structured_layers:
@@ -138,7 +140,8 @@ def fit(trainer: Trainer, train: Dataset, test: Dataset, checkpoint_dir: Path | 
     if trainer.epoch >= trainer.config.epochs:
         return
     console.print(
-        f"[bold]{'epoch':>5}  {'lr':>8}  {'loss':>7}  {'train acc':>9}  {'test loss':>9}  {'test acc':>8}  {'s':>6}[/bold]"
+        f"{'epoch':>5}  {'lr':>8}  {'loss':>7}  {'train acc':>9}  {'test loss':>9}  {'test acc':>8}  {'s':>6}",
+        style="bold",
     )
     with training_progress(show) as progress:
         task = progress.add_task(f"epoch {trainer.epoch + 1}", total=1, loss=float("nan"))

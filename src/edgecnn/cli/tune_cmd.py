@@ -9,7 +9,7 @@ import typer
 from rich.progress import TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from edgecnn.cli.console import console, measuring_progress, step
+from edgecnn.cli.console import console, headline, measuring_progress, step
 from edgecnn.errors import EdgeCNNError
 from edgecnn.kernels.tuning_measure import LayerTiming, time_layers, tunable_layers
 from edgecnn.runtime.feeds import random_feeds
@@ -84,7 +84,7 @@ def command(
         return
     shapes_text = ", ".join(f"{n} {list(a.shape)}" for n, a in feeds.items())
     console.print(
-        f"[bold]{model}[/bold]: {shapes_text}; {net.options.threads} thread(s); {machine_description()}"
+        headline(model, f": {shapes_text}; {net.options.threads} thread(s); {machine_description()}")
     )
     print_table(timings)
     console.print(
