@@ -15,17 +15,15 @@ from edgecnn.ir.graph import Node
 from edgecnn.kernels.cuda.array import CudaArray
 from edgecnn.kernels.cuda.blas import ONE
 from edgecnn.kernels.cuda.runtime import CudaDevice
-from edgecnn.kernels.cuda.step import CudaStep, constant_on_device, cuda_kernel, device_for_plan
+from edgecnn.kernels.cuda.step import BACKEND, CudaStep, constant_on_device, cuda_kernel, device_for_plan
 from edgecnn.kernels.gpu.activations import ActivationParams, activation_params
 from edgecnn.kernels.gpu.conv import (
     ConvSetup,
     conv_setup,
-    conv_supported,
-    prefers_gemm,
-    residual_supported,
+    register_conv_kernels,
+    residual_inner_step,
 )
 from edgecnn.kernels.gpu.step import Types, Values, either, shape_of, variable_inputs
-from edgecnn.ops.fused import residual_conv_node
 
 
 def cuda_conv_setup(node: Node, types: Types, values: Values) -> ConvSetup[CudaDevice, CudaArray]:
@@ -116,34 +114,9 @@ def _direct_conv_factory(node: Node, types: Types, values: Values) -> CudaStep:
     return CudaStep(device, launch, variable_inputs(node, values, (0, 1, 2)))
 
 
-@cuda_kernel("Conv", when=prefers_gemm, priority=10, name="cuda_conv_im2col_gemm")
-def cuda_conv_gemm(node: Node, types: Types, values: Values) -> CudaStep:
-    return _gemm_conv_factory(node, types, values)
-
-
-@cuda_kernel("Conv", when=conv_supported, priority=5, name="cuda_conv_direct")
-def cuda_conv_direct(node: Node, types: Types, values: Values) -> CudaStep:
-    return _direct_conv_factory(node, types, values)
-
-
-@cuda_kernel("FusedConv", when=prefers_gemm, priority=10, name="cuda_fused_conv_im2col_gemm")
-def cuda_fused_conv_gemm(node: Node, types: Types, values: Values) -> CudaStep:
-    return _gemm_conv_factory(node, types, values)
-
-
-@cuda_kernel("FusedConv", when=conv_supported, priority=5, name="cuda_fused_conv_direct")
-def cuda_fused_conv_direct(node: Node, types: Types, values: Values) -> CudaStep:
-    return _direct_conv_factory(node, types, values)
-
-
-@cuda_kernel("FusedConvAdd", when=residual_supported, priority=10, name="cuda_conv_residual")
-def cuda_conv_residual(node: Node, types: Types, values: Values) -> CudaStep:
+def _residual_conv_factory(node: Node, types: Types, values: Values) -> CudaStep:
     """The convolution's step (no activation), then y += z and y = act(y) in place."""
-    inner = residual_conv_node(node)
-    count = len(inner.inputs)
-    inner_types, inner_values = types[:count], values[:count]
-    factory = _gemm_conv_factory if prefers_gemm(inner, inner_types, inner_values) else _direct_conv_factory
-    conv_step = factory(inner, inner_types, inner_values)
+    conv_step, count = residual_inner_step(node, types, values, _gemm_conv_factory, _direct_conv_factory)
     device = conv_step.device
     total = int(np.prod(shape_of(types[3])))
     activation = activation_params(node.attrs)
@@ -160,3 +133,6 @@ def cuda_conv_residual(node: Node, types: Types, values: Values) -> CudaStep:
         return y
 
     return CudaStep(device, launch, variable_inputs(node, values, (0, 1, 2, 3)))
+
+
+register_conv_kernels(cuda_kernel, BACKEND, _gemm_conv_factory, _direct_conv_factory, _residual_conv_factory)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -13,6 +13,7 @@ from edgecnn.ir.graph import Node
 from edgecnn.kernels.gpu.activations import NO_ACTIVATION, ActivationParams, activation_params
 from edgecnn.kernels.gpu.step import Types, Values, is_float32, shape_of
 from edgecnn.ops.conv import conv_geometry
+from edgecnn.ops.fused import residual_conv_node
 from edgecnn.ops.registry import get_op
 
 COLUMN_BUDGET = 256 * 2**20
@@ -162,3 +163,35 @@ def conv_setup(
         activation=activation_params(node.attrs) if node.op == "FusedConv" else NO_ACTIVATION,
         out_shape=output_shape(node, types, values),
     )
+
+
+StepT = TypeVar("StepT")
+Factory = Callable[[Node, Types, Values], StepT]
+
+
+def register_conv_kernels(
+    kernel: Callable[..., Callable[[Any], Any]],
+    backend: str,
+    gemm: Factory[Any],
+    direct: Factory[Any],
+    residual: Factory[Any],
+) -> None:
+    """A GPU backend's convolutions in selection order: Conv and FusedConv through im2col + GEMM
+    where :func:`prefers_gemm` (priority 10), else the direct kernel (5); FusedConvAdd through
+    ``residual`` (see :func:`residual_inner_step`). ``kernel`` is the backend's ``register_kernel``."""
+    for op, tag in (("Conv", "conv"), ("FusedConv", "fused_conv")):
+        kernel(op, when=prefers_gemm, priority=10, name=f"{backend}_{tag}_im2col_gemm")(gemm)
+        kernel(op, when=conv_supported, priority=5, name=f"{backend}_{tag}_direct")(direct)
+    kernel("FusedConvAdd", when=residual_supported, priority=10, name=f"{backend}_conv_residual")(residual)
+
+
+def residual_inner_step(
+    node: Node, types: Types, values: Values, gemm: Factory[StepT], direct: Factory[StepT]
+) -> tuple[StepT, int]:
+    """(the step of a FusedConvAdd's convolution without activation, chosen as for a Conv; how many
+    of the node's inputs it takes). The backend then adds the residual and applies the activation."""
+    inner = residual_conv_node(node)
+    count = len(inner.inputs)
+    inner_types, inner_values = types[:count], values[:count]
+    factory = gemm if prefers_gemm(inner, inner_types, inner_values) else direct
+    return factory(inner, inner_types, inner_values), count

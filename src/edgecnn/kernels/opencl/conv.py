@@ -12,9 +12,8 @@ from edgecnn.kernels.gpu.activations import activation_params
 from edgecnn.kernels.gpu.conv import (
     ConvSetup,
     conv_setup,
-    conv_supported,
-    prefers_gemm,
-    residual_supported,
+    register_conv_kernels,
+    residual_inner_step,
 )
 from edgecnn.kernels.gpu.step import Types, Values, either, shape_of, variable_inputs
 from edgecnn.kernels.opencl.array import DeviceArray
@@ -30,12 +29,12 @@ from edgecnn.kernels.opencl.gemm import (
 )
 from edgecnn.kernels.opencl.runtime import ACTIVATION_KERNELS, OpenCLDevice
 from edgecnn.kernels.opencl.step import (
+    BACKEND,
     OpenCLStep,
     constant_on_device,
     device_for_plan,
     opencl_kernel,
 )
-from edgecnn.ops.fused import residual_conv_node
 
 
 def opencl_conv_setup(node: Node, types: Types, values: Values) -> ConvSetup[OpenCLDevice, DeviceArray]:
@@ -101,34 +100,9 @@ def _direct_conv_factory(node: Node, types: Types, values: Values) -> OpenCLStep
     return OpenCLStep(device, launch, variable_inputs(node, values, (0, 1, 2)))
 
 
-@opencl_kernel("Conv", when=prefers_gemm, priority=10, name="opencl_conv_im2col_gemm")
-def opencl_conv_gemm(node: Node, types: Types, values: Values) -> OpenCLStep:
-    return _gemm_conv_factory(node, types, values)
-
-
-@opencl_kernel("Conv", when=conv_supported, priority=5, name="opencl_conv_direct")
-def opencl_conv_direct(node: Node, types: Types, values: Values) -> OpenCLStep:
-    return _direct_conv_factory(node, types, values)
-
-
-@opencl_kernel("FusedConv", when=prefers_gemm, priority=10, name="opencl_fused_conv_im2col_gemm")
-def opencl_fused_conv_gemm(node: Node, types: Types, values: Values) -> OpenCLStep:
-    return _gemm_conv_factory(node, types, values)
-
-
-@opencl_kernel("FusedConv", when=conv_supported, priority=5, name="opencl_fused_conv_direct")
-def opencl_fused_conv_direct(node: Node, types: Types, values: Values) -> OpenCLStep:
-    return _direct_conv_factory(node, types, values)
-
-
-@opencl_kernel("FusedConvAdd", when=residual_supported, priority=10, name="opencl_conv_residual")
-def opencl_conv_residual(node: Node, types: Types, values: Values) -> OpenCLStep:
+def _residual_conv_factory(node: Node, types: Types, values: Values) -> OpenCLStep:
     """The convolution's step (no activation), then y += z and y = act(y) in place."""
-    inner = residual_conv_node(node)
-    count = len(inner.inputs)
-    inner_types, inner_values = types[:count], values[:count]
-    factory = _gemm_conv_factory if prefers_gemm(inner, inner_types, inner_values) else _direct_conv_factory
-    conv_step = factory(inner, inner_types, inner_values)
+    conv_step, count = residual_inner_step(node, types, values, _gemm_conv_factory, _direct_conv_factory)
     device = conv_step.device
     shape = shape_of(types[3])
     dims, a_strides, b_strides = broadcast_plan(shape, shape)
@@ -148,3 +122,8 @@ def opencl_conv_residual(node: Node, types: Types, values: Values) -> OpenCLStep
         return y
 
     return OpenCLStep(device, launch, variable_inputs(node, values, (0, 1, 2, 3)))
+
+
+register_conv_kernels(
+    opencl_kernel, BACKEND, _gemm_conv_factory, _direct_conv_factory, _residual_conv_factory
+)

@@ -1,0 +1,37 @@
+"""The GPU backends' activation table: every fused activation of edgecnn.ops.fused has a code (in
+ACTIVATIONS' order, so "none" is 0) and a formula in the device source of ``activate``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from edgecnn.kernels.gpu.activations import (
+    ACTIVATION_CODES,
+    ACTIVATION_OPS,
+    FORMULAS,
+    NO_ACTIVATION,
+    activate_source,
+    activation_params,
+)
+from edgecnn.ops.fused import ACTIVATIONS, FusedActivation
+
+
+def test_fused_activations_keep_their_order_and_have_formulas() -> None:
+    assert [ACTIVATION_CODES[name] for name in ACTIVATIONS] == list(range(len(ACTIVATIONS)))
+    assert set(ACTIVATION_CODES) - {"none"} == set(FORMULAS)
+    assert set(ACTIVATION_OPS.values()) <= set(ACTIVATION_CODES)
+
+
+def test_the_device_source_has_one_case_per_code() -> None:
+    source = activate_source("__device__")
+    assert "__device__ float activate(" in source
+    for name, code in ACTIVATION_CODES.items():
+        assert f"#define ACT_{name.upper()} {code}\n" in source
+        assert (f"case ACT_{name.upper()}:" in source) == (name != "none")
+
+
+def test_launch_arguments_of_a_fused_activation() -> None:
+    code, slope, low, high = activation_params(FusedActivation("clip", low=0.0, high=6.0))
+    assert (code, low, high) == (ACTIVATION_CODES["clip"], np.float32(0), np.float32(6))
+    assert isinstance(slope, np.float32)
+    assert activation_params(FusedActivation())[::2] == NO_ACTIVATION[::2]  # code 0, no lower bound
