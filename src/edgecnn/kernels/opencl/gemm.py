@@ -58,9 +58,9 @@ class Epilogue:
 def choose_variant(m: int, n: int, k: int, blockable: bool = False, cpu: bool = True) -> str:
     """The GEMM kernel for an (m x k) @ (k x n) product, from measurements (docs/heterogeneous.md).
 
-    On CPU devices (PoCL) register blocks win by 8x once there are rows to block and B's rows are
-    padded for float8 loads (``blockable``). On GPUs (an H100) the tiled and even the scalar kernel
-    beat the blocked one, whose work items each stream a separate 4-row band. Otherwise: tiles once
+    On CPU devices register blocks win once there are rows to block and B's rows are padded for
+    float8 loads (``blockable``). On GPUs the tiled and even the scalar kernel beat the blocked one,
+    whose work items each stream a separate 4-row band. Otherwise: tiles once
     both sides of the output span a tile and k spans several; float4 dot products for GEMV-like
     products (few rows, long k); tiny products run scalar."""
     if cpu and blockable and m >= BLOCK_ROWS and n >= BLOCK_COLS:

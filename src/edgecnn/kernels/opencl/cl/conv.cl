@@ -61,8 +61,8 @@ int2 valid_columns(const int iw0, const int S, const int W, const int OW) {
 }
 
 /* im2col for CPU devices (seed 001, algorithm 3.4, row by row): one work item per (b, k, oh) writes
- * OW columns, zeroing the padded parts without a test per element; 10-20x faster on PoCL than one
- * work item per element, whose neighbours' stores the compiler cannot prove contiguous. Rows are
+ * OW columns, zeroing the padded parts without a test per element; much faster on CPU devices than
+ * one work item per element, whose neighbours' stores the compiler cannot prove contiguous. Rows are
  * contiguous (p_stride = 1). */
 __kernel void im2col_rows(__global const float *restrict x, CONV_GEOMETRY, const int n0, __global float *restrict cols,
                           const int k_stride, const int b_stride) {
