@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -11,6 +13,7 @@ from hypothesis import strategies as st
 from edgecnn.ir.dtypes import dtype_name
 from edgecnn.ir.graph import Graph, Node, TensorSpec
 from edgecnn.kernels.cpu.system.threads import cpu_threads
+from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning, using_cpu_tuning
 from edgecnn.model import Model
 from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
 from edgecnn.runtime.options import RuntimeOptions
@@ -94,3 +97,14 @@ def drawn_conv_layer(
         "threads": draw(st.sampled_from([1, 2])),
         "seed": draw(st.integers(0, 2**16)),
     }
+
+
+@contextmanager
+def tuned(**fields: Any) -> Iterator[None]:
+    """The kernels' rules with ``fields`` of the CPU tuning record in effect changed, inside the block."""
+    with using_cpu_tuning(dataclasses.replace(active_cpu_tuning(), **fields)):
+        yield
+
+
+Retune = Callable[..., None]
+"""``retune(**fields)``: ``tuned(**fields)`` for the rest of a test (the ``retune`` fixture)."""

@@ -45,7 +45,12 @@ def _fresh_pool(layer: str, bind: bool) -> dict:
     """What a fresh interpreter bound when its first run started numba's pool (2 threads)."""
     env = {**os.environ, "NUMBA_THREADING_LAYER": layer, "NUMBA_NUM_THREADS": "2"}
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE.replace("{bind}", str(bind))], env=env, capture_output=True, text=True, timeout=300, check=True
+        [sys.executable, "-c", _PROBE.replace("{bind}", str(bind))],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
     )
     return json.loads(done.stdout.splitlines()[-1])
 

@@ -23,11 +23,12 @@ from edgecnn.kernels.cpu.gemm import tiling
 from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS
 from edgecnn.kernels.cpu.system import blas
 from edgecnn.kernels.cpu.system import threads as thread_budget
+from edgecnn.kernels.cpu.tuning_record import DEFAULT_CPU_TUNING
 from edgecnn.ops.common import AutoPad
 from edgecnn.ops.conv import ConvAttrs, conv
 from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
 from edgecnn.testing import ODD_SIZES
-from kernels.support import assert_matches, fast_run, reference_run
+from kernels.support import assert_matches, fast_run, reference_run, tuned
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -104,7 +105,7 @@ def expected_kernel(case: dict[str, Any]) -> str:
     ahead of the pixel-row GEMM), else
     im2col + GEMM; where BLAS cannot be called, or the micro-kernel outruns it
     (MICRO_KERNEL_OVER_BLAS), the packed-weight GEMM instead of the BLAS kernels."""
-    tiles = blas.AVAILABLE and not conv_kernels.MICRO_KERNEL_OVER_BLAS
+    tiles = blas.AVAILABLE and not conv_kernels.micro_kernel_over_blas()
     geometry, channels = case["geometry"], case["x_shape"][1]
     if geometry.get("group", 1) == channels > 1:
         return "depthwise"
@@ -114,18 +115,20 @@ def expected_kernel(case: dict[str, Any]) -> str:
     pointwise = geometry["kernel_shape"] == (1, 1) and not strided and unpadded
     if pointwise:
         outputs = case["w_shape"][0]
-        narrow = channels <= conv_kernels.NARROW_DEPTH and outputs <= conv_kernels.NARROW_OUTPUTS
-        large_map = case["x_shape"][2] * case["x_shape"][3] >= conv_kernels.DEEP_MIN_PIXELS
-        if geometry.get("group", 1) == 1 and (channels <= conv_kernels.MAX_DEPTH or narrow or large_map):
+        narrow = channels <= DEFAULT_CPU_TUNING.narrow_depth and outputs <= DEFAULT_CPU_TUNING.narrow_outputs
+        large_map = case["x_shape"][2] * case["x_shape"][3] >= DEFAULT_CPU_TUNING.deep_min_pixels
+        if geometry.get("group", 1) == 1 and (
+            channels <= DEFAULT_CPU_TUNING.pointwise_max_depth or narrow or large_map
+        ):
             return "pointwise"  # the input read in place by the micro-kernel
         if tiles:
             return "gemm_1x1"
     shape = geometry["kernel_shape"]
-    paged = channels <= conv_direct_rows.PAGED_CHANNELS and conv_direct_rows.whole_pages(_setup(case))
-    shallow = channels < conv_direct_rows.SHALLOW_CHANNELS or paged
+    paged = channels <= DEFAULT_CPU_TUNING.paged_channels and conv_direct_rows.whole_pages(_setup(case))
+    shallow = channels < DEFAULT_CPU_TUNING.shallow_channels or paged
     taps = channels * shape[0] * shape[1] >= conv_direct_rows.MIN_TAP_DEPTH
     if (
-        conv_kernels.MICRO_KERNEL_OVER_BLAS
+        conv_kernels.micro_kernel_over_blas()
         and geometry.get("group", 1) == 1
         and shape != (1, 1)
         and shallow
@@ -143,7 +146,7 @@ def expected_kernel(case: dict[str, Any]) -> str:
         ungrouped = geometry.get("group", 1) == 1
         return (
             "direct_rows"
-            if conv_kernels.MICRO_KERNEL_OVER_BLAS and rows > direct and ungrouped
+            if conv_kernels.micro_kernel_over_blas() and rows > direct and ungrouped
             else "direct_gemm"
         )
     return "im2col_gemm" if tiles else "packed_gemm"
@@ -164,9 +167,12 @@ def direct_fits(case: dict[str, Any]) -> bool:
     depth = case["w_shape"][1] * case["w_shape"][2] * case["w_shape"][3]
     runs = -(-setup.out[1] // COLUMNS) * COLUMNS
     shifted_rows = setup.strides == (1, 1) and setup.out[1] == setup.width
-    if setup.kernel == (1, 1) or (shifted_rows and not conv_kernels.MICRO_KERNEL_OVER_BLAS):
+    if setup.kernel == (1, 1) or (shifted_rows and not conv_kernels.micro_kernel_over_blas()):
         return False
-    return depth <= conv_kernels.MAX_DIRECT_DEPTH and setup.out[1] >= conv_kernels.MIN_DIRECT_FILL * runs
+    return (
+        depth <= DEFAULT_CPU_TUNING.max_direct_depth
+        and setup.out[1] >= DEFAULT_CPU_TUNING.min_direct_fill * runs
+    )
 
 
 def check_conv(case: dict[str, Any]) -> str:
@@ -200,7 +206,7 @@ def test_conv_kernels_match_reference(case: dict[str, Any]) -> None:
 def test_blas_tiles_match_reference(case: dict[str, Any]) -> None:
     """The BLAS tiles where the rule gives them layers (AVX2); on AVX-512 the micro-kernel takes
     those layers unless MICRO_KERNEL_OVER_BLAS is off."""
-    with mock.patch.object(conv_kernels, "MICRO_KERNEL_OVER_BLAS", False):
+    with tuned(micro_kernel_over_blas=False):
         assert check_conv(case) == expected_kernel(case)
 
 
@@ -243,7 +249,7 @@ def test_large_layer_is_tiled_across_threads() -> None:
     case["x_shape"] = (2, 64, 40, 41)
     case["w_shape"] = (24, 64, 5, 5)  # 5x5: 3x3 stride-1 layers of this size go to Winograd
     case["geometry"] = {**case["geometry"], "kernel_shape": (5, 5), "pads": (2, 2, 2, 2)}
-    with mock.patch.object(conv_kernels, "MICRO_KERNEL_OVER_BLAS", False):  # the BLAS tiles
+    with tuned(micro_kernel_over_blas=False):  # the BLAS tiles
         assert check_conv(case) == "im2col_gemm"
         case["threads"] = 1
         case["activation"] = {"activation": "clip", "low": 0.0, "high": 6.0}
@@ -273,12 +279,12 @@ def test_tiny_tiles_across_threads(case: dict[str, Any]) -> None:
     """Small layers cut into many narrow tiles on 2 threads: tile edges inside and across output rows."""
     case["threads"] = 2
     with (
-        mock.patch.object(thread_budget, "CONV_GEMM_GRAIN", 0),
-        mock.patch.object(thread_budget, "GRAIN", 0),
+        tuned(conv_gemm_grain=0),
+        tuned(grain=0),
         mock.patch.object(tiling, "COLUMNS_BYTES", 256),
         mock.patch.object(tiling, "MIN_COLUMNS", 3),
         mock.patch.object(tiling, "MIN_ROWS", 1),
-        mock.patch.object(conv_kernels, "MICRO_KERNEL_OVER_BLAS", False),  # the BLAS tiles' edges
+        tuned(micro_kernel_over_blas=False),  # the BLAS tiles' edges
     ):
         assert check_conv(case) == expected_kernel(case)
 
@@ -322,8 +328,11 @@ def test_wide_pointwise_layer_split_by_output_channels() -> None:
     case["w_shape"] = (150, 40, 1, 1)
     case["activation"] = {"activation": "relu"}
     with (
-        mock.patch.object(thread_budget, "CONV_GEMM_GRAIN", 0),
-        mock.patch.object(conv_kernels, "READ_IN_PLACE", False),  # the BLAS tiles, not the in-place kernel
-        mock.patch.object(conv_kernels, "MICRO_KERNEL_OVER_BLAS", False),
+        tuned(conv_gemm_grain=0),
+        # the BLAS tiles, not the in-place kernel
+        tuned(pointwise_max_depth=0),
+        tuned(narrow_depth=0),
+        tuned(deep_min_pixels=1 << 30),
+        tuned(micro_kernel_over_blas=False),
     ):
         assert check_conv(case) == "gemm_1x1"

@@ -14,15 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu.conv import direct_rows as conv_direct_rows
-from edgecnn.kernels.cpu.conv import steps as conv_kernels
 from edgecnn.kernels.cpu.conv.direct_rows import DirectRowsConv, when_direct_rows
 from edgecnn.kernels.cpu.conv.pixel_rows import pack_panels
 from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS, ROWS, WIDE
 from edgecnn.kernels.cpu.system.threads import cpu_threads
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.fused import FusedConvAttrs
-from kernels.support import assert_matches, drawn_conv_layer, reference_run
+from kernels.support import Retune, assert_matches, drawn_conv_layer, reference_run
 
 
 @st.composite
@@ -105,10 +103,8 @@ def _takes(x_shape: tuple[int, ...], out_channels: int, kernel: int, stride: int
 
 
 @pytest.mark.skipif(not WIDE, reason="the examples count the lanes of AVX-512's 8 x 32 blocks")
-def test_rule_takes_the_direct_kernels_layers_where_fewer_lanes_are_empty(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(conv_kernels, "MICRO_KERNEL_OVER_BLAS", True)
+def test_rule_takes_the_direct_kernels_layers_where_fewer_lanes_are_empty(retune: Retune) -> None:
+    retune(micro_kernel_over_blas=True)
     assert _takes((1, 3, 224, 224), 64, 7, 2)  # ResNet's stem: rows of 112 fill 112 of 128 lanes
     assert _takes((1, 16, 55, 55), 64, 3, 1)  # SqueezeNet's 3x3 expand layers: 55 of 64
     assert not _takes((1, 3, 224, 224), 64, 3, 1)  # VGG's first layer: 224 fills whole runs
@@ -119,8 +115,8 @@ def test_rule_takes_the_direct_kernels_layers_where_fewer_lanes_are_empty(
 
 
 @pytest.mark.skipif(not WIDE, reason="measured with AVX-512's 8 x 32 blocks only")
-def test_rule_takes_shallow_layers_of_any_width(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(conv_kernels, "MICRO_KERNEL_OVER_BLAS", True)
+def test_rule_takes_shallow_layers_of_any_width(retune: Retune) -> None:
+    retune(micro_kernel_over_blas=True)
     assert _takes((1, 32, 27, 27), 128, 3, 1)  # SqueezeNet's, Winograd's otherwise
     assert _takes((1, 16, 14, 14), 48, 5, 1)  # GoogLeNet's 5x5, the pixel-row GEMM's otherwise
     assert _takes((1, 32, 15, 15), 32, 3, 2)  # SimpleCNN's 8x8 output
@@ -129,23 +125,23 @@ def test_rule_takes_shallow_layers_of_any_width(monkeypatch: pytest.MonkeyPatch)
     assert not _takes((1, 14, 28, 28), 64, 3, 1)  # 126 taps: too shallow, too narrow for the first case
     assert not _takes((1, 32, 27, 27), 128, 1, 1)  # 1x1
     assert not _takes((1, 32, 27, 27), 128, 3, 1, group=2)  # grouped
-    monkeypatch.setattr(conv_direct_rows, "SHALLOW_CHANNELS", 0)
+    retune(shallow_channels=0)
     assert not _takes((1, 32, 27, 27), 128, 3, 1)  # the rule before
 
 
 @pytest.mark.skipif(not WIDE, reason="measured with AVX-512's 8 x 32 blocks only")
-def test_rule_takes_64_channel_layers_on_planes_of_whole_pages(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(conv_kernels, "MICRO_KERNEL_OVER_BLAS", True)
+def test_rule_takes_64_channel_layers_on_planes_of_whole_pages(retune: Retune) -> None:
+    retune(micro_kernel_over_blas=True)
     assert _takes((1, 64, 224, 224), 64, 3, 1)  # VGG-16's conv1_2: 224 x 224 x 4 bytes = 49 pages
     assert _takes((1, 64, 64, 64), 128, 3, 1)
     assert _takes((2, 64, 32, 32), 64, 3, 1)  # one page per plane, whatever the batch
     assert not _takes((1, 64, 56, 56), 64, 3, 1)  # ResNet's: 3.06 pages, Winograd's
     assert not _takes((1, 128, 64, 64), 128, 3, 1)  # deeper: Winograd tied or won
     assert not _takes((1, 64, 64, 64), 64, 1, 1)  # 1x1
-    monkeypatch.setattr(conv_direct_rows, "PAGED_CHANNELS", 0)
+    retune(paged_channels=0)
     assert not _takes((1, 64, 224, 224), 64, 3, 1)  # the rule before
 
 
-def test_rule_is_off_where_the_blas_tiles_take_layers(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(conv_kernels, "MICRO_KERNEL_OVER_BLAS", False)
+def test_rule_is_off_where_the_blas_tiles_take_layers(retune: Retune) -> None:
+    retune(micro_kernel_over_blas=False)
     assert not _takes((1, 16, 55, 55), 64, 3, 1)  # measured with AVX-512 only

@@ -18,11 +18,11 @@ from edgecnn.kernels.cpu.conv import pointwise as conv_pointwise
 from edgecnn.kernels.cpu.conv.pointwise import PointwiseConv, pointwise_tiles
 from edgecnn.kernels.cpu.gemm.epilogue import activation_args
 from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS, ROWS
-from edgecnn.kernels.cpu.system import threads
 from edgecnn.kernels.cpu.system.threads import cpu_threads
+from edgecnn.kernels.cpu.tuning_record import DEFAULT_CPU_TUNING
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
-from kernels.support import assert_matches, reference_run
+from kernels.support import assert_matches, reference_run, tuned
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -68,7 +68,7 @@ def _run(case: dict[str, Any], residual: bool) -> None:
         case["x_shape"], case["out_channels"], case["activation"], case["bias"], case["seed"]
     )
     with (
-        mock.patch.object(threads, "CONV_GEMM_GRAIN", 0),
+        tuned(conv_gemm_grain=0),
         mock.patch.object(conv_pointwise, "CHUNK_BYTES", case["chunk_bytes"]),
         cpu_threads(case["threads"]),
     ):
@@ -165,23 +165,23 @@ def test_chosen_for_narrow_layers_only() -> None:
     from edgecnn.kernels.cpu.system import blas
     from edgecnn.kernels.registry import select_kernel
 
-    deep = "gemm_1x1" if blas.AVAILABLE and not conv_kernels.MICRO_KERNEL_OVER_BLAS else "packed_gemm"
+    deep = "gemm_1x1" if blas.AVAILABLE and not conv_kernels.micro_kernel_over_blas() else "packed_gemm"
     cases = [
         (16, 64, "pointwise"),
-        (conv_pointwise.MAX_DEPTH, 512, "pointwise"),
-        (conv_pointwise.MAX_DEPTH + 1, 64, deep),
-        (conv_pointwise.NARROW_DEPTH, conv_pointwise.NARROW_OUTPUTS, "pointwise"),
-        (conv_pointwise.NARROW_DEPTH + 1, 8, deep),
+        (DEFAULT_CPU_TUNING.pointwise_max_depth, 512, "pointwise"),
+        (DEFAULT_CPU_TUNING.pointwise_max_depth + 1, 64, deep),
+        (DEFAULT_CPU_TUNING.narrow_depth, DEFAULT_CPU_TUNING.narrow_outputs, "pointwise"),
+        (DEFAULT_CPU_TUNING.narrow_depth + 1, 8, deep),
     ]
     for depth, outputs, expected in cases:
-        # 29x29: more pixels than conv_rows.MAX_IN_PLACE_ROWS, so the deep cases are not the
+        # 29x29: more pixels than DEFAULT_CPU_TUNING.max_in_place_rows, so the deep cases are not the
         # pixel-row GEMM's
         node, types, values, *_ = _layer((1, depth, 29, 29), outputs, "relu", True, 0)
         assert select_kernel(node, types, values, backend="cpu").name == expected
     # the large-map rule (ResNet-50's 256 -> 64 at 56x56), but not on one pixel fewer
     for pixels, expected in (
-        (conv_pointwise.DEEP_MIN_PIXELS, "pointwise"),
-        (conv_pointwise.DEEP_MIN_PIXELS - 1, deep),
+        (DEFAULT_CPU_TUNING.deep_min_pixels, "pointwise"),
+        (DEFAULT_CPU_TUNING.deep_min_pixels - 1, deep),
     ):
         node, types, values, *_ = _layer((1, 256, 1, pixels), 64, "relu", True, 0)
         assert select_kernel(node, types, values, backend="cpu").name == expected

@@ -15,8 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgecnn.ir.graph import Graph, Node, TensorSpec
-from edgecnn.kernels.cpu.conv import pixel_rows as conv_rows
-from edgecnn.kernels.cpu.conv import residual as conv_residual
 from edgecnn.kernels.cpu.system.threads import cpu_threads
 from edgecnn.kernels.registry import scoped_registrations, select_kernel
 from edgecnn.model import Model
@@ -208,17 +206,10 @@ def test_output_never_shares_the_residual_buffer() -> None:
 
 
 @pytest.mark.parametrize(("channels", "side"), [(64, 8), (256, 7)])  # the in-place 1x1 kernel; pixel rows
-@pytest.mark.parametrize("overwrite", [True, False])
-@pytest.mark.parametrize("fresh", [True, False])
-def test_output_takes_the_buffer_of_a_residual_that_dies(
-    channels: int, side: int, overwrite: bool, fresh: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_output_takes_the_buffer_of_a_residual_that_dies(channels: int, side: int) -> None:
     """A 1x1 bottleneck tail whose kernel adds z itself, value by value where it writes y: with z
-    dead after the step, the arena gives y z's buffer (OVERWRITE_RESIDUAL), except where the
-    pixel-row kernel reads its input in place and asks for a fresh buffer (FRESH_RESIDUAL_OUTPUT);
-    the sum is right run after run either way."""
-    monkeypatch.setattr(conv_residual, "OVERWRITE_RESIDUAL", overwrite)
-    monkeypatch.setattr(conv_rows, "FRESH_RESIDUAL_OUTPUT", fresh)
+    dead after the step, the arena gives y z's buffer, except where the pixel-row kernel reads its
+    input in place and asks for a fresh buffer; the sum is right run after run either way."""
     rng = np.random.default_rng(7)
     w = rng.standard_normal((channels, channels, 1, 1), dtype=np.float32)
     b = rng.standard_normal(channels, dtype=np.float32)
@@ -237,9 +228,9 @@ def test_output_takes_the_buffer_of_a_residual_that_dies(
     plan = model.plan_for(x)
     step = plan.steps[1]
     adds_itself = step.kernel.run.conv_kernel in ("pointwise", "pixel_rows")
-    declines = fresh and step.kernel.run.conv_kernel == "pixel_rows"  # 1x1, stride 1: read in place
+    declines = step.kernel.run.conv_kernel == "pixel_rows"  # 1x1, stride 1: read in place
     memory = memory_plan(plan, frozenset({plan.slots["y"]}))
-    assert (memory.buffers.in_place.get(1) == 3) == (overwrite and adds_itself and not declines)
+    assert (memory.buffers.in_place.get(1) == 3) == (adds_itself and not declines)
     expected = reference_run("FusedConvAdd", graph.nodes[1].attrs, [x, w, b, np.maximum(x, 0)], (1, 2))
     scale = float(np.abs(x).max() * np.abs(w).sum(axis=1).max() + 10.0)
     for _ in range(2):

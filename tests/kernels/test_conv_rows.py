@@ -17,21 +17,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgecnn.ir.graph import Graph, Node, TensorSpec, TensorType
-from edgecnn.kernels.cpu.conv import pixel_rows as conv_rows
-from edgecnn.kernels.cpu.conv import steps as conv_kernels
 from edgecnn.kernels.cpu.conv.pixel_rows import RowsConv, pack_panels, rows_fit
 from edgecnn.kernels.cpu.conv.setup import conv_setup
 from edgecnn.kernels.cpu.gemm.epilogue import activation_args
 from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS, ROWS
 from edgecnn.kernels.cpu.system import blas
 from edgecnn.kernels.cpu.system.threads import cpu_threads
+from edgecnn.kernels.cpu.tuning_record import DEFAULT_CPU_TUNING
 from edgecnn.model import Model
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.fused import FusedConvAttrs
 from edgecnn.ops.registry import NoAttrs
 from edgecnn.runtime.arena import memory_plan
 from edgecnn.runtime.options import RuntimeOptions
-from kernels.support import assert_matches, drawn_conv_layer, reference_run
+from kernels.support import Retune, assert_matches, drawn_conv_layer, reference_run
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -155,13 +154,15 @@ def _setup(x_shape: tuple[int, ...], out_channels: int, kernel: int, stride: int
 
 
 @pytest.fixture
-def micro_kernel_over_blas(monkeypatch: pytest.MonkeyPatch) -> None:
+def micro_kernel_over_blas(retune: Retune) -> None:
     """The rule as on an AVX-512 host, the only kind it was measured on (on AVX2 hosts it is off)."""
-    monkeypatch.setattr(conv_kernels, "MICRO_KERNEL_OVER_BLAS", True)
+    retune(micro_kernel_over_blas=True)
 
 
-def test_heuristic_is_off_where_the_blas_tiles_take_layers(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(conv_kernels, "MICRO_KERNEL_OVER_BLAS", False)
+def test_heuristic_is_off_where_the_blas_tiles_take_layers(
+    retune: Retune, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    retune(micro_kernel_over_blas=False)
     monkeypatch.setattr(blas, "AVAILABLE", True)
     assert not rows_fit(_setup((1, 1024, 14, 14), 256, 1, 1))
 
@@ -179,8 +180,8 @@ def test_heuristic_takes_deep_layers_on_small_maps() -> None:
     assert not rows_fit(_setup((8, 2048, 7, 7), 512, 1, 1))  # batch 8: 392 rows
     assert not rows_fit(_setup((4, 256, 14, 14), 1024, 1, 1))  # 784 rows, but not one image
     assert not rows_fit(_setup((1, 1024, 16, 16), 256, 3, 1))  # A of 256 rows x 9216 > 2 MiB
-    assert conv_rows.MAX_ROWS >= 196  # one 14x14 map
-    assert conv_rows.MAX_IN_PLACE_ROWS >= 784  # one 28x28 map
+    assert DEFAULT_CPU_TUNING.max_rows >= 196  # one 14x14 map
+    assert DEFAULT_CPU_TUNING.max_in_place_rows >= 784  # one 28x28 map
 
 
 @pytest.mark.usefixtures("micro_kernel_over_blas")

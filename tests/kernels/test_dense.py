@@ -10,12 +10,11 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgecnn.kernels.cpu.gemm import steps as dense_kernels
 from edgecnn.kernels.cpu.gemm import tiling
 from edgecnn.kernels.cpu.system import blas
 from edgecnn.ops.dense import GemmAttrs
 from edgecnn.ops.fused import ACTIVATIONS, FusedGemmAttrs
-from kernels.support import assert_matches, fast_run, reference_run
+from kernels.support import assert_matches, fast_run, reference_run, tuned
 
 
 @st.composite
@@ -74,7 +73,7 @@ def test_gemm_matches_reference(case: dict[str, Any], threads: int) -> None:
 @given(gemm_cases())
 def test_gemm_tiles_on_two_threads(case: dict[str, Any]) -> None:
     with (
-        mock.patch.object(dense_kernels, "GEMM_GRAIN", 0),
+        tuned(gemm_grain=0),
         mock.patch.object(tiling, "MIN_COLUMNS", 2),
         mock.patch.object(tiling, "MIN_ROWS", 1),
     ):

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from edgecnn.kernels.cpu import eltwise
 from edgecnn.ops.activation import LeakyReluAttrs
 from edgecnn.ops.registry import NoAttrs
-from kernels.support import assert_matches, fast_run, reference_run
+from kernels.support import assert_matches, fast_run, reference_run, tuned
 
 CASES: list[tuple[str, Any, int]] = [
     ("Relu", NoAttrs(), 1),
@@ -47,10 +47,10 @@ def test_activations_match_reference(
     inputs = inputs_for(op, count, x)
     constants = tuple(range(1, count))
     with (
-        mock.patch.object(eltwise, "MIN_SIZE", 1),
+        tuned(eltwise_min_size=1),
         mock.patch.object(eltwise, "CHUNK", 5),
-        mock.patch.object(eltwise, "MEMORY_BOUND_GRAIN", 0 if threads == 2 else 1 << 30),
-        mock.patch.object(eltwise, "GRAIN", 0 if threads == 2 else 1 << 30),
+        tuned(memory_bound_grain=0 if threads == 2 else 1 << 30),
+        tuned(grain=0 if threads == 2 else 1 << 30),
     ):
         actual, kernel = fast_run(op, attrs, inputs, constants, threads)
     assert kernel == "activation"

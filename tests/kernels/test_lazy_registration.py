@@ -178,6 +178,7 @@ print(json.dumps([before, after, choice.name]))
         "edgecnn.kernels.cpu.system.numba_start",
         "edgecnn.kernels.cpu.system.startup",
         "edgecnn.kernels.cpu.system.threads",
+        "edgecnn.kernels.cpu.tuning_record",
     ]
     assert chosen == "activation"
     assert "edgecnn.kernels.cpu.eltwise" in after

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgecnn.kernels.cpu import lrn as lrn_kernels
-from edgecnn.kernels.cpu.system import threads as thread_budget
+from edgecnn.kernels.cpu.tuning_record import DEFAULT_CPU_TUNING
 from edgecnn.ops.norm import LRNAttrs
-from kernels.support import assert_matches, fast_run, reference_run
+from kernels.support import assert_matches, fast_run, reference_run, tuned
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -31,7 +31,7 @@ def test_lrn_matches_reference(
     x = (np.random.default_rng(seed).standard_normal(shape) * 3).astype(np.float32)
     attrs = LRNAttrs(size=size, alpha=alpha, beta=beta, bias=bias)
     with (
-        mock.patch.object(thread_budget, "GRAIN", 0 if threads == 2 else thread_budget.GRAIN),
+        tuned(grain=0 if threads == 2 else DEFAULT_CPU_TUNING.grain),
         mock.patch.object(lrn_kernels, "PIXEL_BLOCK", 5),
     ):
         actual, kernel = fast_run("LRN", attrs, [x], (), threads)

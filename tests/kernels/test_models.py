@@ -45,7 +45,7 @@ def test_alexnet_with_groups_and_caffe_pooling_matches_reference() -> None:
         if k in ("im2col_gemm", "packed_gemm", "direct_gemm", "direct_rows") or k.startswith("winograd")
     ]
     # the 11x11/4 stem: shallow filters, no im2col (with AVX-512, 96 channels in panels of 32)
-    assert kernels[0] == ("direct_rows" if conv_kernels.MICRO_KERNEL_OVER_BLAS else "direct_gemm")
+    assert kernels[0] == ("direct_rows" if conv_kernels.micro_kernel_over_blas() else "direct_gemm")
     assert len(convolutions) == 5 and kernels.count("pool_2d") == 3  # 3x3 layers may go to Winograd
     expected = reference(x)
     with cpu_threads(2):

@@ -6,7 +6,6 @@ with groups, strides, padding, dilation and activations on 1 and 2 threads."""
 from __future__ import annotations
 
 from typing import Any
-from unittest import mock
 
 import numba
 import numpy as np
@@ -20,11 +19,10 @@ from edgecnn.kernels.cpu.conv.direct import DirectConv, fill_frame
 from edgecnn.kernels.cpu.gemm import packed_gemm
 from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS, ROWS, micro_kernel
 from edgecnn.kernels.cpu.gemm.packed_gemm import SCRATCH, pack_panels, pack_weights
-from edgecnn.kernels.cpu.system import threads
 from edgecnn.kernels.cpu.system.threads import cpu_threads
 from edgecnn.ops.conv import ConvAttrs, conv
 from edgecnn.ops.fused import FusedConvAttrs
-from kernels.support import assert_matches, fast_run, reference_run
+from kernels.support import assert_matches, fast_run, reference_run, tuned
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -175,18 +173,19 @@ def check_packed_conv(case: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> 
     inputs = [x, w] if b is None else [x, w, b]
     constants = tuple(range(1, len(inputs)))
     monkeypatch.setattr("edgecnn.kernels.cpu.system.blas.AVAILABLE", False)
-    monkeypatch.setattr(threads, "CONV_GEMM_GRAIN", 0)  # small layers threaded too
-    monkeypatch.setattr(
-        "edgecnn.kernels.cpu.conv.steps.MAX_DIRECT_DEPTH", 0
-    )  # no layer to the direct kernels
-    monkeypatch.setattr("edgecnn.kernels.cpu.conv.direct_rows.SHALLOW_CHANNELS", 0)  # shallow ones neither
-    monkeypatch.setattr("edgecnn.kernels.cpu.conv.direct_rows.PAGED_CHANNELS", 0)  # nor planes of whole pages
-    monkeypatch.setattr(
-        "edgecnn.kernels.cpu.conv.steps.READ_IN_PLACE", False
-    )  # nor to the in-place 1x1 kernel
-    monkeypatch.setattr("edgecnn.kernels.cpu.conv.pixel_rows.MAX_ROWS", 0)  # nor to the pixel-row GEMM
-    monkeypatch.setattr("edgecnn.kernels.cpu.conv.pixel_rows.MAX_IN_PLACE_ROWS", 0)
-    actual, kernel = fast_run(op, attrs, inputs, constants, case["threads"])
+    packed_only = tuned(
+        conv_gemm_grain=0,  # small layers threaded too
+        max_direct_depth=0,  # no layer to the direct kernels
+        shallow_channels=0,  # shallow ones neither
+        paged_channels=0,  # nor planes of whole pages
+        pointwise_max_depth=0,  # nor to the in-place 1x1 kernel
+        narrow_depth=0,
+        deep_min_pixels=1 << 30,
+        max_rows=0,  # nor to the pixel-row GEMM
+        max_in_place_rows=0,
+    )
+    with packed_only:
+        actual, kernel = fast_run(op, attrs, inputs, constants, case["threads"])
     assert kernel == ("depthwise" if case["geometry"]["group"] == case["x_shape"][1] > 1 else "packed_gemm")
     expected = reference_run(op, attrs, inputs, constants)
     magnitude = conv(plain, np.abs(x), np.abs(w), None if b is None else np.abs(b)).max()
@@ -224,7 +223,7 @@ def direct_and_reference(
     node = Node("FusedConv", "conv", ["x", "w", "b"][: len(inputs)], ["y"], attrs)
     types = [TensorType("float32", value.shape) for value in inputs]
     kernel = DirectConv(node, types, [None, *inputs[1:]])
-    with mock.patch.object(threads, "CONV_GEMM_GRAIN", 0), cpu_threads(case["threads"]):
+    with tuned(conv_gemm_grain=0), cpu_threads(case["threads"]):
         actual = kernel(x)
     expected = reference_run("FusedConv", attrs, inputs, tuple(range(1, len(inputs))))
     absolute = [np.nan_to_num(np.abs(value)) for value in inputs]

@@ -4,19 +4,18 @@ reference: pads, ceil_mode, count_include_pad, dilations, SAME/VALID padding, od
 from __future__ import annotations
 
 from typing import Any
-from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgecnn.kernels.cpu.system import threads as thread_budget
+from edgecnn.kernels.cpu.tuning_record import DEFAULT_CPU_TUNING
 from edgecnn.ops.common import AutoPad
 from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs
 from edgecnn.ops.registry import NoAttrs
 from edgecnn.testing import ODD_SIZES
-from kernels.support import assert_matches, fast_run, reference_run
+from kernels.support import assert_matches, fast_run, reference_run, tuned
 
 
 @st.composite
@@ -74,7 +73,7 @@ def test_pool_2d_matches_reference(case: dict[str, Any]) -> None:
 @given(pool_cases())
 def test_pool_2d_on_two_threads(case: dict[str, Any]) -> None:
     case["threads"] = 2
-    with mock.patch.object(thread_budget, "GRAIN", 0):
+    with tuned(grain=0):
         check_pool(case)
 
 
@@ -114,7 +113,7 @@ def test_integer_input_uses_the_reference() -> None:
 )
 def test_global_pools_match_reference(op: str, shape: list[int], threads: int, seed: int) -> None:
     x = (np.random.default_rng(seed).standard_normal(shape, dtype=np.float32) + 3).astype(np.float32)
-    with mock.patch.object(thread_budget, "GRAIN", 0 if threads == 2 else thread_budget.GRAIN):
+    with tuned(grain=0 if threads == 2 else DEFAULT_CPU_TUNING.grain):
         actual, kernel = fast_run(op, NoAttrs(), [x], (), threads)
     assert kernel == "global_pool"
     assert_matches(actual, reference_run(op, NoAttrs(), [x], ()), np.abs(x).max())

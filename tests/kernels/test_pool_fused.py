@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 from dataclasses import fields
 from typing import Any
-from unittest import mock
 
 import numpy as np
 import pytest
@@ -15,11 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import edgecnn.kernels.cpu.pool.steps  # noqa: F401  (registers the fused pools' kernel, whatever the lazy list says)
-from edgecnn.kernels.cpu.system import threads as thread_budget
 from edgecnn.ops.fused import FusedActivation
 from edgecnn.ops.fused_pool import FusedAveragePoolAttrs, FusedMaxPoolAttrs
 from edgecnn.ops.pool import MaxPoolAttrs
-from kernels.support import assert_matches, fast_run, reference_run
+from kernels.support import assert_matches, fast_run, reference_run, tuned
 from kernels.test_pool import pool_cases
 
 ACTIVATIONS = [
@@ -61,7 +59,7 @@ def test_fused_pool_matches_reference(case: dict[str, Any], activation: FusedAct
 @given(case=pool_cases(), activation=st.sampled_from(ACTIVATIONS))
 def test_fused_pool_on_two_threads(case: dict[str, Any], activation: FusedActivation) -> None:
     case["threads"] = 2
-    with mock.patch.object(thread_budget, "GRAIN", 0):
+    with tuned(grain=0):
         check_fused(case, activation)
 
 

@@ -6,7 +6,6 @@ any tap in the input, and the serial twin of the parallel kernel."""
 from __future__ import annotations
 
 from typing import Any
-from unittest import mock
 
 import numpy as np
 import pytest
@@ -14,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgecnn.kernels.cpu.pool import loops as pool2d
-from edgecnn.kernels.cpu.system import threads as thread_budget
+from edgecnn.kernels.cpu.tuning_record import DEFAULT_CPU_TUNING
 from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs
-from kernels.support import assert_matches, fast_run, reference_run
+from kernels.support import assert_matches, fast_run, reference_run, tuned
 
 
 def attrs_for(is_max: bool, count_include_pad: bool = False, **common: Any) -> Any:
@@ -27,7 +26,7 @@ def attrs_for(is_max: bool, count_include_pad: bool = False, **common: Any) -> A
 
 def check(attrs: Any, x: np.ndarray, threads: int = 2) -> np.ndarray:
     op = "MaxPool" if isinstance(attrs, MaxPoolAttrs) else "AveragePool"
-    with mock.patch.object(thread_budget, "GRAIN", 0 if threads > 1 else thread_budget.GRAIN):
+    with tuned(grain=0 if threads > 1 else DEFAULT_CPU_TUNING.grain):
         actual, kernel = fast_run(op, attrs, [x], (), threads)
     assert kernel == "pool_2d"
     finite = np.abs(x[np.isfinite(x)])

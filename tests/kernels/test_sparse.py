@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 import edgecnn.kernels.cpu.sparse.steps  # noqa: F401  (registers the sparse kernels)
 from edgecnn.kernels.cpu.sparse import csr as sparse_csr
 from edgecnn.kernels.cpu.system import threads as thread_budget
+from edgecnn.kernels.cpu.tuning_record import DEFAULT_CPU_TUNING
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.dense import GemmAttrs
 from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs, FusedGemmAttrs
-from kernels.support import assert_matches, fast_run, reference_run
+from kernels.support import assert_matches, fast_run, reference_run, tuned
 
 SETTINGS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -29,9 +30,9 @@ SETTINGS = settings(max_examples=50, deadline=None, suppress_health_check=[Healt
 def always_sparse() -> Iterator[None]:
     """Every crossover above 1, so the sparse kernels run at any density."""
     with (
-        mock.patch.object(sparse_csr, "SPMV_CROSSOVER", 1.5),
-        mock.patch.object(sparse_csr, "SPMM_CROSSOVER", 1.5),
-        mock.patch.object(sparse_csr, "CONV_CROSSOVER", 1.5),
+        tuned(spmv_crossover=1.5),
+        tuned(spmm_crossover=1.5),
+        tuned(conv_crossover=1.5),
     ):
         yield
 
@@ -109,7 +110,7 @@ def test_sparse_gemm_matches_reference(case: dict[str, Any], threads: int) -> No
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gemm_cases())
 def test_sparse_gemm_splits_rows_over_two_threads(case: dict[str, Any]) -> None:
-    with mock.patch("edgecnn.kernels.cpu.sparse.steps.GRAIN", 0):
+    with tuned(grain=0):
         check_gemm(case, 2)
 
 
@@ -177,9 +178,9 @@ def test_sparse_conv_matches_reference(case: dict[str, Any], threads: int) -> No
 @given(conv_cases())
 def test_sparse_conv_tiles_over_two_threads(case: dict[str, Any]) -> None:
     with (
-        mock.patch("edgecnn.kernels.cpu.sparse.steps.GRAIN", 0),
+        tuned(grain=0),
         mock.patch("edgecnn.kernels.cpu.sparse.steps.COLUMNS_BYTES", 64),
-        mock.patch("edgecnn.kernels.cpu.sparse.steps.MIN_WIDTH", 3),
+        tuned(sparse_min_width=3),
     ):
         check_conv(case, 2)
 
@@ -189,7 +190,7 @@ def test_crossover_picks_sparse_below_and_dense_above() -> None:
     dense; the choice depends on the batch for Gemm."""
     rng = np.random.default_rng(0)
     k, n = 200, 50
-    for rows, crossover in ((1, sparse_csr.SPMV_CROSSOVER), (4, sparse_csr.SPMM_CROSSOVER)):
+    for rows, crossover in ((1, DEFAULT_CPU_TUNING.spmv_crossover), (4, DEFAULT_CPU_TUNING.spmm_crossover)):
         a = rng.standard_normal((rows, k), dtype=np.float32)
         for density, expected in (
             (crossover * 0.5, "sparse_gemm"),
@@ -200,11 +201,14 @@ def test_crossover_picks_sparse_below_and_dense_above() -> None:
             _, kernel = fast_run("Gemm", GemmAttrs(), [a, w.reshape(k, n)], (1,), 1)
             assert kernel == expected, (rows, density)
     x = rng.standard_normal((1, 8, 9, 9), dtype=np.float32)
-    for density in (sparse_csr.CONV_CROSSOVER * 0.5, min(1.0, sparse_csr.CONV_CROSSOVER * 1.5 + 0.05)):
+    for density in (
+        DEFAULT_CPU_TUNING.conv_crossover * 0.5,
+        min(1.0, DEFAULT_CPU_TUNING.conv_crossover * 1.5 + 0.05),
+    ):
         w = np.zeros(16 * 8 * 9, np.float32)
         w[rng.permutation(w.size)[: int(density * w.size)]] = 1.0
         _, kernel = fast_run("Conv", ConvAttrs(kernel_shape=(3, 3)), [x, w.reshape(16, 8, 3, 3)], (1,), 1)
-        assert (kernel == "sparse_conv") == (density < sparse_csr.CONV_CROSSOVER), (density, kernel)
+        assert (kernel == "sparse_conv") == (density < DEFAULT_CPU_TUNING.conv_crossover), (density, kernel)
 
 
 def test_depthwise_conv_stays_dense() -> None:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from edgecnn.kernels.cpu.gemm.tiling import plan_tiles
 from edgecnn.kernels.cpu.system import blas, threads
+from edgecnn.kernels.cpu.tuning_record import DEFAULT_CPU_TUNING
 
 
 def test_cpu_threads_sets_one_pool_and_restores() -> None:
@@ -41,7 +42,7 @@ def test_small_work_runs_on_one_thread_and_restores() -> None:
         threads.call(lambda: seen.append(numba.get_num_threads()), False)
         after = numba.get_num_threads()
     assert seen == [1, min(2, threads.max_threads())] and after == min(2, threads.max_threads())
-    assert threads.is_small(threads.GRAIN - 1) and not threads.is_small(threads.GRAIN)
+    assert threads.is_small(DEFAULT_CPU_TUNING.grain - 1) and not threads.is_small(DEFAULT_CPU_TUNING.grain)
 
 
 def test_blas_single_threaded_restores() -> None:

@@ -29,6 +29,7 @@ from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.fused import FusedConvAttrs, residual_conv_node
 from edgecnn.ops.pool import MaxPoolAttrs
 from edgecnn.paths import CACHE_ENV
+from kernels.support import Retune
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -43,12 +44,11 @@ def registered_winograd() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def blas_tiles_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+def blas_tiles_rule(retune: Retune) -> None:
     """The heuristic as on AVX2, where small_conv goes to the BLAS tiles (im2col_gemm): these tests
     follow the cache against that default (on AVX-512 the rule gives the layer to packed_gemm)."""
-    from edgecnn.kernels.cpu.conv import steps as conv
 
-    monkeypatch.setattr(conv, "MICRO_KERNEL_OVER_BLAS", False)
+    retune(micro_kernel_over_blas=False)
 
 
 @pytest.fixture

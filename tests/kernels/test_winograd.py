@@ -28,7 +28,7 @@ from edgecnn.kernels.cpu.conv.setup import conv_setup
 from edgecnn.kernels.registry import scoped_registrations
 from edgecnn.ops.conv import ConvAttrs, conv
 from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
-from kernels.support import fast_run, reference_run
+from kernels.support import fast_run, reference_run, tuned
 
 ERROR_BOUND = {2: 1e-6, 4: 1.5e-5}
 """Allowed |error| / magnitude per output tile size."""
@@ -201,7 +201,7 @@ def test_small_chunks_and_channel_blocks_across_threads(case: dict[str, Any]) ->
     output channels split into blocks."""
     case["threads"] = 2
     with (
-        mock.patch.object(wino, "GEMM_GRAIN", 0),
+        tuned(gemm_grain=0),
         mock.patch.object(wino, "CHUNK_BYTES", 1),
         mock.patch.object(wino, "MIN_TILES", 1 + case["seed"] % 3),
         mock.patch.object(wino, "MIN_CHANNELS", 1),
@@ -294,7 +294,7 @@ def test_deep_and_wide_layers_cross_the_gemm_blocks(
         "threads": 2,
         "seed": channels + out,
     }
-    with mock.patch.object(wino, "GEMM_GRAIN", 0):
+    with tuned(gemm_grain=0):
         check(case)
 
 

@@ -14,13 +14,8 @@ from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.gemm.epilogue import ActivationKind, activate
 from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.common import is_float32, optional_input, shape_of, single_output
-from edgecnn.kernels.cpu.system.threads import GRAIN, call
-
-MIN_SIZE = 4096
-"""Elements below which numpy's activation is as fast (call overhead dominates)."""
-
-MEMORY_BOUND_GRAIN = 1 << 19
-"""ReLU-like activations are memory-bound: a second thread pays off only on large tensors."""
+from edgecnn.kernels.cpu.system.threads import call
+from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning
 
 CHUNK = 16384
 
@@ -68,7 +63,7 @@ def when_activation(
 ) -> bool:
     if not (single_output(node) and types and is_float32(types[0])):
         return False
-    if int(np.prod(shape_of(types[0]))) < MIN_SIZE:
+    if int(np.prod(shape_of(types[0]))) < active_cpu_tuning().eltwise_min_size:
         return False
     if node.op == "Clip":  # bounds must be known when the plan is built
         return all(not optional_input(node, i) or _scalar(values, i) for i in (1, 2))
@@ -91,7 +86,8 @@ class Activation:
         )
         size = int(np.prod(self.shape))
         cheap = self.kind in (ActivationKind.RELU, ActivationKind.LEAKY_RELU, ActivationKind.CLIP)
-        self.small = size < (MEMORY_BOUND_GRAIN if cheap else GRAIN)
+        tuning = active_cpu_tuning()
+        self.small = size < (tuning.memory_bound_grain if cheap else tuning.grain)
         self.chunk = max(CHUNK, -(-size // numba.config.NUMBA_NUM_THREADS))
 
     def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:

@@ -52,9 +52,7 @@ FAMILIES: dict[str, Family] = {
             ("gemm", "gemm.steps"),  # dense
         ),
     ),
-    "activation": Family(
-        ("Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSwish"), (("activation", "eltwise"),)
-    ),
+    "activation": Family(("Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSwish"), (("activation", "eltwise"),)),
     "int8_conv": Family(("QLinearConv", "Int8Conv"), (("int8_im2col_gemm", "int8.steps"),)),
     "int8_dense": Family(("QLinearMatMul", "Int8Gemm"), (("int8_dense", "int8.steps"),)),
     "quantize": Family(("QuantizeLinear",), (("quantize_int8", "int8.steps"),)),

@@ -37,15 +37,10 @@ from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.common import scratch
 from edgecnn.kernels.cpu.system.threads import current_threads, small_conv, worker_share
 from edgecnn.kernels.cpu.system.twins import parallel_and_serial
+from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning
 
 BAND_PIXELS = 256
 """Output pixels per task, rounded up to whole output rows."""
-
-MIN_GAIN = 1.0
-"""How many times the direct kernel's share of useful lanes this kernel's must exceed for the
-heuristic to take a layer from it (``lane_shares``). Ties stay with the direct kernel: where both
-fill every lane nothing is gained (VGG-16, whose first layer a first version of the rule gave this
-kernel: 1.01x its time, docs/tuning.md)."""
 
 
 def lane_shares(setup: ConvSetup) -> tuple[float, float]:
@@ -63,48 +58,34 @@ def whole_pages(setup: ConvSetup) -> bool:
     return (setup.out[0] * setup.out[1] * 4) % PAGE_BYTES == 0
 
 
-SHALLOW_CHANNELS, MIN_TAP_DEPTH = 64, 128
-"""The rule's second case: layers with fewer than SHALLOW_CHANNELS input channels and at least
-MIN_TAP_DEPTH multiply-adds per output value, whatever their width. There the kernel beat every
-other candidate in benchmarks/conv_gap.py (2 threads, docs/conv-gap.md "Direct rows on shallow
-layers"): Winograd F(4x4) on SqueezeNet's 32->128 @ 27x27 and 48->192 @ 13x13 (its GEMMs are only C
-deep), the pixel-row GEMM on GoogLeNet's 5x5 layers and SimpleCNN's 8x8 map (whose im2col copy cost
-more than its multiplications), the packed GEMM on LeNet's. Shallower filters (the 3-channel stems'
-27 taps) do too few multiply-adds per transposed store: VGG-16's 3->64 @ 224x224 took 2.2x the
-direct kernel's time. From 64 channels Winograd won or tied (GoogLeNet's 64->192 @ 56x56, ResNet's
-64->64)."""
-
-PAGED_CHANNELS = 64
-"""The rule's third case: layers with at most PAGED_CHANNELS input channels (and MIN_TAP_DEPTH)
-whose output planes are whole pages (winograd_transforms.PAGE_BYTES: 64x64, 128x128, VGG-16's
-224x224). Winograd's channels-last move and tile stores go a plane apart there, into one L1 set,
-and lost to this kernel by 0.64-0.75x on 64-channel layers at 64x64, 128x128 and 224x224 (2
-threads, interleaved, docs/tuning.md "Direct rows on planes of whole pages"); with 128 channels the
-two tied or Winograd won. 0 turns the case off."""
-
-
 def when_direct_rows(
     node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
 ) -> bool:
     """Ungrouped, not 1x1, and only where the micro-kernel takes the BLAS tiles' layers
-    (conv.MICRO_KERNEL_OVER_BLAS: AVX-512, where the block's transpose is 24 shuffles): the layers
-    the direct kernel's rule takes (conv.when_direct) where this kernel leaves fewer lanes empty
-    (MIN_GAIN), shallow layers (SHALLOW_CHANNELS, MIN_TAP_DEPTH) and 64-channel layers on planes of
-    whole pages (PAGED_CHANNELS). Its priority is above the
-    Winograd and pixel-row kernels' for the second and third cases; the first never meets their rules."""
-    if not (conv.MICRO_KERNEL_OVER_BLAS and can_run(node, types, values)):
+    (conv.micro_kernel_over_blas: AVX-512, where the block's transpose is 24 shuffles). Three cases
+    (thresholds in CpuTuning, evidence in lab/notes/): the layers the direct kernel's rule takes
+    (conv.when_direct) where this kernel leaves fewer lanes empty (``min_gain`` times the direct
+    kernel's share; ties stay with it); shallow layers (fewer than ``shallow_channels`` input
+    channels, at least ``min_tap_depth`` multiply-adds per output), where the other kernels' GEMMs
+    are too shallow or their copies cost more than the multiplications; and layers of at most
+    ``paged_channels`` channels on planes of whole pages, where Winograd's stores a plane apart fall
+    into one L1 set. It is tried before the Winograd and pixel-row kernels (selection.py) for the
+    second and third cases; the first never meets their rules."""
+    if not (conv.micro_kernel_over_blas() and can_run(node, types, values)):
         return False
     setup = conv_setup(node, types)
     assert setup is not None
     if setup.kernel == (1, 1):
         return False
     depth = setup.in_channels * setup.kernel[0] * setup.kernel[1]
-    if setup.in_channels < SHALLOW_CHANNELS and depth >= MIN_TAP_DEPTH:
+    tuning = active_cpu_tuning()
+    if setup.in_channels < tuning.shallow_channels and depth >= tuning.min_tap_depth:
         return True
-    if setup.in_channels <= PAGED_CHANNELS and depth >= MIN_TAP_DEPTH and whole_pages(setup):
+    paged = setup.in_channels <= tuning.paged_channels and whole_pages(setup)
+    if paged and depth >= tuning.min_tap_depth:
         return True
     direct, rows = lane_shares(setup)
-    return conv.when_direct(node, types, values) and rows > MIN_GAIN * direct
+    return conv.when_direct(node, types, values) and rows > tuning.min_gain * direct
 
 
 @numba.njit(inline="always", cache=True)

@@ -49,65 +49,26 @@ from edgecnn.kernels.cpu.system import blas
 from edgecnn.kernels.cpu.system.common import scratch
 from edgecnn.kernels.cpu.system.threads import call, current_threads, small_conv
 from edgecnn.kernels.cpu.system.twins import parallel_and_serial
-
-MAX_ROWS = 256
-"""Most output pixels (over the batch) the heuristic gives this kernel: one 14x14 map or a few
-7x7 ones. Every panel re-reads all of A, which must stay in L2."""
-
-MAX_IN_PLACE_ROWS = 28 * 28
-"""Most output pixels for a 1x1 stride-1 layer at batch 1, whose A the kernel reads from the input
-in place (no copies to make): one 28x28 map; larger batches keep MAX_ROWS (not measured).
-ResNet-50's 512 -> 128 and 512 -> 256 layers there took 0.87-0.95x the packed GEMM's time
-in-model, GoogLeNet's 256-deep 1x1 layers 0.80-0.95x (docs/tuning.md, "The pixel-row GEMM on 28x28
-maps"). Strided 1x1 layers (projections) are not read in place and keep MAX_ROWS: ResNet-50's
-56x56 -> 28x28 one took 1.2x the packed GEMM's time."""
-
-MAX_A_BYTES = 2 << 20
-"""Largest unfolded input the heuristic accepts (this machine's L2 per core)."""
-
-READ_IN_PLACE = True
-"""Whether 1x1 stride-1 unpadded layers read A from the NCHW input in place (off: from the
-channels-last copy, as the other layers do)."""
-
-FRESH_RESIDUAL_OUTPUT = True
-"""Whether a layer that reads A in place writes its residual sum to a buffer of its own rather than
-over z (conv_residual.OVERWRITE_RESIDUAL). Such a layer is the 1x1 expansion of a bottleneck block
-on a small map (ResNet-50's 14x14 and 7x7 stages), and its z is the block's input, which the
-block's first 1x1 layer, this kernel too, split by output channels, has just read whole on both
-cores: every line of z is then in both caches, and each store over it must first take the line
-back from the other core. With the cores far apart (docs/tuning.md) that doubled those layers'
-time (0.35 -> 0.68 ms); a fresh buffer costs no such trip."""
-
-SUBSAMPLE_STRIDED = True
-"""Whether strided 1x1 unpadded layers (a residual block's projection) take the pixels they read
-into an NCHW scratch of the output's size, which the micro-kernel then reads in place, as a 1x1
-stride-1 layer's input: one plain gather instead of the whole input moved to channels-last and
-then unfolded. ResNet-50's projections into 14x14 and 7x7 went from 0.66 to 0.60 and from 0.61 to
-0.57 ms (docs/tuning.md); the one into 28x28 (784 rows) took 0.79 ms this way against the packed
-GEMM's 0.72, so strided layers keep MAX_ROWS."""
-
-PREFETCH_NEXT_PANEL = True
-"""Whether the blocks of each panel ask, spread over their depth loops, for the thread's next
-panel of weights to be brought into L2. Without it, the first block of every panel reads its
-weights from DRAM at the rate of the multiply-adds and stalls, and the other blocks leave DRAM idle."""
-
-MIN_DEPTH = 256
-"""Fewest multiply-adds per output value (K) the heuristic accepts: on shallower layers the copies
-to and from channels-last cost more than the GEMM saves."""
+from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning
 
 
 def rows_fit(setup: ConvSetup) -> bool:
-    """Whether the heuristic gives the layer this kernel: MAX_ROWS (MAX_IN_PLACE_ROWS for 1x1
-    stride-1 layers at batch 1), MAX_A_BYTES, MIN_DEPTH, and only where the micro-kernel takes the BLAS tiles'
-    layers too (conv.MICRO_KERNEL_OVER_BLAS: measured with AVX-512 only) or BLAS cannot be called."""
+    """Whether the heuristic gives the layer this kernel (CpuTuning): at most ``max_rows`` output
+    pixels (``max_in_place_rows`` for 1x1 stride-1 layers at batch 1, read in place; strided ones
+    keep ``max_rows``), an unfolded input of at most ``max_a_bytes`` (it must stay in L2), at least
+    ``rows_min_depth`` multiply-adds per output, and only where the micro-kernel takes the BLAS
+    tiles' layers too (conv.micro_kernel_over_blas: measured with AVX-512 only) or BLAS cannot be
+    called. Evidence: lab/notes/."""
+    tuning = active_cpu_tuning()
     rows = setup.batch * setup.out[0] * setup.out[1]
     depth = setup.in_channels * setup.kernel[0] * setup.kernel[1]
+    in_place = setup.pointwise and setup.batch == 1 and rows <= tuning.max_in_place_rows
     fits = (
-        (rows <= MAX_ROWS or (setup.pointwise and setup.batch == 1 and rows <= MAX_IN_PLACE_ROWS))
-        and 4 * rows * depth <= MAX_A_BYTES
-        and depth >= MIN_DEPTH
+        (rows <= tuning.max_rows or in_place)
+        and 4 * rows * depth <= tuning.max_a_bytes
+        and depth >= tuning.rows_min_depth
     )
-    return fits and (conv.MICRO_KERNEL_OVER_BLAS or not blas.AVAILABLE)
+    return fits and (conv.micro_kernel_over_blas() or not blas.AVAILABLE)
 
 
 def subsampled(setup: ConvSetup) -> bool:
@@ -159,12 +120,10 @@ def _rows_conv_2d(
     pad_left: int,
     xt: np.ndarray,  # (N * Hp, Wp, C) scratch: the padded channels-last input
     a: np.ndarray,  # flat scratch: A's rows, then ROWS rows more (read by a cut block, never stored)
-    unfold: bool,  # False: ``a`` already holds A (xt's own storage, 1x1 stride-1 unpadded layers)
-    in_place: bool,  # A is read column-major: from x itself (1x1 stride-1 unpadded), or from ``a``
+    unfold: bool,  # False: A is read column-major, from x itself (1x1 stride-1 unpadded) or ``a``
     subsample: bool,  # ``a`` gets x's pixels at the strides, (N, C, OH, OW) (1x1 unpadded, strided)
     residual: np.ndarray,  # (N, M, OH, OW) added before the activation, or empty: none
     workers: int,
-    ahead_panels: bool,  # PREFETCH_NEXT_PANEL
     out: np.ndarray,  # (N, M, OH, OW), written
 ) -> None:
     batch, channels = x.shape[0], x.shape[1]
@@ -184,11 +143,10 @@ def _rows_conv_2d(
                     target = (plane * out_h + oy) * out_w
                     for ox in range(out_w):
                         a[target + ox] = x_flat[line + ox * stride_w]
-    if not in_place:  # a prange of no iterations still wakes the workers (about 10 us after a pause)
+    if unfold:  # a prange of no iterations still wakes the workers (about 10 us after a pause)
         for worker in numba.prange(workers):
             first, last = worker * frame_rows // workers, (worker + 1) * frame_rows // workers
             pad_channels_last(x, pad_top, pad_left, first, last, xt)
-    if unfold:
         flat = xt.reshape(-1)
         for worker in numba.prange(workers):
             for row in range(worker * rows // workers, (worker + 1) * rows // workers):
@@ -204,7 +162,7 @@ def _rows_conv_2d(
     has_residual = residual.size > 0
     z = residual.reshape(-1) if has_residual else out.reshape(-1)  # never read without a residual
     result = out.reshape(-1)
-    columns = a if subsample else x_flat  # A, column-major, where in_place
+    columns = a if subsample else x_flat  # A, column-major, where not unfolded
     fused = kind == 0 or kind == 1 or kind == 3  # the micro-kernel's stores apply these
     store_kind = kind if fused else 0
     out_rows = out.reshape(batch, out_channels, pixels)
@@ -221,12 +179,13 @@ def _rows_conv_2d(
                 target = (n * out_channels + first) * pixels
                 for q0 in range(0, pixels, ROWS):
                     count = min(ROWS, pixels - q0)
-                    # the part of the next panel this block asks for (prefetches never fault)
+                    # the part of the next panel this block asks for (prefetches never fault), so
+                    # that DRAM brings it while this panel's blocks run
                     ahead, ahead_step = panel * panel_size, 0
-                    if ahead_panels and panel + 1 < end and block * share < COLUMNS:
+                    if panel + 1 < end and block * share < COLUMNS:
                         ahead, ahead_step = (panel + 1) * panel_size + block * share * depth, share
                     block += 1
-                    if in_place:
+                    if not unfold:
                         micro_kernel_column_a_transposed(
                             depth, columns, n * depth * pixels + q0, pixels, packed, panel * depth * COLUMNS,
                             COLUMNS, result, target + q0, pixels, False, count, out_channels - first, bias, first,
@@ -263,11 +222,13 @@ class RowsConv(ResidualIntoKernel):
         span_h = (s.out[0] - 1) * s.strides[0] + (s.kernel[0] - 1) * s.dilations[0] + 1
         span_w = (s.out[1] - 1) * s.strides[1] + (s.kernel[1] - 1) * s.dilations[1] + 1
         self.frame = (max(top + s.height + bottom, span_h), max(left + s.width + right, span_w))
-        self.subsample = SUBSAMPLE_STRIDED and subsampled(s)
+        self.subsample = subsampled(s)
         self.unfold = not (s.pointwise and self.frame == (s.height, s.width)) and not self.subsample
-        self.read_in_place = READ_IN_PLACE and not self.unfold and not self.subsample
         self.small = small_conv(s.batch * s.out_channels * self.pixels * self.depth)
-        self.overwrites_residual = not (FRESH_RESIDUAL_OUTPUT and self.read_in_place)
+        # A read in place: a 1x1 bottleneck expansion, whose z (the block's input) the block's first
+        # layer has just read on every core; stores over z would first fetch each line back from
+        # another core, so its residual sum goes to a buffer of its own (conv/residual.py)
+        self.overwrites_residual = self.unfold or self.subsample
 
     def _run(
         self,
@@ -278,22 +239,20 @@ class RowsConv(ResidualIntoKernel):
     ) -> None:
         s = self.setup
         workers = 1 if self.small else max(1, min(current_threads(), self.panels))
-        if self.subsample:  # no frame: A gathered straight from x
-            a = scratch(self.rows * self.depth)
-            xt = a[:0].reshape(0, 0, s.in_channels)
-        else:
+        if self.unfold:
             frame_size = s.batch * self.frame[0] * self.frame[1] * s.in_channels
-            a_size = (self.rows + ROWS) * self.depth if self.unfold else 0
+            a_size = (self.rows + ROWS) * self.depth
             buffer = scratch(frame_size + ROWS * s.in_channels + a_size)
             xt = buffer[:frame_size].reshape(s.batch * self.frame[0], self.frame[1], s.in_channels)
-            a_end = frame_size + ROWS * s.in_channels + a_size
-            a = buffer[frame_size + ROWS * s.in_channels : a_end] if self.unfold else buffer[:a_end]
+            a = buffer[frame_size + ROWS * s.in_channels :]
+        else:  # no frame: A read from x in place, or gathered from it (subsample)
+            a = scratch(self.rows * self.depth if self.subsample else 0)
+            xt = a[:0].reshape(0, 0, s.in_channels)
         call(
             rows_conv_2d,
             workers == 1,
             np.ascontiguousarray(x), self.packed, self.bias, *activation, *s.kernel, *s.strides,
-            *s.dilations, s.pads[0], s.pads[1], xt, a, self.unfold, self.read_in_place or self.subsample,
-            self.subsample, residual, workers, PREFETCH_NEXT_PANEL, out,
+            *s.dilations, s.pads[0], s.pads[1], xt, a, self.unfold, self.subsample, residual, workers, out,
         )  # fmt: skip
 
 

@@ -44,27 +44,6 @@ from edgecnn.kernels.cpu.system.twins import parallel_and_serial
 CHUNK_BYTES = 64 << 10
 """Input bytes of one chunk (its channels x pixels): re-read from L2 by every 6-channel block."""
 
-MAX_DEPTH = 144
-"""Deepest layer the heuristic gives this kernel, and (NARROW_DEPTH, NARROW_OUTPUTS) the deeper ones
-with few output channels it also takes. From benchmarks/pointwise.py's per-layer table
-(docs/conv-gap.md, "Pointwise layers"): on the layers of 16-144 input channels it took 0.70-0.97x
-the BLAS tiles' time but on MobileNetV2's 96 -> 576 @ 14x14 (1.12-1.35x), and 0.75-0.89x on the
-192 -> 16 to 256 -> 32 reductions; deeper layers with more outputs mostly lost (up to 1.75x on
-7x7 maps): unpacked, each depth step of a 16-pixel run is a cache line of its own, and from about
-160 steps those lines and the weights no longer fit in L1 together."""
-
-NARROW_DEPTH, NARROW_OUTPUTS = 256, 32
-
-DEEP_MIN_PIXELS = 56 * 56
-"""Smallest map (output pixels per image) on which the heuristic gives this kernel layers of any
-depth. ResNet-50's 256 -> 64 and 256 -> 128 reductions at 56x56 took 0.75-0.85x the packed GEMM's
-time in-model, and split by pixels, as the layers around them are, each core reads what it wrote
-(the packed GEMM splits output channels, so each core read the whole input, half of it from the
-other core's cache). The whole model: 0.960x in this VM's slow phases, where a cache line takes
-4x longer to cross between the cores, 0.981x outside them (docs/tuning.md, "Cores far apart").
-Taking the 28x28 maps too measured 0.989x and 1.013x against this rule, so they keep the packed
-GEMM; smaller maps go to the pixel-row kernel (conv_rows.py), which wins there."""
-
 MIN_SPLIT_ROWS = 4 * ROWS
 """Output channels per thread from which a map too small to give every thread a chunk is shared
 by channels rather than by narrower chunks: MobileNetV2's 64 -> 384 and 96 -> 576 on 14x14 maps

@@ -8,8 +8,9 @@ activation steps (two more passes over the tensor, one of them through numpy) by
 Where the convolution kernel adds the residual itself (``run_into_residual``: the 1x1 and
 pixel-row kernels read each value of z where they write that value of y), the step declares
 ``in_place = (3,)``: the arena may then give y the buffer of z when z dies here, as in every
-bottleneck block of ResNet, and the kernel adds onto z where it lies instead of copying it first
-(OVERWRITE_RESIDUAL). Otherwise ``out`` never aliases an input (the convolution would overwrite z
+bottleneck block of ResNet, and the kernel adds onto z where it lies instead of copying it first,
+unless the kernel declines (``overwrites_residual = False``: z's lines sit in another core's cache
+too). Otherwise ``out`` never aliases an input (the convolution would overwrite z
 before the sum reads it).
 """
 
@@ -29,19 +30,11 @@ from edgecnn.kernels.cpu.gemm.epilogue import (
 from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.common import is_float32, shape_of, single_output
 from edgecnn.kernels.cpu.system.threads import max_threads
+from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning
 from edgecnn.kernels.registry import candidate_kernels, select_kernel
 from edgecnn.ops.fused import FusedConvAttrs, residual_conv_node
 
-RESIDUAL_GRAIN = 1 << 20
-"""Elements below which the add + activation pass runs serially: it is memory-bound and short (tens of
-microseconds for ResNet's sums at batch 1), less than waking numba's sleeping workers for a parallel
-region costs on a busy 2-core VM. Measured by ``benchmarks/residual.py --epilogue`` (docs/fusion.md)."""
-
 CHUNK = 16384
-
-OVERWRITE_RESIDUAL = True
-"""Whether a fused residual step offers the arena its output over z (``in_place = (3,)``), unless
-its convolution kernel says ``overwrites_residual = False`` (conv_rows.FRESH_RESIDUAL_OUTPUT)."""
 
 Types = Sequence["TensorType | None"]
 Values = Sequence["np.ndarray | None"]
@@ -79,12 +72,12 @@ class ConvResidual:
         self.conv_residual_into = getattr(self.conv.run, "run_into_residual", None)
         self.conv_inputs = len(inner.inputs)
         # a kernel may decline the offer where z's lines sit in the other core's cache too
-        overwrites = OVERWRITE_RESIDUAL and getattr(self.conv.run, "overwrites_residual", True)
+        overwrites = getattr(self.conv.run, "overwrites_residual", True)
         self.in_place = (3,) if overwrites and self.conv_residual_into is not None else ()
         self.out_shape = shape_of(types[3])
         self.activation = activation_args(node.attrs)  # (kind, negative slope, low, high)
         size = int(np.prod(self.out_shape))
-        self.small = size < RESIDUAL_GRAIN
+        self.small = size < active_cpu_tuning().residual_grain
         self.chunk = max(CHUNK, -(-size // max_threads()))
 
     @property

@@ -140,12 +140,12 @@ _NO_RESIDUAL = np.empty(0, dtype=np.float32)
 
 class ResidualIntoKernel(ConvKernel):
     """A kernel that can add a residual block's sum before the activation in its own last pass over
-    the output (conv_residual.py uses ``run_into_residual`` when a kernel has it); ``_run`` does
+    the output (conv/residual.py uses ``run_into_residual`` when a kernel has it); ``_run`` does
     both, with an empty residual meaning none."""
 
     overwrites_residual = True
-    """Whether conv_residual.py may give the output the residual's own buffer (a kernel turns it off
-    where that costs more than a fresh buffer: conv_rows.FRESH_RESIDUAL_OUTPUT)."""
+    """Whether conv/residual.py may give the output the residual's own buffer (a kernel turns it off
+    where that costs more than a fresh buffer: conv/pixel_rows.py, reading its input in place)."""
 
     def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
         """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""

@@ -20,13 +20,7 @@ from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.conv.depthwise import depthwise_conv_2d
 from edgecnn.kernels.cpu.conv.direct import DirectConv
 from edgecnn.kernels.cpu.conv.packed import PackedConv
-from edgecnn.kernels.cpu.conv.pointwise import (
-    DEEP_MIN_PIXELS,
-    MAX_DEPTH,
-    NARROW_DEPTH,
-    NARROW_OUTPUTS,
-    PointwiseConv,
-)
+from edgecnn.kernels.cpu.conv.pointwise import PointwiseConv
 from edgecnn.kernels.cpu.conv.setup import ConvKernel, conv_setup
 from edgecnn.kernels.cpu.conv.tiled_gemm import conv_gemm_2d, conv_gemm_2d_serial
 from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS, WIDE
@@ -42,29 +36,15 @@ from edgecnn.kernels.cpu.system.threads import (
     max_threads,
     small_conv,
 )
+from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning
 
-READ_IN_PLACE = True
-"""Whether narrow 1x1 layers get the in-place kernel (``when_in_place``; off: the BLAS tiles)."""
 
-PACK_STRIDED_POINTWISE = True
-"""Whether strided 1x1 layers get the packed-weight GEMM (``when_packed``; off: the BLAS tiles)."""
-
-MICRO_KERNEL_OVER_BLAS = WIDE
-"""Whether layers the BLAS tiles would take go to the micro-kernel's packed GEMM and direct kernel
-instead: where numba compiles for AVX-512, whose 16-float vectors double the micro-kernel's rate
-(``microkernel.WIDE``). On the 2-core AVX-512 EPYC, with numpy's OpenBLAS on its AVX2 kernels
-(this machine's OPENBLAS_CORETYPE=Haswell), packed_gemm took 0.55-0.75x of gemm_1x1's time on every
-1x1 layer of ResNet-50 and the direct kernel 0.55-0.67x of im2col_gemm's on tiny-YOLO's stride-1
-3x3 layers (benchmarks/conv_gap.py, docs/conv-gap.md, "AVX-512")."""
-
-MAX_DIRECT_DEPTH, MIN_DIRECT_FILL = 400, 0.6
-"""``when_direct``'s thresholds, from benchmarks/direct_conv.py and benchmarks/conv_gap.py (2 threads,
-docs/conv-gap.md, "Direct convolution"): the direct kernel beat im2col + BLAS on every stem with
-3 input channels (ResNet's and GoogLeNet's 7x7/2, AlexNet's 11x11/4 at depth 363, the 3x3/2 of
-SqueezeNet, MobileNetV2 and SimpleCNN) and on LeNet's and SimpleCNN's small layers; it lost at depth
-576 (ResNet's 64->128 3x3/2, 13%), on an 8-wide map whose rows fill half of a 16-pixel run
-(SimpleCNN's Conv_6, 10%), and inside tiny-YOLO on its SAME stride-1 layers, where im2col is one
-shifted copy per row."""
+def micro_kernel_over_blas() -> bool:
+    """Whether layers the BLAS tiles would take go to the micro-kernel's packed GEMM and direct
+    kernel instead: by default where numba compiles for AVX-512 (``microkernel.WIDE``), whose
+    16-float vectors double the micro-kernel's rate (``CpuTuning.micro_kernel_over_blas``)."""
+    chosen = active_cpu_tuning().micro_kernel_over_blas
+    return WIDE if chosen is None else chosen
 
 
 def _compiled(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
@@ -85,8 +65,8 @@ def when_depthwise(
 def when_pointwise(
     node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
 ) -> bool:
-    """The BLAS tiles for 1x1 layers, unless the micro-kernel outruns them (MICRO_KERNEL_OVER_BLAS)."""
-    if MICRO_KERNEL_OVER_BLAS:
+    """The BLAS tiles for 1x1 layers, unless the micro-kernel outruns them (micro_kernel_over_blas)."""
+    if micro_kernel_over_blas():
         return False
     return when_blas(node, types, values) and conv_setup(node, types).pointwise  # type: ignore[union-attr]
 
@@ -116,23 +96,25 @@ def can_read_in_place(
 def when_in_place(
     node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
 ) -> bool:
-    """The in-place 1x1 kernel for layers at most MAX_DEPTH channels deep, NARROW_DEPTH deep with
-    at most NARROW_OUTPUTS output channels, or any depth on maps of DEEP_MIN_PIXELS or more
-    (conv_pointwise.py says where the limits come from)."""
+    """The in-place 1x1 kernel for layers at most ``pointwise_max_depth`` channels deep,
+    ``narrow_depth`` deep with at most ``narrow_outputs`` output channels, or any depth on maps of
+    ``deep_min_pixels`` or more (CpuTuning; conv/pointwise.py says why)."""
     if not can_read_in_place(node, types, values):
         return False
     s = conv_setup(node, types)
     assert s is not None
-    narrow = s.in_channels <= NARROW_DEPTH and s.out_channels <= NARROW_OUTPUTS
-    large_map = s.out[0] * s.out[1] >= DEEP_MIN_PIXELS
-    return READ_IN_PLACE and (s.in_channels <= MAX_DEPTH or narrow or large_map)
+    tuning = active_cpu_tuning()
+    narrow = s.in_channels <= tuning.narrow_depth and s.out_channels <= tuning.narrow_outputs
+    large_map = s.out[0] * s.out[1] >= tuning.deep_min_pixels
+    return s.in_channels <= tuning.pointwise_max_depth or narrow or large_map
 
 
 def when_direct(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
     """The direct kernel (conv_direct.py) where im2col costs most and its COLUMNS-pixel runs waste
-    little: shallow filters (MAX_DIRECT_DEPTH taps x channels) on maps whose rows fill the runs,
+    little: shallow filters (``max_direct_depth`` taps x channels) on maps whose rows fill the runs
+    (``min_direct_fill``),
     except where im2col copies whole shifted rows (stride 1, output as wide as the input) for the
-    BLAS tiles (not where MICRO_KERNEL_OVER_BLAS) and for 1x1 filters (every tap another channel
+    BLAS tiles (not where micro_kernel_over_blas) and for 1x1 filters (every tap another channel
     plane; their im2col is a plain subsample)."""
     if not can_pack(node, types, values):
         return False
@@ -140,12 +122,13 @@ def when_direct(node: Node, types: Sequence[TensorType | None], values: Sequence
     assert s is not None
     depth = s.in_channels // s.group * s.kernel[0] * s.kernel[1]
     runs = -(-s.out[1] // COLUMNS) * COLUMNS
-    shifted_rows = s.strides == (1, 1) and s.out[1] == s.width and not MICRO_KERNEL_OVER_BLAS
+    shifted_rows = s.strides == (1, 1) and s.out[1] == s.width and not micro_kernel_over_blas()
+    tuning = active_cpu_tuning()
     return (
         s.kernel != (1, 1)
         and not shifted_rows
-        and depth <= MAX_DIRECT_DEPTH
-        and s.out[1] >= MIN_DIRECT_FILL * runs
+        and depth <= tuning.max_direct_depth
+        and s.out[1] >= tuning.min_direct_fill * runs
     )
 
 
@@ -157,13 +140,13 @@ def when_packed(node: Node, types: Sequence[TensorType | None], values: Sequence
     once (docs/conv-gap.md's per-layer tables: 7-16% faster on ResNet-50's three in one run, 7-11%
     faster on two and even on the third in the next). Elsewhere the BLAS tiles measured as fast or
     faster on most of ResNet's layers with AVX2 ("Packed-weight GEMM"), so `edgecnn tune` decides
-    per layer there; with AVX-512 the packed GEMM takes every such layer (MICRO_KERNEL_OVER_BLAS)."""
+    per layer there; with AVX-512 the packed GEMM takes every such layer (micro_kernel_over_blas)."""
     if not can_pack(node, types, values):
         return False
     s = conv_setup(node, types)
     assert s is not None
-    strided_pointwise = PACK_STRIDED_POINTWISE and s.kernel == (1, 1) and s.strides != (1, 1)
-    return not blas.AVAILABLE or strided_pointwise or MICRO_KERNEL_OVER_BLAS
+    strided_pointwise = s.kernel == (1, 1) and s.strides != (1, 1)
+    return not blas.AVAILABLE or strided_pointwise or micro_kernel_over_blas()
 
 
 class TiledConvGemm(ConvKernel):

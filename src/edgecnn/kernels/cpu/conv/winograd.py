@@ -25,7 +25,8 @@ from edgecnn.kernels.cpu.conv.winograd_transforms import transform_filters, wino
 from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS
 from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.common import constant_float32, scratch, single_output, worker_scratch
-from edgecnn.kernels.cpu.system.threads import GEMM_GRAIN, call
+from edgecnn.kernels.cpu.system.threads import call
+from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning
 
 CHUNK_BYTES = 1 << 23
 """Target size of one chunk's transformed tiles and products together. Each chunk streams every
@@ -60,14 +61,6 @@ POINT_PAD = 16
 read or write all T points of a tile at once; blocks a multiple of 4 KiB apart would all map to
 the same L1 cache set (measured: the transforms ran 2-4x slower)."""
 
-MIN_CHANNEL_RATIO, MIN_F43_TILES = 12, 36
-MIN_SMALL_F43_TILES, MAX_SMALL_F43_BYTES = 16, 4 << 20
-MIN_IN_CHANNELS = 64
-SHALLOW_IN_CHANNELS, SHALLOW_MAX_WIDTH = 32, 32
-MIN_F23_RATIO, MIN_F23_TILES, WIDE_F23_RATIO = 48, 36, math.inf
-"""The heuristic's thresholds (``preferred_tile``), measured with benchmarks/winograd.py and
-benchmarks/conv_gap.py (docs/conv-gap.md)."""
-
 
 def winograd_setup(
     node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
@@ -86,41 +79,38 @@ def winograd_setup(
 
 
 def preferred_tile(setup: ConvSetup) -> int:
-    """The output tile (4 or 2) where Winograd beats im2col + GEMM, or 0 where it does not.
+    """The output tile (4 or 2) where Winograd beats im2col + GEMM, or 0 where it does not
+    (thresholds in CpuTuning, evidence in lab/notes/).
 
-    Rule from benchmarks/winograd.py and benchmarks/conv_gap.py (docs/tuning.md, docs/conv-gap.md):
-    the input transform costs per input channel and the output transform per output channel while
-    the saved multiplications scale with their product, so C*M / (C+M) must be large enough; with
-    fewer than MIN_IN_CHANNELS input channels the GEMMs are too shallow (K = C) for the saving to pay
-    (SqueezeNet's 16->64 @ 55x55, tiny-YOLO's 16->32 @ 224x224). 4x4 tiles from MIN_F43_TILES (36)
-    tiles, and from MIN_SMALL_F43_TILES (16: one 13x13 or 14x14 map) where the transformed filters
-    (36 x C x M floats, 2.25x F(2x2)'s) take at most MAX_SMALL_F43_BYTES: on such maps F(4x4) beat
-    F(2x2) on every zoo layer (4-20%, docs/tuning.md's per-layer table, weights warm in cache), but
-    whole models moved within the noise (benchmarks/rule_ab.py), not worth ResNet-50's 256->256
-    layers holding 9.4 MB of filters each instead of 4.2. Else 2x2 tiles on 13x13 and 14x14 maps from
-    C*M/(C+M) = 48 and MIN_F23_TILES tiles; with fewer tiles (one 7x7 map has 16) from
-    WIDE_F23_RATIO, now infinite: none. Such a map's transformed filters, 16/9 of the layer's own
-    (ResNet-50's 512->512: 16.8 MB against 9.4), come from DRAM on every run for too few tiles, and
-    the pixel-row GEMM on the plain filters won in whole models (docs/tuning.md). Layers with
-    SHALLOW_IN_CHANNELS (32) to 63 input channels get F(4x4) on maps at most SHALLOW_MAX_WIDTH wide: it won on
-    SqueezeNet's 27x27 and 13x13 maps but lost by 25% on tiny-YOLO's 32->64 @ 112x112.
+    The input transform costs per input channel and the output transform per output channel while
+    the saved multiplications scale with their product, so C*M / (C+M) must reach
+    ``min_channel_ratio``; with fewer than ``min_in_channels`` input channels the GEMMs are too
+    shallow (K = C) to pay, except F(4x4) from ``shallow_in_channels`` on maps at most
+    ``shallow_max_width`` wide. 4x4 tiles from ``min_f43_tiles`` tiles, or from
+    ``min_small_f43_tiles`` (one 13x13 or 14x14 map) where the transformed filters take at most
+    ``max_small_f43_bytes``. Else 2x2 tiles from C*M/(C+M) = ``min_f23_ratio`` and
+    ``min_f23_tiles`` tiles, or with fewer tiles from ``wide_f23_ratio`` (infinite: never; such a
+    map's transformed filters come from DRAM on every run for too few tiles).
     """
+    tuning = active_cpu_tuning()
     c, m = setup.in_channels, setup.out_channels
     tiles = setup.batch * math.ceil(setup.out[0] / 4) * math.ceil(setup.out[1] / 4)
     # 16-35 tiles (a 13x13 or 14x14 map) only where the 6x6 transformed filters are small
-    small_filters = 36 * c * m * 4 <= MAX_SMALL_F43_BYTES
-    f43_tiles = tiles >= MIN_F43_TILES or (tiles >= MIN_SMALL_F43_TILES and small_filters)
-    if c < MIN_IN_CHANNELS:
-        shallow = c >= SHALLOW_IN_CHANNELS and max(setup.out) <= SHALLOW_MAX_WIDTH and f43_tiles
-        return 4 if shallow and c * m >= MIN_CHANNEL_RATIO * (c + m) else 0
-    if c * m < MIN_CHANNEL_RATIO * (c + m):
+    small_filters = 36 * c * m * 4 <= tuning.max_small_f43_bytes
+    f43_tiles = tiles >= tuning.min_f43_tiles or (tiles >= tuning.min_small_f43_tiles and small_filters)
+    wide_enough = c * m >= tuning.min_channel_ratio * (c + m)
+    if c < tuning.min_in_channels:
+        narrow_map = max(setup.out) <= tuning.shallow_max_width
+        shallow = c >= tuning.shallow_in_channels and narrow_map and f43_tiles
+        return 4 if shallow and wide_enough else 0
+    if not wide_enough:
         return 0
     if f43_tiles:
         return 4
     f23_tiles = setup.batch * math.ceil(setup.out[0] / 2) * math.ceil(setup.out[1] / 2)
-    if c * m >= MIN_F23_RATIO * (c + m) and f23_tiles >= MIN_F23_TILES:
+    if c * m >= tuning.min_f23_ratio * (c + m) and f23_tiles >= tuning.min_f23_tiles:
         return 2
-    return 2 if c * m >= WIDE_F23_RATIO * (c + m) else 0
+    return 2 if c * m >= tuning.wide_f23_ratio * (c + m) else 0
 
 
 def when_winograd_f43(
@@ -186,7 +176,7 @@ class WinogradConv(ConvKernel):
         # the zero-padded channels-last input: every tile's (m+2)^2 pixels inside it
         self.frame = (math.ceil(s.out[0] / m) * m + 2, math.ceil(s.out[1] / m) * m + 2)
         macs = self.tiles * self.points * s.in_channels * s.out_channels
-        self.small = macs < GEMM_GRAIN
+        self.small = macs < active_cpu_tuning().gemm_grain
         self._chunking: dict[int, tuple[int, int, int]] = {}
 
     def chunking(self, threads: int) -> tuple[int, int, int]:

@@ -16,12 +16,12 @@ from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system import blas
 from edgecnn.kernels.cpu.system.common import constant_float32, is_float32, shape_of, single_output
 from edgecnn.kernels.cpu.system.threads import (
-    GEMM_GRAIN,
     blas_single_threaded,
     call,
     current_threads,
     is_small,
 )
+from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning
 from edgecnn.ops.dense import GemmAttrs
 
 
@@ -63,7 +63,7 @@ class DenseGemm:
             self.addend = np.zeros((1, 1), dtype=np.float32)
         self.activation = activation_args(attrs)  # (kind, negative slope, low, high)
         self.kind = self.activation[0]
-        self.small = rows * self.out_shape[1] * self.depth < GEMM_GRAIN
+        self.small = rows * self.out_shape[1] * self.depth < active_cpu_tuning().gemm_grain
         self._tilings: dict[int, Tiling] = {}
         self.serial_tiling = self.tiling(1)
 

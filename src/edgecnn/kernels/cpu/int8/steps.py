@@ -21,7 +21,8 @@ from edgecnn.kernels.cpu.gemm.epilogue import activation_args
 from edgecnn.kernels.cpu.int8.loops import conv_int8, dense_int8, quantize_into
 from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.common import scratch
-from edgecnn.kernels.cpu.system.threads import GEMM_GRAIN, call, is_small
+from edgecnn.kernels.cpu.system.threads import call, is_small
+from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning
 from edgecnn.kernels.registry import StepFn
 from edgecnn.ops.conv import conv_geometry
 from edgecnn.ops.quant import QUANT_DTYPES, output_multiplier
@@ -151,7 +152,7 @@ class Int8ConvKernel(QuantizedLayer):
         self.weights = np.ascontiguousarray(w.reshape(group, w.shape[0] // group, rows))
         self.out_shape = (x_shape[0], w.shape[0], *self.out_hw)
         self.columns = (rows, self.out_hw[0] * self.out_hw[1])
-        self.small = x_shape[0] * w.shape[0] * rows * self.columns[1] < GEMM_GRAIN
+        self.small = x_shape[0] * w.shape[0] * rows * self.columns[1] < active_cpu_tuning().gemm_grain
 
     def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
         out = np.empty(self.out_shape, dtype=self.out_dtype)
@@ -200,7 +201,7 @@ class Int8DenseKernel(QuantizedLayer):
     def run_into(self, out: np.ndarray, a: np.ndarray, *_: object) -> None:
         """Writes into ``out`` (C-contiguous (M, N)); float input is quantised into scratch."""
         q = self.quantized_input(a, byte_scratch(self.input_bytes(a)))
-        small = q.shape[0] * self.weights.size < GEMM_GRAIN
+        small = q.shape[0] * self.weights.size < active_cpu_tuning().gemm_grain
         call(dense_int8, small, q, self.weights, self.bias, self.multiplier, *self.epilogue_args(), out)
 
 

@@ -12,19 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Crossover densities: below them the sparse kernel is faster than the dense one on the machine they
-# were measured on (2-core AMD EPYC VM, shared with other work while measuring; 2 threads). Measured
-# by benchmarks/sparse_crossover.py, which writes its table into docs/compression.md ("Sparse
-# kernels: crossover density"); each is the smallest over that kernel's layer shapes. Rerun it and
-# copy the printed values here when the kernels or the machine change.
-SPMV_CROSSOVER = 0.25
-"""Gemm / FusedGemm with one row of activations (batch 1): a memory-bound GEMV against SpMV."""
-SPMM_CROSSOVER = 0.15
-"""Gemm / FusedGemm with several rows (batch > 1): BLAS GEMM reuses each weight, SpMM less so."""
-CONV_CROSSOVER = 0.10
-"""Conv / FusedConv: the dense conv kernel the runtime picks (Winograd for 3x3, im2col + BLAS GEMM)
-against im2col + sparse rows x dense columns."""
-
 UINT16_COLUMNS = 1 << 16
 """Matrices with at most this many columns store their column indices as uint16."""
 

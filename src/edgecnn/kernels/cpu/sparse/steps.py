@@ -19,17 +19,15 @@ from edgecnn.kernels.cpu.conv.setup import ConvKernel, conv_setup
 from edgecnn.kernels.cpu.gemm.epilogue import activation_args
 from edgecnn.kernels.cpu.gemm.steps import when_dense
 from edgecnn.kernels.cpu.selection import register
-from edgecnn.kernels.cpu.sparse import csr as sparse_csr
 from edgecnn.kernels.cpu.sparse.csr import CsrMatrix, csr_from_dense, row_bounds, sparser_than
 from edgecnn.kernels.cpu.sparse.loops import sparse_conv_2d, spmm, spmv
 from edgecnn.kernels.cpu.system.common import constant_float32, scratch, shape_of, single_output
-from edgecnn.kernels.cpu.system.threads import GRAIN, call
+from edgecnn.kernels.cpu.system.threads import call
+from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning
 from edgecnn.ops.dense import GemmAttrs
 
 COLUMNS_BYTES = 1 << 18
 """Target size of one task's im2col columns in the sparse conv (half of a 512 KiB L2)."""
-MIN_WIDTH = 128
-"""Fewest pixels per task (where the layer has them): shorter rows make the axpy loops overhead-bound."""
 
 
 def gemm_rows(node: Node, types: Sequence[TensorType | None]) -> int:
@@ -48,7 +46,8 @@ def when_sparse_gemm(
         return False
     weights = values[1]
     assert weights is not None
-    crossover = sparse_csr.SPMV_CROSSOVER if gemm_rows(node, types) == 1 else sparse_csr.SPMM_CROSSOVER
+    tuning = active_cpu_tuning()
+    crossover = tuning.spmv_crossover if gemm_rows(node, types) == 1 else tuning.spmm_crossover
     return sparser_than(weights, crossover)
 
 
@@ -65,7 +64,11 @@ def when_sparse_conv(
     setup = conv_setup(node, types)
     weights = values[1]
     assert weights is not None
-    return setup is not None and not setup.depthwise and sparser_than(weights, sparse_csr.CONV_CROSSOVER)
+    return (
+        setup is not None
+        and not setup.depthwise
+        and sparser_than(weights, active_cpu_tuning().conv_crossover)
+    )
 
 
 class SparseGemm:
@@ -91,7 +94,7 @@ class SparseGemm:
         else:
             self.addend = np.zeros((1, 1), dtype=np.float32)
         self.activation = activation_args(attrs)
-        self.small = (self.csr.nnz + self.csr.rows) * rows < GRAIN
+        self.small = (self.csr.nnz + self.csr.rows) * rows < active_cpu_tuning().grain
         self._bounds: dict[int, np.ndarray] = {}
 
     def bounds(self, threads: int) -> np.ndarray:
@@ -130,7 +133,7 @@ class SparseConv(ConvKernel):
         self.csr = csr_from_dense(np.asarray(w, dtype=np.float32).reshape(s.out_channels, self.group_rows))
         self.pointwise = s.pointwise
         work = s.batch * self.pixels * (self.csr.nnz + s.out_channels + self.group_rows * s.group)
-        self.small = work < GRAIN
+        self.small = work < active_cpu_tuning().grain
 
     def steps(self, workers: int) -> tuple[int, int]:
         """(pixels, output channels) per task: a pixel range wide enough for long vector loops whose
@@ -139,7 +142,14 @@ class SparseConv(ConvKernel):
         out_per_group = s.out_channels // s.group
         fits = COLUMNS_BYTES // (4 * self.group_rows)
         per_image_group = -(-workers // (s.batch * s.group))  # tasks each (image, group) must give
-        p_step = max(1, min(max(MIN_WIDTH, fits), -(-self.pixels // per_image_group), self.pixels))
+        p_step = max(
+            1,
+            min(
+                max(active_cpu_tuning().sparse_min_width, fits),
+                -(-self.pixels // per_image_group),
+                self.pixels,
+            ),
+        )
         p_tiles = -(-self.pixels // p_step)
         m_tiles = min(out_per_group, -(-per_image_group // p_tiles))
         return p_step, -(-out_per_group // m_tiles)

@@ -7,7 +7,7 @@ OpenMP workers and OpenBLAS's — slow each other down several-fold on a 2-core 
 
 ``cpu_threads(n)`` sets that budget for the duration of a run (the executor wraps each run in it).
 Kernels whose work is below a grain run on one thread: waking a second thread costs more than it
-saves (thresholds measured with benchmarks/kernels.py).
+saves (the grains are fields of tuning_record.CpuTuning).
 """
 
 from __future__ import annotations
@@ -21,20 +21,7 @@ from typing import Any
 
 import numba
 
-GRAIN = 200_000
-"""Elements a compiled loop touches (outputs x taps, roughly) below which it stays on one thread."""
-
-GEMM_GRAIN = 1 << 20
-"""Multiply-adds below which a GEMM-based kernel stays on one thread (BLAS does ~8 per loop element)."""
-
-CONV_GEMM_GRAIN = 1 << 20
-"""Multiply-adds below which a conv kernel built on GEMM (im2col, 1x1, direct, packed) stays on one
-thread. Layer by layer (benchmarks/grain.py, docs/tuning.md "Thread grain"), SqueezeNet's 1x1
-layers of 1.5-3.1 M multiply-adds ran about as fast on two threads as on one; but a layer timed
-alone finds the second worker asleep, and inside a model run it does not: on numba's TBB pool,
-whole models run faster with the grain at 1 M than at 4 M (``grain.py --whole --old-grain
-4194304``, docs/tuning.md "Whole models": ShuffleNetV2, SqueezeNet and SimpleCNN)."""
-
+from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning
 
 BlasPool = tuple[Callable[[], int], Callable[[int], None], Callable[[int], int]]
 """Getter, setter and exchanger (set, return the count before) of one BLAS library's process-wide
@@ -244,7 +231,7 @@ def cpu_threads(n: int) -> ThreadBudget:
 
 def is_small(work: int) -> bool:
     """Whether a compiled loop over ``work`` elements should stay on one thread."""
-    return work < GRAIN
+    return work < active_cpu_tuning().grain
 
 
 @numba.njit(inline="always", cache=True)
@@ -253,18 +240,15 @@ def worker_share(worker: int, workers: int, tasks: int) -> tuple[int, int]:
 
     Why: kernels order their tasks by pixels (bands of rows, runs of tiles), so a contiguous share
     is one region of the map, and the next layer's share of the same region reads mostly what its
-    own core wrote, instead of lines that must cross from the other core's caches. On this
-    project's 2-core VM that crossing became 2-3x slower in phases of a minute or two, when
-    edgecnn's runs slowed by up to 1.45x and onnxruntime's by a few percent (benchmarks/phases.py,
-    docs/tuning.md "Slow phases"). Outside those phases the split made no difference; inside them
-    it is not yet measured."""
+    own core wrote, instead of lines that must cross from the other core's caches, which on some
+    machines becomes several times slower for minutes at a time (lab/notes/)."""
     return worker * tasks // workers, (worker + 1) * tasks // workers
 
 
 def small_conv(macs: int) -> bool:
-    """Whether a GEMM-based conv layer of ``macs`` multiply-adds should stay on one thread (read at
-    call time, so benchmarks can patch the module's CONV_GEMM_GRAIN)."""
-    return macs < CONV_GEMM_GRAIN
+    """Whether a GEMM-based conv layer of ``macs`` multiply-adds should stay on one thread
+    (``CpuTuning.conv_gemm_grain``: waking a worker costs more than it saves below it)."""
+    return macs < active_cpu_tuning().conv_gemm_grain
 
 
 def _thread_api() -> tuple[Callable[[], int], Callable[[int], None]]:
