@@ -1,7 +1,7 @@
 """Stand-alone activations (Relu, LeakyRelu, Clip, Sigmoid, HardSwish) on the CPU — those the
 fusion pass could not fold into a conv or dense layer. One pass over the data in float32, which
-beats numpy's temporaries (3x for ReLU, 2-3x for Sigmoid on this machine; benchmarks/kernels.py)
-from ``MIN_SIZE`` elements up; below it numpy's lower call overhead wins and the reference runs."""
+beats numpy's temporaries from ``CpuTuning.eltwise_min_size`` elements up; below it numpy's lower
+call overhead wins and the reference runs (lab/notes/)."""
 
 from __future__ import annotations
 

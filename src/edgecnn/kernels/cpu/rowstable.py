@@ -16,8 +16,7 @@ check runs once, when the plan is built, and costs a few sampled columns per row
 without repeats (trained weights have none, except pruned all-zero rows); the kernels are chosen
 only where repeats exist, so other layers run unchanged. It makes identical rows equal; it does
 not make BLAS's rounding independent of a row's position in general (a GEMM that sums every
-element in the same order, which would, was measured ~1.8x slower than OpenBLAS on SqueezeNet's
-shapes: benchmarks/rowstable.py).
+element in the same order, which would, measured well slower than OpenBLAS; lab/notes/).
 """
 
 from __future__ import annotations

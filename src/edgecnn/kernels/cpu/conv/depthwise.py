@@ -20,9 +20,9 @@ FLAT_S2_MAX_WIDTH = 14
 """Widest stride-2 output row computed as one long row (wider rows waste more than they save)."""
 
 SAME_MAX_WIDTH = 16
-"""Widest plane the unpadded stride-1 pass takes (_same_plane_3x3). benchmarks/depthwise.py against
-the padded pass (docs/tuning.md, "Depthwise"): 0.44-0.54x its time on 7x7 planes, 0.74-0.77x on
-14x14, 1.05x on 28x28 (there the masked taps cost more than the per-row work they save)."""
+"""Widest plane the unpadded stride-1 pass takes (_same_plane_3x3): it beats the padded pass on
+small planes, while on wider ones the masked taps cost more than the per-row work they save
+(lab/notes/)."""
 
 
 @numba.njit(cache=True)

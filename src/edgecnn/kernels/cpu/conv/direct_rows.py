@@ -1,7 +1,7 @@
 """Direct convolution with the output pixels as the micro-kernel's rows and the output channels as
 its columns: no im2col matrix, and no lanes lost to a map's width.
 
-Why: the direct kernel (conv_direct.py) puts COLUMNS consecutive pixels of an output row in the
+Why: the direct kernel (conv/direct.py) puts COLUMNS consecutive pixels of an output row in the
 micro-kernel's vector lanes, so rows that are not a multiple of COLUMNS wide leave lanes empty:
 SqueezeNet's 55-wide maps fill 55 of 64, its 111-wide stem 111 of 128. Here the vector lanes hold
 COLUMNS output channels and the broadcast rows ROWS consecutive pixels of an output row, so a row

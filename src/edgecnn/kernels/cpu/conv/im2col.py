@@ -228,9 +228,8 @@ def im2col_rows(
 GATHER_MAX_WIDTH = 16
 """Output rows at most this wide are unfolded through a tap table (``tap_table``, ``gather_rows``)
 rather than segment by segment: a segment is then one output row, and finding its valid columns
-costs more than copying it. One thread, the whole matrix (exploration on the 2-core EPYC VM,
-confirmed on whole layers by benchmarks/im2col.py): 2-3x faster on 3x3/2 layers with 7x7 to 15x15
-outputs and on LeNet's 5x5 layer at 10x10, slower on 28-wide outputs (ResNet's 56 -> 28)."""
+costs more than copying it: faster on 3x3/2 layers with 7x7 to 15x15 outputs and small 5x5 layers,
+slower on 28-wide outputs (lab/notes/)."""
 
 
 def gathers_columns(width: int, strides: tuple[int, int], out: tuple[int, int]) -> bool:

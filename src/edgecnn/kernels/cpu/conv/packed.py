@@ -1,8 +1,8 @@
-"""Convolution on the packed-weight GEMM (packed_gemm.py): the weights are packed for the
+"""Convolution on the packed-weight GEMM (gemm/packed_gemm.py): the weights are packed for the
 micro-kernel once, when the plan is built, and each tile's im2col columns (or, for a 1x1 layer, its
 input rows) are packed into 16-column panels a depth block at a time, straight from the image.
 
-Why: the BLAS path (conv_gemm.py) hands each tile to sgemm, which packs the whole weight matrix
+Why: the BLAS path (conv/tiled_gemm.py) hands each tile to sgemm, which packs the whole weight matrix
 again on every call; on small maps (ResNet's 7x7 and 14x14 layers: 49 and 196 output pixels per
 weight) that repacking costs as much as the multiplications, and BLAS also copies the columns that
 im2col has just written. Here a tile's columns go from the image to the micro-kernel's panels:

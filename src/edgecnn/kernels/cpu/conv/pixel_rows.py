@@ -2,7 +2,7 @@
 C (pixels x M) = A (pixels x K) @ W (K x M), each block stored transposed into (N, M, H, W) with
 bias, residual and activation.
 
-Why: the packed GEMM (conv_packed.py) and the in-place 1x1 kernel (conv_pointwise.py) put pixels in
+Why: the packed GEMM (conv/packed.py) and the in-place 1x1 kernel (conv/pointwise.py) put pixels in
 the micro-kernel's COLUMNS-wide runs and output channels in its rows: a 7x7 map's 49 pixels fill 49
 of 64 lanes, a 14x14 map's 196 fill 196 of 224. Here the output channels are the columns (most
 layers have a multiple of COLUMNS) and the pixels the rows, so the ROWS-row blocks waste at most a

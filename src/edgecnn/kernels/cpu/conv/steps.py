@@ -3,11 +3,11 @@
 - ``depthwise``: group == C_in > 1 (one filter set per channel) -> the direct depthwise loop;
 - ``gemm_1x1``: 1x1 kernel, unit strides, no padding -> the input already *is* the im2col matrix;
 - ``im2col_gemm``: everything else -> im2col, one GEMM per group and tile, the fused epilogue;
-- ``packed_gemm``: the same tiles on edgecnn's own packed-weight GEMM (conv_packed.py), chosen
+- ``packed_gemm``: the same tiles on edgecnn's own packed-weight GEMM (conv/packed.py), chosen
   where compiled code cannot call the BLAS library, and by `edgecnn tune` where it measures faster.
 
 Weights are reshaped to the GEMM's layout once, when the plan is built. The BLAS kernels run as
-tiles on numba's threads with single-threaded BLAS (conv_gemm.py).
+tiles on numba's threads with single-threaded BLAS (conv/tiled_gemm.py).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def can_pack(node: Node, types: Sequence[TensorType | None], values: Sequence[np
 def can_read_in_place(
     node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
 ) -> bool:
-    """The in-place 1x1 kernel (conv_pointwise.py) can run the layer: 1x1, unit strides, no padding,
+    """The in-place 1x1 kernel (conv/pointwise.py) can run the layer: 1x1, unit strides, no padding,
     one group."""
     if not _compiled(node, types, values):
         return False
@@ -110,7 +110,7 @@ def when_in_place(
 
 
 def when_direct(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
-    """The direct kernel (conv_direct.py) where im2col costs most and its COLUMNS-pixel runs waste
+    """The direct kernel (conv/direct.py) where im2col costs most and its COLUMNS-pixel runs waste
     little: shallow filters (``max_direct_depth`` taps x channels) on maps whose rows fill the runs
     (``min_direct_fill``),
     except where im2col copies whole shifted rows (stride 1, output as wide as the input) for the
@@ -133,14 +133,12 @@ def when_direct(node: Node, types: Sequence[TensorType | None], values: Sequence
 
 
 def when_packed(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
-    """The packed-weight GEMM where no other kernel's rule takes the layer and BLAS cannot be
-    called (priority 11: below the Winograd, direct, sparse and repeated-filter kernels, above
-    im2col_gemm), and for strided 1x1 layers, ResNet's projection shortcuts: their im2col is a
+    """The packed-weight GEMM where no kernel before it (selection.py) takes the layer and BLAS
+    cannot be called, and for strided 1x1 layers, ResNet's projection shortcuts: their im2col is a
     subsample that the BLAS tiles copy again into sgemm's panels, where the packed kernel copies it
-    once (docs/conv-gap.md's per-layer tables: 7-16% faster on ResNet-50's three in one run, 7-11%
-    faster on two and even on the third in the next). Elsewhere the BLAS tiles measured as fast or
-    faster on most of ResNet's layers with AVX2 ("Packed-weight GEMM"), so `edgecnn tune` decides
-    per layer there; with AVX-512 the packed GEMM takes every such layer (micro_kernel_over_blas)."""
+    once. Elsewhere the BLAS tiles measured as fast or faster with AVX2, so `edgecnn tune` decides
+    per layer there; with AVX-512 the packed GEMM takes every such layer (micro_kernel_over_blas).
+    Evidence: lab/notes/."""
     if not can_pack(node, types, values):
         return False
     s = conv_setup(node, types)

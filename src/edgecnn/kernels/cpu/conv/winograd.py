@@ -1,14 +1,13 @@
 """Winograd convolution F(2x2, 3x3) and F(4x4, 3x3) for Conv and FusedConv on the CPU.
 
 Applies to 3x3 filters with unit strides and dilations, one group, any padding and float32
-constant weights. F(4x4) does 4x fewer
-multiplications than direct convolution and F(2x2) 2.25x fewer, at the price of the transforms and
-of rounding error that grows with the tile (docs/tuning.md has the measured error and speed).
+constant weights. F(4x4) does 4x fewer multiplications than direct convolution and F(2x2) 2.25x fewer, at the price of the transforms and
+of rounding error that grows with the tile (lab/notes/ has the measured error and speed).
 
 Filters are transformed once, when the plan is built; each run moves the input to channels-last,
 transforms chunks of input tiles, multiplies them by one GEMM per transform point and transforms
-the products back with the fused bias and activation (winograd_transforms.py). Which of the conv kernels a layer gets is decided by
-``preferred_tile`` (measured with benchmarks/winograd.py) unless `edgecnn tune` measured the layer.
+the products back with the fused bias and activation (winograd_transforms.py). Whether a layer
+gets Winograd, and which tile, is ``preferred_tile``'s rule unless `edgecnn tune` measured the layer.
 """
 
 from __future__ import annotations
@@ -31,9 +30,7 @@ from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning
 CHUNK_BYTES = 1 << 23
 """Target size of one chunk's transformed tiles and products together. Each chunk streams every
 transformed filter through a GEMM (BLAS packs it again per call), so wide chunks pay once the
-transforms are cheap: ResNet's 128->256 @ 28x28 F(4x4) on one thread ran 8.7 ms with all 49 tiles in
-one chunk, 10.5 ms in chunks of 37 (2 MiB), 14.7 ms in chunks of 16 (interleaved one-off timing,
-shared VM at load ~4; `benchmarks/winograd.py --chunk-sweep` reruns the comparison)."""
+transforms are cheap (lab/notes/)."""
 
 MIN_TILES, MAX_TILES = 16, 512
 """Bounds on the tiles per chunk: narrower GEMMs waste the BLAS micro-kernel, wider ones the cache."""
@@ -45,16 +42,11 @@ then rounded up to whole 16-channel filter panels (microkernel.COLUMNS)."""
 MIN_SPLIT_TILES = 64
 """Fewest tiles per thread when one chunk's tiles are split among threads, for F(2x2); below it
 the threads split the output channels instead, each transforming all the tiles and streaming half
-the transformed filters through GEMMs twice as wide. ResNet's 256->256 @ 14x14 F(2x2) layers (49
-tiles), two threads, three runs of benchmarks/grain.py (its tiling column times both splits in the
-same rounds): the channel split was faster in 7 of 16 layer timings in the first two runs and
-in all 8 of the third (1-19%)."""
+the transformed filters through GEMMs twice as wide (lab/notes/)."""
 
 MIN_SPLIT_TILES_F43 = 24
 """The same for F(4x4), whose 6x6 tiles carry 36 transform points instead of 16, so transforming
-every tile on both threads costs more: ResNet-18/50's 128->128 @ 28x28 F(4x4) layers (49 tiles) ran
-faster with the tiles split in 16 of 18 layer timings over the same three runs (up to 15%; an
-earlier one-off timing under load ~4 had favoured the channel split for 128->256 @ 28x28)."""
+every tile on both threads costs more."""
 
 POINT_PAD = 16
 """Floats (one cache line) between the scratch blocks of two transform points. The transforms

@@ -10,9 +10,8 @@ does not (the llvm.fma intrinsic would become a library call per lane there).
 The block's shape follows the vector registers numba compiles for. With AVX2, 6 x 16 (12
 accumulators of 8 floats, 2 filter vectors, 1 broadcast) fits its 16 registers; LLVM splits the
 8-float vectors in two on 128-bit NEON. With AVX-512, 8 x 32 (16 accumulators of 16 floats) uses
-half of its 32 registers and doubles the multiply-adds per instruction: on a 2-core AMD EPYC with
-AVX-512 the kernel's rate from L1 went from 136 to 268 GFLOP/s per core (benchmarks/packed_gemm.py,
-docs/conv-gap.md). From L1 it outruns OpenBLAS's best case on both machines.
+half of its 32 registers and doubles the multiply-adds per instruction, about twice the rate from
+L1 (measurements: lab/notes/).
 
 C[r, j] (+)= sum_k A[a_off + k*ROWS + r] * B[b_off + k*ldb + j] for r < ROWS, j < COLUMNS: A is a
 packed panel (depth-major, ROWS values per step), B any row-major matrix with row stride ``ldb``.
@@ -400,7 +399,7 @@ def micro_kernel(typingctx, depth, a, a_off, b, b_off, ldb, c, c_off, ldc, accum
 def micro_kernel_rows(typingctx, depth, a, a_off, b, b_off, rows, c, c_off, ldc, accumulate, count, width):
     """micro_kernel with B's row k at b[b_off + rows[k]] (``rows``: 1-D int64 array): a convolution
     reads its taps straight from the (padded) image, each tap's run of COLUMNS output pixels
-    one contiguous run, without an im2col matrix (conv_direct.py)."""
+    one contiguous run, without an im2col matrix (conv/direct.py)."""
     signature = types.void(depth, a, a_off, b, b_off, rows, c, c_off, ldc, accumulate, count, width)
     return signature, _codegen(True)
 
@@ -457,7 +456,7 @@ def micro_kernel_column_a(
     typingctx, depth, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, accumulate, count, width
 ):
     """micro_kernel with A read in place, column-major: A[r, k] at a[a_off + k*lda + r] (an NCHW
-    image as the pixels x channels matrix of a 1x1 layer, conv_rows.py). All ROWS rows are read
+    image as the pixels x channels matrix of a 1x1 layer, conv/pixel_rows.py). All ROWS rows are read
     for every k: the caller keeps a block cut by A's last row inside the array."""
     signature = types.void(depth, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, accumulate, count, width)
     return signature, _codegen(False, column_a=True)
@@ -495,7 +494,7 @@ micro_kernel_column_a_transposed = _finished_transposed(
     "micro_kernel_column_a_transposed",
     """micro_kernel_column_a whose block goes straight to an NCHW output: C[r, j] + bias[bias_off + j]
     (+ residual[c_off + j*ldc + r] where ``has_residual``), then ReLU or the clip (kind 1, 3), stored
-    at c[c_off + j*ldc + r] (conv_rows.py: no C block, no pass to transpose it).""",
+    at c[c_off + j*ldc + r] (conv/pixel_rows.py: no C block, no pass to transpose it).""",
 )
 
 micro_kernel_strided_a_transposed = _finished_transposed(

@@ -1,6 +1,6 @@
 """Gemm and FusedGemm on the CPU: Y = act(A' @ (alpha * B') + beta * C). alpha is folded into the
 weights and beta * C broadcast to Y's shape when the plan is built; the GEMM runs as tiles on
-numba's threads (dense_gemm.py), or through ``np.matmul`` where compiled code cannot call BLAS."""
+numba's threads (gemm/dense_tiles.py), or through ``np.matmul`` where compiled code cannot call BLAS."""
 
 from __future__ import annotations
 

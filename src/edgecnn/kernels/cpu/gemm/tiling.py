@@ -1,4 +1,4 @@
-"""How a GEMM-shaped layer is cut into per-thread tiles (conv_gemm.py, dense_gemm.py).
+"""How a GEMM-shaped layer is cut into per-thread tiles (conv/tiled_gemm.py, gemm/dense_tiles.py).
 
 Rules, in order: a tile's im2col columns stay within COLUMNS_BYTES (about a core's L2); there are at least
 as many tiles as threads, and their count is a multiple of the threads where that costs little
@@ -14,16 +14,13 @@ import math
 from dataclasses import dataclass
 
 COLUMNS_BYTES = 1 << 20
-"""Target size of one tile's im2col columns. Twice the 512 KiB L2, measured: wider tiles make
-wider (more efficient) GEMMs, and ResNet-18's stride-2 3x3 convs ran 5-10% faster than with 256 KiB
-(one thread, 2-core EPYC VM)."""
+"""Target size of one tile's im2col columns: twice a 512 KiB L2, since wider tiles make wider (more
+efficient) GEMMs (measured faster than a quarter of it; lab/notes/)."""
 
 REPACK_RATIO = 8
 """A tile's im2col columns may grow to this many times the layer's weights (beyond COLUMNS_BYTES):
 every tile's GEMM packs the whole weight matrix again, which costs more than columns that spill
-from L2 once the weights are large (ResNet's 128->128 3x3 stride-2 layer, 576 KiB of weights: one
-tile 3.9-4.0 ms, four 1 MiB tiles 4.35 ms on one thread; two tiles 5.1-5.2 ms of CPU time, four
-5.7 ms on two threads; interleaved one-off timing on the shared 2-core VM, load ~4)."""
+from L2 once the weights are large (lab/notes/)."""
 
 MIN_COLUMNS = 64
 """Narrowest tile worth a GEMM call (a few of the BLAS micro-kernel's column blocks)."""
@@ -104,7 +101,5 @@ def prefer_rows(rows: int, columns: int, *, im2col: bool) -> bool:
     Every tile's sgemm packs its whole share of both operands: cutting the columns makes each thread
     pack all of the weights (rows x depth), cutting the rows makes each pack all of the input
     (depth x columns). Without im2col to repeat (1x1 layers), the cheaper cut is the rows when
-    rows > columns. SqueezeNet's 512->1000 1x1 @ 13x13 on two threads: 1.47 ms by rows, 1.96 ms by
-    pixels; its 64->256 @ 13x13: 0.13 against 0.19 ms (interleaved medians, shared 2-core VM at load
-    ~1; docs/tuning.md, "Thread grain", gives the tiling each layer gets)."""
+    rows > columns (measured on SqueezeNet's 1x1 layers; lab/notes/)."""
     return not im2col and rows > columns

@@ -37,9 +37,7 @@ from edgecnn.kernels.cpu.system.twins import parallel_and_serial
 PHASED_MIN_WIDTH = 40
 """Narrowest input that 3x3 windows at stride 2 pool row by row through even and odd columns
 (_pool_3x3_s2_rows); narrower planes cost more per row than per column there, and take the
-separable loops, which run over chunks of planes. benchmarks/pool.py --base 83f088f (docs/tuning.md):
-0.5-0.8x the separable loops' time on 111-112 wide planes, 0.7-1.04x on 55-56; on 28 and 14 wide
-ones (tried before this bound) 1.1x and more."""
+separable loops, which run over chunks of planes (lab/notes/)."""
 
 SCRATCH_FLOATS = 16384
 """Scratch per worker (64 KiB): small planes are processed this many floats of row reductions at
@@ -669,8 +667,7 @@ def global_pool(
     """Mean (accumulated in float64) or max (NaN-propagating) of every plane.
 
     fastmath's "reassoc" lets LLVM split each sum over vector lanes: in order, every add waited for
-    the previous one (SqueezeNet's 1000 planes of 13x13 in about half the time on two threads:
-    benchmarks/pool.py --global). No flag assumes away NaN or inf, so max still propagates NaN."""
+    the previous one (about half the time; lab/notes/). No flag assumes away NaN or inf, so max still propagates NaN."""
     count, size = planes.shape
     for p in numba.prange(count):
         row = planes[p]

@@ -1,6 +1,6 @@
 """MaxPool, AveragePool (2-D: pads, ceil_mode, count_include_pad, dilations, SAME padding), their
 fused forms with an activation (FusedMaxPool, FusedAveragePool) and GlobalAveragePool/GlobalMaxPool
-on the CPU, through the compiled loops of pool2d.py."""
+on the CPU, through the compiled loops of pool/loops.py."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ bias/activation epilogue, rows (or pixel tiles) split over numba's threads.
 
 Zero weights are skipped, not multiplied: where an input is NaN or infinite, an output whose
 non-zero weights all miss that input stays finite (the dense product would give NaN). Pruned models
-are the use; the difference is documented in docs/compression.md.
+are the use; the difference is documented in the compression guide (docs/).
 """
 
 from __future__ import annotations

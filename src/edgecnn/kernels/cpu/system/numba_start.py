@@ -3,7 +3,7 @@
 The first time numba compiles or loads a function from its cache, it imports its numpy
 implementations, among them ``numba.np.arraymath``. That module imports ``scipy.linalg`` (when
 SciPy is installed) at once, only to record whether a BLAS is there for ``np.correlate`` and
-``np.convolve``; with SciPy's own imports that costs about 270 ms of a fresh process
+``np.convolve``; with SciPy's own imports that costs a few hundred milliseconds of a fresh process
 (docs/startup.md). edgecnn's kernels call numpy's BLAS directly (blas.py) and never need it.
 
 ``import_arraymath_deferring_scipy`` imports that module with ``scipy.linalg.cython_blas`` hidden,
