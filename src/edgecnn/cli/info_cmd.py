@@ -1,4 +1,5 @@
-"""`edgecnn info`: what a model is made of — layers, shapes, parameters, MACs, memory."""
+"""`edgecnn info`: what a model is made of — layers, shapes, parameters, MACs, memory. A Caffe
+prototxt needs no weights here: its structure is read with zero-filled blobs (and said so)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from rich.table import Table
 from edgecnn.analysis import ModelAnalysis, analyze
 from edgecnn.cli.console import console, headline, human_bytes, human_count
 from edgecnn.importers import sniff_format
+from edgecnn.importers.caffe import is_structure_only
 from edgecnn.ir.graph import format_shape
 from edgecnn.model import Model
 from edgecnn.runtime.feeds import random_feeds
+from edgecnn.runtime.options import RuntimeOptions
 from edgecnn.vision.preprocess import parse_shape
 
 NAME = "info"
@@ -32,17 +35,18 @@ def command(
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
     """Print MODEL's layer table: op, output shape, parameters and MACs, with totals."""
-    import edgecnn
-
-    net = edgecnn.load(model, weights, threads=1)
+    net = load_for_info(model, weights)
+    structure_only = is_structure_only(net.graph)
     shapes = {net.inputs[0].name: parse_shape(shape)} if shape and net.inputs else None
     feeds = random_feeds(net.inputs, shapes=shapes)
     plan = net.plan_for(feeds, optimized=passes)
     analysis = analyze(plan, net.graph.outputs)
     if as_json:
-        print(json.dumps(to_json(net, analysis, feeds), indent=2))
+        print(json.dumps({**to_json(net, analysis, feeds), "weights": not structure_only}, indent=2))
         return
     console.print(headline(model, f"  ({len(analysis.layers)} layers)"))
+    if structure_only:
+        console.print("  weights: none given (structure from the prototxt; parameters counted from shapes)")
     for spec in net.inputs:
         console.print(
             f"  input   {spec.name}: {spec.dtype}{format_shape(spec.shape)}"
@@ -69,6 +73,18 @@ def command(
             console.print(headline(report.name, f": {len(report.changes)} change(s)"))
             for change in report.changes:
                 console.print(f"  {change}")
+
+
+def load_for_info(model: Path, weights: Path | None) -> Model:
+    """The model as `edgecnn.load` reads it, except that a Caffe prototxt without weights is read
+    for its structure only (its blobs zero-filled), which is all this command needs."""
+    import edgecnn
+
+    if weights is None and model.is_file() and sniff_format(model) == "caffe":
+        from edgecnn.importers.caffe import load_caffe
+
+        return Model(load_caffe(model, structure_only=True), RuntimeOptions.resolve(threads=1))
+    return edgecnn.load(model, weights, threads=1)
 
 
 def file_sections(path: Path) -> Table:

@@ -8,7 +8,11 @@ layer; the graph's outputs are the blobs no later layer reads, as in Caffe. Laye
 phase excludes are dropped.
 
 ``weights=None`` is an error (made-up weights give made-up answers); tests and benchmarks use
-``random_seed=N`` or :func:`write_random_caffemodel`.
+``random_seed=N`` or :func:`write_random_caffemodel`. ``structure_only=True`` reads a prototxt
+without weights for inspection (`edgecnn info`): every blob is zero-filled at its shape and the
+graph's metadata says so (``STRUCTURE_ONLY``, tested by ``is_structure_only``), so the layer table,
+parameter and MAC counts are right. Loading without weights stays an error everywhere else, so
+`edgecnn run` and `edgecnn convert` refuse such a prototxt rather than compute with zeros.
 """
 
 from __future__ import annotations
@@ -35,7 +39,13 @@ from edgecnn.importers.darknet.weights import ParamKind, RandomWeights
 from edgecnn.ir.graph import Graph, Node, Shape, TensorSpec, TensorType
 from edgecnn.runtime.shapes import infer_node, type_of_value
 
-__all__ = ["CaffeFormatWarning", "load_caffe", "write_random_caffemodel"]
+__all__ = [
+    "STRUCTURE_ONLY",
+    "CaffeFormatWarning",
+    "is_structure_only",
+    "load_caffe",
+    "write_random_caffemodel",
+]
 
 TEST_PHASE = 1
 BATCH = "N"
@@ -46,6 +56,8 @@ V1_TYPE_NAMES = {
     "SOFTMAX": "Softmax", "SPLIT": "Split", "SLICE": "Slice", "TANH": "TanH",
 }  # fmt: skip
 V1_NUMBER_TO_NAME = {number: name for name, number in V1_LAYER_TYPES.items()}
+STRUCTURE_ONLY = {"weights": "none: structure only, every blob zero-filled"}
+"""The ``Graph.metadata`` entry of a graph loaded with ``structure_only=True``."""
 
 
 @dataclass(frozen=True)
@@ -129,7 +141,16 @@ class RandomBlobs:
         return values
 
 
-WeightSource = FileBlobs | RandomBlobs
+class ZeroBlobs:
+    """Zero-filled blobs of the shapes the layers ask for: structure without weights."""
+
+    def take(self, layer: str, index: int, kind: ParamKind, shape: tuple[int, ...]) -> np.ndarray:
+        if int(np.prod(shape, dtype=object)) > MAX_BLOB_ELEMENTS:
+            raise ModelFormatError(f"layer '{layer}' blob {index}: shape {list(shape)} is implausibly large")
+        return np.zeros(shape, np.float32)  # untouched pages of zeros cost no memory until written
+
+
+WeightSource = FileBlobs | RandomBlobs | ZeroBlobs
 
 
 # ------------------------------------------------------------------ builder
@@ -319,8 +340,10 @@ def load_caffe(
     weights: str | os.PathLike[str] | None = None,
     *,
     random_seed: int | None = None,
+    structure_only: bool = False,
 ) -> Graph:
-    """Read a prototxt and its caffemodel; see the module docstring for ``random_seed``."""
+    """Read a prototxt and its caffemodel; see the module docstring for ``random_seed`` and
+    ``structure_only`` (which applies only when neither a caffemodel nor the prototxt holds weights)."""
     path = Path(path)
     net = parse_prototxt(path)
     source: WeightSource
@@ -330,12 +353,22 @@ def load_caffe(
         source = RandomBlobs(random_seed)
     elif any(layer.message.blobs for layer in network_layers(net)):
         source = FileBlobs([(str(path), net)])
+    elif structure_only:
+        graph = build_graph(net, ZeroBlobs(), str(path))
+        graph.metadata.update(STRUCTURE_ONLY)
+        return graph
     else:
         raise ModelFormatError(
-            f"{path}: a prototxt holds no weights; pass weights='<name>.caffemodel' "
-            f"(tests and benchmarks may call load_caffe(..., random_seed=N) for random weights)"
+            f"{path}: a prototxt holds no weights; pass weights='<name>.caffemodel' (--weights on "
+            f"the command line; `edgecnn info` reads the structure alone; tests and benchmarks may "
+            f"call load_caffe(..., random_seed=N) for random weights)"
         )
     return build_graph(net, source, str(path))
+
+
+def is_structure_only(graph: Graph) -> bool:
+    """Whether ``graph`` was loaded with ``structure_only=True`` (its blobs are zeros, not weights)."""
+    return all(graph.metadata.get(key) == value for key, value in STRUCTURE_ONLY.items())
 
 
 def write_random_caffemodel(
