@@ -100,7 +100,7 @@ def test_sensitivity_scan_with_real_accuracy_and_its_chart(tmp_path) -> None:  #
     from PIL import Image
 
     from edgecnn.compress import prune, sensitivity
-    from edgecnn.train.charts import draw_sensitivity
+    from edgecnn.compress.charts import draw_sensitivity
     from edgecnn.train.evaluate import accuracy_score, engine_accuracy
 
     data = toy_dataset()
