@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from edgecnn.errors import (
+    ConfigurationError,
     DeviceError,
     EdgeCNNError,
     GraphError,
@@ -17,6 +18,7 @@ from edgecnn.errors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "ConfigurationError",
     "DeviceError",
     "EdgeCNNError",
     "GraphError",

@@ -3,11 +3,16 @@
 
 ``opencl:N`` counts devices over all OpenCL platforms in the order the ICD loader reports them
 (platforms in order, then each platform's devices in order), so the numbering is stable on a machine.
+
+The CPU's description (model, vector extensions, usable cores, BLAS) lives here too: it names the
+CPU in `edgecnn devices` and `edgecnn bench` reports, and its hash keys the kernel tuning cache.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import os
 import platform
 import re
@@ -15,6 +20,7 @@ import sys
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from edgecnn.errors import DeviceError
@@ -23,6 +29,7 @@ KINDS = ("cpu", "reference", "opencl", "cuda")
 """Device kinds: the compiled CPU kernels, the numpy reference kernels, OpenCL, CUDA."""
 
 _INDEXED = ("opencl", "cuda")
+CPUINFO = Path("/proc/cpuinfo")
 _PATTERN = re.compile(r"^(?P<kind>[a-z]+)(?::(?P<index>.*))?$")
 
 
@@ -153,15 +160,13 @@ def find_device(text: str) -> DeviceInfo:
 
 
 def cpu_device() -> DeviceInfo:
-    from edgecnn.runtime.options import available_cores
-
-    label, vendor = _cpu_model()
+    """The CPU as `edgecnn devices` lists it."""
     return DeviceInfo(
         name="cpu",
         kind="cpu",
         index=None,
-        label=label,
-        vendor=vendor,
+        label=cpu_model(),
+        vendor=cpu_vendor(),
         compute_units=available_cores(),
         memory_bytes=_physical_memory(),
         device_type="CPU",
@@ -169,20 +174,77 @@ def cpu_device() -> DeviceInfo:
     )
 
 
-def _cpu_model() -> tuple[str, str]:
-    """(model name, vendor) from /proc/cpuinfo where there is one."""
-    label, vendor = "", ""
-    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+def available_cores() -> int:
+    """Cores this process may run on (respects affinity masks / cgroups where the OS tells)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _cpuinfo_fields(cpuinfo: Path) -> dict[str, str]:
+    """The first value of each key of /proc/cpuinfo (the first processor's); empty off Linux."""
+    fields: dict[str, str] = {}
+    with contextlib.suppress(OSError), open(cpuinfo, encoding="utf-8", errors="replace") as f:
         for line in f:
-            key, _, value = line.partition(":")
-            key = key.strip()
-            if key in ("model name", "Model", "Hardware") and not label:
-                label = value.strip()
-            elif key in ("vendor_id", "CPU implementer") and not vendor:
-                vendor = value.strip()
-            if label and vendor:
-                break
-    return label or platform.processor() or platform.machine(), vendor
+            key, sep, value = line.partition(":")
+            if sep:
+                fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def cpu_model(cpuinfo: Path = CPUINFO) -> str:
+    """The CPU's marketing name ("model name" on x86, "Model"/"Hardware" on ARM), else platform's answer."""
+    fields = _cpuinfo_fields(cpuinfo)
+    for key in ("model name", "Model", "Hardware"):
+        if fields.get(key):
+            return fields[key]
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def cpu_vendor(cpuinfo: Path = CPUINFO) -> str:
+    """The CPU's vendor id (x86) or implementer code (ARM); empty where unknown."""
+    fields = _cpuinfo_fields(cpuinfo)
+    return fields.get("vendor_id") or fields.get("CPU implementer") or ""
+
+
+def simd_flags(cpuinfo: Path = CPUINFO) -> list[str]:
+    """The vector extensions that matter to float32 kernels (AVX2, FMA, AVX-512 ...)."""
+    flags = set(_cpuinfo_fields(cpuinfo).get("flags", "").split())
+    wanted = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile")
+    return [f for f in wanted if f in flags]
+
+
+def blas_library() -> str:
+    """numpy's BLAS (name, version, threading layer and, where it says, the CPU its kernels were
+    chosen for: OpenBLAS runs older kernels where OPENBLAS_CORETYPE names an older CPU), as
+    threadpoolctl sees it."""
+    import numpy  # noqa: F401  (loads the BLAS so threadpoolctl can see it)
+    from threadpoolctl import threadpool_info
+
+    for info in threadpool_info():
+        if info.get("user_api") == "blas":
+            kernels = f", {info['architecture']} kernels" if info.get("architecture") else ""
+            return (
+                f"{info.get('internal_api')} {info.get('version')} "
+                f"({info.get('threading_layer', '?')} threads{kernels})"
+            )
+    return "unknown"
+
+
+@functools.lru_cache(maxsize=1)
+def machine_description() -> str:
+    """What decides which kernel is fastest here: CPU model and vector extensions, usable cores,
+    architecture, the BLAS library (the kernel tuning cache keeps one section per description)."""
+    return (
+        f"{cpu_model()}; {platform.machine()}; simd {','.join(simd_flags()) or 'none'}; "
+        f"{available_cores()} cores; {blas_library()}"
+    )
+
+
+def machine_fingerprint() -> str:
+    """A short stable hash of :func:`machine_description`."""
+    return hashlib.sha256(machine_description().encode()).hexdigest()[:16]
 
 
 def _physical_memory() -> int:

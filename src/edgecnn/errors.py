@@ -38,3 +38,7 @@ class InputError(EdgeCNNError, ValueError):
 
 class DeviceError(EdgeCNNError):
     """A requested device is unknown, unavailable, or failed."""
+
+
+class ConfigurationError(EdgeCNNError, ValueError):
+    """A runtime option or EDGECNN_* environment variable has a value edgecnn cannot use."""

@@ -10,7 +10,7 @@ import pytest
 
 from edgecnn.hetero.partition import Partition
 from edgecnn.hetero.profiles import DeviceProfile
-from edgecnn.hetero.store import SavedPlan, cache_dir, load_plan, model_hash, plan_path, save_plan
+from edgecnn.hetero.store import SavedPlan, load_plan, model_hash, plan_path, plans_dir, save_plan
 from edgecnn.hetero.transfer import LinkCost
 from edgecnn.ir.graph import Graph, Node, TensorSpec
 from edgecnn.ops.conv import ConvAttrs
@@ -47,11 +47,8 @@ def test_model_hash_follows_weights_and_attributes() -> None:
     assert model_hash(graph()) != model_hash(graph(stride=2))
 
 
-def test_cache_dir_override(private_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert cache_dir() == private_cache
-    monkeypatch.delenv("EDGECNN_CACHE_DIR")
-    monkeypatch.setenv("XDG_CACHE_HOME", "/somewhere")
-    assert cache_dir() == Path("/somewhere/edgecnn")
+def test_plans_live_in_the_cache_directory(private_cache: Path) -> None:
+    assert plans_dir() == private_cache / "plans"
 
 
 def test_round_trip_and_device_order() -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import onnx
 
+from edgecnn import paths
 from edgecnn.bench.builder import INPUT_NAME, Chw, NetBuilder
 from edgecnn.errors import InputError
 
@@ -289,9 +290,5 @@ def bundled_path(entry: ZooModel) -> Path:
 
 
 def default_cache_dir() -> Path:
-    """$EDGECNN_CACHE_DIR/bench, else $XDG_CACHE_HOME/edgecnn/bench, else ~/.cache/edgecnn/bench."""
-    root = os.environ.get("EDGECNN_CACHE_DIR")
-    if root:
-        return Path(root) / "bench"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "edgecnn" / "bench"
+    """Where built benchmark models are cached: ``bench/`` under :func:`edgecnn.paths.cache_dir`."""
+    return paths.cache_dir("bench")

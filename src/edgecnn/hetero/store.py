@@ -2,8 +2,7 @@
 
 A plan is keyed by the model's content hash (SHA-256 of its graph and weights), the devices considered and
 the input shapes. The file repeats those fields, so a renamed, damaged or foreign file is recognised and
-replaced (a warning, never a crash). Cache directory: $EDGECNN_CACHE_DIR, else $XDG_CACHE_HOME/edgecnn,
-else ~/.cache/edgecnn (the convention of `edgecnn bench` and `edgecnn tune`); plans live in ``plans/``.
+replaced (a warning, never a crash). Plans live in ``plans/`` under the cache directory of :mod:`edgecnn.paths`.
 """
 
 from __future__ import annotations
@@ -25,22 +24,15 @@ from edgecnn.hetero.partition import Partition
 from edgecnn.hetero.profiles import DeviceProfile
 from edgecnn.hetero.transfer import LinkCost
 from edgecnn.ir.graph import Graph
+from edgecnn.paths import cache_dir
 
 FORMAT = "edgecnn-hetero-plan"
 VERSION = 1
 
 
-def cache_dir() -> Path:
-    """The per-user cache directory (not created here)."""
-    root = os.environ.get("EDGECNN_CACHE_DIR")
-    if root:
-        return Path(root)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "edgecnn"
-
-
 def plans_dir() -> Path:
-    return cache_dir() / "plans"
+    """Where saved plans live (not created here)."""
+    return cache_dir("plans")
 
 
 def model_hash(graph: Graph) -> str:

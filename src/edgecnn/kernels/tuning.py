@@ -1,7 +1,7 @@
 """The per-machine cache of kernel choices that `edgecnn tune` measured.
 
-One JSON file (``kernel-tuning.json`` in ``$EDGECNN_CACHE_DIR``, else ``$XDG_CACHE_HOME/edgecnn``,
-else ``~/.cache/edgecnn``) maps a machine fingerprint to that machine's entries, each keyed by the
+One JSON file (``kernel-tuning.json`` in the cache directory of :mod:`edgecnn.paths`) maps a machine
+fingerprint (:func:`edgecnn.devices.machine_fingerprint`) to that machine's entries, each keyed by the
 layer's op, attributes, input types, device kind and thread count; a shared home directory seen
 from several machines keeps one section per machine. ``select_kernel`` looks every node up here
 first. A damaged file is ignored with a warning: tuning only ever changes speed, never results.
@@ -9,11 +9,8 @@ first. A damaged file is ignored with a warning: tuning only ever changes speed,
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import os
-import platform
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
@@ -23,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from edgecnn.devices import machine_description, machine_fingerprint
 from edgecnn.ir.graph import Node, TensorType
+from edgecnn.paths import cache_dir
 
-CACHE_ENV = "EDGECNN_CACHE_DIR"
 CACHE_FILE = "kernel-tuning.json"
 FORMAT = "edgecnn-kernel-tuning/1"
 
@@ -34,35 +32,9 @@ class TuningCacheWarning(UserWarning):
     """The tuning cache could not be read or written; kernels are chosen by their heuristics."""
 
 
-def cache_dir() -> Path:
-    """Where edgecnn keeps per-user caches ($EDGECNN_CACHE_DIR overrides)."""
-    override = os.environ.get(CACHE_ENV, "").strip()
-    if override:
-        return Path(override).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME", "").strip()
-    return (Path(base) if base else Path.home() / ".cache") / "edgecnn"
-
-
 def cache_path() -> Path:
-    return cache_dir() / CACHE_FILE
-
-
-@functools.lru_cache(maxsize=1)
-def machine_description() -> str:
-    """What decides which kernel is fastest here: CPU model and vector extensions, usable cores,
-    architecture, the BLAS library."""
-    from edgecnn.bench.machine import blas_library, cpu_model, simd_flags
-    from edgecnn.runtime.options import available_cores
-
-    return (
-        f"{cpu_model()}; {platform.machine()}; simd {','.join(simd_flags()) or 'none'}; "
-        f"{available_cores()} cores; {blas_library()}"
-    )
-
-
-def machine_fingerprint() -> str:
-    """A short stable hash of ``machine_description()``."""
-    return hashlib.sha256(machine_description().encode()).hexdigest()[:16]
+    """The tuning cache file."""
+    return cache_dir(CACHE_FILE)
 
 
 def layer_key(

@@ -1,53 +1,96 @@
-"""RuntimeOptions: the one frozen bag of settings a Model runs with."""
+"""RuntimeOptions: the one frozen bag of settings a Model runs with.
+
+:meth:`RuntimeOptions.resolve` is the one place the runtime's environment variables are read
+(``EDGECNN_NUM_THREADS``, ``EDGECNN_BIND_THREADS``); it is called at the API and CLI boundary, and
+everything below receives the resolved options.
+"""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from edgecnn.devices import available_cores, find_device, parse_device
+from edgecnn.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from edgecnn.kernels.cpu.tuning_record import CpuTuning
 
 BATCH_POLICIES = ("auto", "never", "always")
 """How a batch is parallelised (runtime/batch.py): "auto" splits it where measured to pay,
 "always" wherever the model allows, "never" leaves the threads to each layer."""
 
-
-def available_cores() -> int:
-    """Cores this process may run on (respects affinity masks / cgroups where the OS tells)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
+_FALSE = ("0", "false", "no", "off")
+_TRUE = ("1", "true", "yes", "on")
 
 
 @dataclass(frozen=True)
 class RuntimeOptions:
+    """Settings of one Model, fixed when it is loaded."""
+
     threads: int
     device: str = "cpu"
     optimize: bool = True  # run the graph passes (edgecnn.passes) before planning
     batch_parallel: str = "auto"  # one of BATCH_POLICIES
+    bind_threads: bool = True
+    """Bind each CPU pool worker to a core of its own (kernels/cpu/system/affinity.py)."""
+    cpu_tuning: CpuTuning | None = None
+    """The CPU kernels' measured thresholds; None means the documented defaults (experiments override it)."""
 
     @staticmethod
     def resolve(
-        threads: int | None = None, device: str = "cpu", optimize: bool = True, batch_parallel: str = "auto"
+        threads: int | None = None,
+        device: str = "cpu",
+        optimize: bool = True,
+        batch_parallel: str = "auto",
+        bind_threads: bool | None = None,
+        cpu_tuning: CpuTuning | None = None,
     ) -> RuntimeOptions:
-        """Fill defaults: ``threads`` from the argument, else EDGECNN_NUM_THREADS, else all cores."""
+        """Fill defaults and check values: ``threads`` from the argument, else EDGECNN_NUM_THREADS,
+        else all cores; ``bind_threads`` from the argument, else EDGECNN_BIND_THREADS (0/false/no: off),
+        else on. A bad value raises ConfigurationError; a missing OpenCL/CUDA device, DeviceError."""
         if threads is None:
-            env = os.environ.get("EDGECNN_NUM_THREADS", "").strip()
-            if env:
-                try:
-                    threads = int(env)
-                except ValueError:
-                    raise ValueError(f"EDGECNN_NUM_THREADS must be an integer, got {env!r}") from None
-            else:
-                threads = available_cores()
+            threads = _env_threads()
         if threads < 1:
-            raise ValueError(f"threads must be >= 1, got {threads}")
+            raise ConfigurationError(f"threads must be >= 1, got {threads}")
         if batch_parallel not in BATCH_POLICIES:
-            raise ValueError(
+            raise ConfigurationError(
                 f"batch_parallel must be one of {', '.join(BATCH_POLICIES)}, got {batch_parallel!r}"
             )
-        from edgecnn.devices import find_device, parse_device
-
+        if bind_threads is None:
+            bind_threads = _env_flag("EDGECNN_BIND_THREADS", default=True)
         name = parse_device(device).name
         if name.startswith(("opencl", "cuda")):
             find_device(name)  # a missing device fails at load, not at the first run
-        return RuntimeOptions(threads=threads, device=name, optimize=optimize, batch_parallel=batch_parallel)
+        return RuntimeOptions(
+            threads=threads,
+            device=name,
+            optimize=optimize,
+            batch_parallel=batch_parallel,
+            bind_threads=bind_threads,
+            cpu_tuning=cpu_tuning,
+        )
+
+
+def _env_threads() -> int:
+    """EDGECNN_NUM_THREADS if set, else every core this process may use."""
+    text = os.environ.get("EDGECNN_NUM_THREADS", "").strip()
+    if not text:
+        return available_cores()
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigurationError(f"EDGECNN_NUM_THREADS must be an integer, got {text!r}") from None
+
+
+def _env_flag(name: str, default: bool) -> bool:
+    """A yes/no environment variable; unset or empty means ``default``."""
+    text = os.environ.get(name, "").strip().lower()
+    if not text:
+        return default
+    if text in _FALSE:
+        return False
+    if text in _TRUE:
+        return True
+    raise ConfigurationError(f"{name} must be 0/1, true/false, yes/no or on/off, got {text!r}")
