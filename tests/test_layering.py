@@ -1,25 +1,34 @@
-"""No import loops between edgecnn's packages.
+"""No import loops between edgecnn's packages, and every import goes down the layers below.
 
 Every module under ``src/edgecnn`` is parsed (imports at module level and inside functions alike;
 imports under ``if TYPE_CHECKING:`` are ignored, they never run) and mapped to its package: the
 top-level subpackage or module of ``edgecnn`` (``ir``, ``ops``, ``runtime``, ``devices``...), with
 ``kernels.cpu``, ``kernels.gpu``, ``kernels.opencl`` and ``kernels.cuda`` counted as packages of
-their own. The test fails on every loop between two or more packages. Loops inside one package
-(operators or converters registering on import) are fine.
+their own. One test fails on every loop between two or more packages, the other on every import
+of a package from a lower layer than its own. Loops inside one package (operators or converters
+registering on import) are fine, and so is the one registration loop across packages: the kernel
+registry (``edgecnn.kernels.registry``) imports a backend when a plan first asks for it, and the
+backend's modules import the registry to register their kernels. A backend's import of the
+registry is therefore not counted; any other import of ``kernels`` from a backend is.
 
-The intended layering, bottom to top (a package imports only packages below it):
+The layering, bottom to top (``LAYERS``; a package imports its own layer and the ones below):
 
-1. ``errors``, ``paths`` -- exception types, the per-user cache directory
-2. ``ir`` -- Graph, Node, TensorType, attribute records
-3. ``ops`` -- operator definitions: shapes, traits, reference kernels
-4. ``devices`` -- device names, discovery, the machine fingerprint
-5. ``kernels.cpu``, then ``kernels.gpu`` under ``kernels.opencl`` and ``kernels.cuda`` -- backends
-6. ``kernels`` -- the registry that chooses among the backends, the tuning cache
-7. ``passes``, ``analysis`` -- graph rewrites and static analyses
-8. ``runtime`` -- RuntimeOptions, Plan, the executor; ``profiling`` and ``energy`` hook into it
-9. ``model``, ``importers``, ``format`` -- Model, file readers and writers
-10. ``compress``, ``train``, ``hetero``, ``vision``, ``bench``, ``testing`` -- applications
-11. ``api``, ``cli``, and ``edgecnn`` itself -- the boundary where options and the environment are read
+1. ``errors``, ``paths``, ``edgecnn`` -- error types, the cache directory, the package itself
+   (which loads only ``errors`` and ``__version__`` at import; ``load`` and ``Model`` lazily)
+2. ``energy``, ``vision`` -- power meters; detection decoders (plain numpy, no graph)
+3. ``ir`` -- Graph, Node, TensorType
+4. ``ops`` -- operator definitions: attributes, shapes, traits, reference kernels
+5. ``format``, ``devices`` -- the .ecnn file format; device names, discovery, the machine description
+6. ``kernels.cpu``, ``kernels.gpu`` -- the CPU backend; what the GPU backends share
+7. ``kernels.opencl``, ``kernels.cuda`` -- the two GPU backends, siblings that never import each other
+8. ``kernels`` -- the registry that chooses among the backends, the tuning cache
+9. ``runtime`` -- RuntimeOptions, shape inference, Plan, the executor
+10. ``passes``, ``analysis``, ``profiling`` -- graph rewrites, static analysis, per-layer timing hooks
+11. ``model`` -- Model: a graph with its cached plans
+12. ``importers`` -- foreign formats to Graph (the ONNX backend-test adapter runs a Model)
+13. ``testing``, ``train``, ``bench`` -- applications on top of Model
+14. ``compress``, ``hetero`` -- applications that use those (retraining; benchmark models)
+15. ``api``, ``cli``, ``__main__`` -- the boundary where options and the environment are read
 """
 
 from __future__ import annotations
@@ -32,8 +41,28 @@ import edgecnn
 
 SRC = Path(edgecnn.__file__).parent
 KERNEL_BACKENDS = ("cpu", "gpu", "opencl", "cuda")
+REGISTRY = "edgecnn.kernels.registry"
 
 Edge = tuple[str, str]
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "paths", "edgecnn"),
+    ("energy", "vision"),
+    ("ir",),
+    ("ops",),
+    ("format", "devices"),
+    ("kernels.cpu", "kernels.gpu"),
+    ("kernels.opencl", "kernels.cuda"),
+    ("kernels",),
+    ("runtime",),
+    ("passes", "analysis", "profiling"),
+    ("model",),
+    ("importers",),
+    ("testing", "train", "bench"),
+    ("compress", "hetero"),
+    ("api", "cli", "__main__"),
+)
+"""The module docstring's layering, bottom first."""
 
 
 def module_name(path: Path) -> str:
@@ -104,8 +133,11 @@ def package_graph() -> dict[Edge, list[str]]:
         assert source is not None
         for target_module, line in imported_modules(path):
             target = package_of(target_module)
-            if target is not None and target != source:
-                where = f"{path.relative_to(SRC.parent)}:{line} -> {target_module}"
+            registering = source.startswith("kernels.") and target_module == REGISTRY
+            if target is None or target == source or registering:
+                continue
+            where = f"{path.relative_to(SRC.parent)}:{line} -> {target_module}"
+            if where not in edges[(source, target)]:
                 edges[(source, target)].append(where)
     return edges
 
@@ -166,3 +198,16 @@ def test_no_import_loop_between_packages() -> None:
             if a in component and b in component:
                 report.append(f"  {a} -> {b}: " + "; ".join(places[:3]) + (" ..." if len(places) > 3 else ""))
     assert not loops, "\n".join(report)
+
+
+def test_every_import_goes_down_the_layers() -> None:
+    layer = {package: rank for rank, packages in enumerate(LAYERS) for package in packages}
+    edges = package_graph()
+    unplaced = sorted({package for edge in edges for package in edge} - set(layer))
+    assert not unplaced, f"packages missing from LAYERS: {', '.join(unplaced)}"
+    upward = [
+        f"  {a} (layer {layer[a] + 1}) -> {b} (layer {layer[b] + 1}): " + "; ".join(places[:3])
+        for (a, b), places in sorted(edges.items())
+        if layer[b] > layer[a]
+    ]
+    assert not upward, "imports of a higher layer:\n" + "\n".join(upward)
