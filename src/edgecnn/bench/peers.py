@@ -24,7 +24,7 @@ import numpy as np
 QUIET_POOLS = {"OMP_WAIT_POLICY": "PASSIVE"}
 """Environment for one process that hosts several engines: OpenMP workers sleep instead of spinning
 when idle. With spinning workers (libgomp's default), an idle engine's threads steal the cores of
-the one being timed: PyTorch's median on LeNet-5 went from 1.3 ms to 81 ms on a 2-core machine."""
+the one being timed and slow it by an order of magnitude on a machine with few cores."""
 
 
 def quiet_thread_pools() -> dict[str, str]:
@@ -100,8 +100,7 @@ class OnnxRuntimeEngine(Engine):
         # Its pool spins while a run is under way (its default), but stops when the run returns: left
         # spinning after each run, like OpenMP's (QUIET_POOLS), its workers take the cores the next
         # engine is timed on; with spinning off, every operator wakes sleeping workers, which is not
-        # how onnxruntime runs for its users. The three settings: benchmarks/interleaved.py,
-        # docs/interleaved.md.
+        # how onnxruntime runs for its users. The three settings: lab/notes/2026-11-interleaved.md.
         options.add_session_config_entry("session.intra_op.allow_spinning", "1")
         options.add_session_config_entry("session.force_spinning_stop", "1")
         session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
