@@ -126,7 +126,7 @@ def expected_kernel(case: dict[str, Any]) -> str:
     shape = geometry["kernel_shape"]
     paged = channels <= DEFAULT_CPU_TUNING.paged_channels and conv_direct_rows.whole_pages(_setup(case))
     shallow = channels < DEFAULT_CPU_TUNING.shallow_channels or paged
-    taps = channels * shape[0] * shape[1] >= conv_direct_rows.MIN_TAP_DEPTH
+    taps = channels * shape[0] * shape[1] >= DEFAULT_CPU_TUNING.min_tap_depth
     if (
         conv_kernels.micro_kernel_over_blas()
         and geometry.get("group", 1) == 1
