@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -15,12 +16,16 @@ from edgecnn.ir.graph import Graph, TensorSpec, TensorType, format_shape
 from edgecnn.ops.registry import known_ops
 from edgecnn.passes import optimize
 from edgecnn.profiling.layer_timer import LayerTimer, Profile
-from edgecnn.runtime.batch import batch_separable, run_split, split_pays, threading_layer_is_safe
-from edgecnn.runtime.executor import ArenaRunner, StepHook, execute
+from edgecnn.runtime.executor import run_plan
 from edgecnn.runtime.options import RuntimeOptions
 from edgecnn.runtime.plan import Plan, build_plan
-from edgecnn.runtime.serial import run_threads
 from edgecnn.runtime.shapes import infer_graph
+
+PLAN_CACHE_SIZE = 8
+"""Plans a Model keeps (least recently used dropped first). Each holds its kernels' prepared weights
+(about the model's size again) and up to MAX_IDLE_ARENAS arenas, so the cache is kept small; eight
+covers what a deployment meets (a few batch sizes or resolutions, plus debugging requests for
+intermediate tensors) without growing without bound when every call has a new shape."""
 
 
 class Model:
@@ -35,13 +40,11 @@ class Model:
         else:
             self.optimized_graph, self.pass_reports = self.graph, []
         self._optimized_tensors = tensor_names(self.optimized_graph)
-        self._plans: dict[tuple[object, ...], Plan] = {}
+        self._graph_tensors = tensor_names(self.graph)
+        self._plans: OrderedDict[PlanKey, Plan] = OrderedDict()
         self._plans_lock = threading.Lock()
-        self._split_rule: dict[int, tuple[bool, bool]] = {}  # id(plan) -> runtime.batch rule
-        self._run_threads: dict[int, int] = {}  # id(plan) -> threads of its runs (runtime.serial)
-        # (shape, dtype) of every input, in order -> the prepared run of the graph outputs (_fast_runner)
-        self._fast_runs: dict[tuple[tuple[tuple[int, ...], np.dtype[Any]], ...], ArenaRunner] = {}
         self._inputs = [s for s in self.graph.inputs if s.name not in self.graph.initializers]
+        self._input_names = tuple(s.name for s in self._inputs)
         self._outputs = self._infer_output_specs()
 
     # ----------------------------------------------------------------- specs
@@ -74,14 +77,8 @@ class Model:
 
         ``outputs`` may name graph outputs or any intermediate tensor (for debugging).
         """
-        if outputs is None and self._fast_runs:  # one-input models only (see _fast_runner)
-            x = feeds
-            if isinstance(feeds, dict):
-                x = feeds.get(self._inputs[0].name) if len(feeds) == 1 else None
-            runner = self._fast_runs.get(_shapes_key((x,)))  # type: ignore[arg-type]
-            if runner is not None:
-                return dict(zip(runner.wanted, runner.run_one(x)))
-        return self._run(feeds, outputs, ())
+        plan, inputs = self._prepared(feeds, outputs)
+        return dict(zip(plan.wanted, run_plan(plan, inputs)))
 
     def __call__(self, *arrays: Any) -> np.ndarray | tuple[np.ndarray, ...]:
         """``model(x)`` -> output array (a tuple when the model has several outputs)."""
@@ -90,13 +87,9 @@ class Model:
                 f"model takes {len(self._inputs)} input(s) "
                 f"({', '.join(s.name for s in self._inputs)}), got {len(arrays)}"
             )
-        runner = self._fast_runs.get(_shapes_key(arrays)) if self._fast_runs else None  # type: ignore[arg-type]
-        if runner is not None:
-            values = runner.run_one(arrays[0])
-            return values[0] if len(values) == 1 else tuple(values)
-        result = self._run(dict(zip((s.name for s in self._inputs), arrays)), None, ())
-        values = tuple(result[name] for name in self.graph.outputs)
-        return values[0] if len(values) == 1 else values
+        plan, inputs = self._prepared(dict(zip(self._input_names, arrays)), None)
+        values = run_plan(plan, inputs)
+        return values[0] if len(values) == 1 else tuple(values)
 
     def profile(
         self,
@@ -111,15 +104,16 @@ class Model:
         """
         if iterations < 1 or warmup < 0:
             raise InputError(f"iterations must be >= 1 and warmup >= 0, got {iterations}, {warmup}")
+        plan, inputs = self._prepared(feeds, None)
         for _ in range(warmup):
-            self._run(feeds, None, ())
+            run_plan(plan, inputs)
             if on_iteration is not None:
                 on_iteration()
         timer = LayerTimer()
         iteration_ms = []
         for _ in range(iterations):
             start = time.perf_counter()
-            self._run(feeds, None, (timer,))
+            run_plan(plan, inputs, (timer,))
             iteration_ms.append((time.perf_counter() - start) * 1e3)
             if on_iteration is not None:
                 on_iteration()
@@ -134,100 +128,61 @@ class Model:
 
         save_ecnn(self.graph, path, storage)
 
-    def plan_for(self, feeds: Any, *, optimized: bool = True) -> Plan:
-        """The prepared plan for these inputs' shapes (built on first use, then cached)."""
-        return self._plan(self.check_feeds(feeds), optimized)
-
-    def _run(
-        self, feeds: Any, outputs: Sequence[str] | None, hooks: Sequence[StepHook]
-    ) -> dict[str, np.ndarray]:
+    def plan_for(self, feeds: Any, *, optimized: bool = True, outputs: Sequence[str] | None = None) -> Plan:
+        """The prepared plan for these inputs' shapes (built on first use, then cached), on the
+        optimised graph or the graph as imported, returning the graph outputs or ``outputs``."""
         checked = self.check_feeds(feeds)
+        wanted = None if outputs is None else self._check_wanted(outputs)
+        if wanted is not None and not set(wanted) <= self._optimized_tensors:
+            optimized = False
+        return self._plan((optimized, wanted, _shapes_key(tuple(checked.values()))), checked)
+
+    def _prepared(self, feeds: Any, outputs: Sequence[str] | None) -> tuple[Plan, tuple[np.ndarray, ...]]:
+        """The plan for a run and its inputs in the plan's order. Arrays whose shapes and dtypes
+        were checked before skip the checks (their outcome depends on nothing else)."""
+        wanted = None if outputs is None else self._check_wanted(outputs)
         # Tensors removed by fusion or folding are still inspectable: such requests run the graph as imported.
-        optimized = (
-            outputs is None
-            or set([outputs] if isinstance(outputs, str) else outputs) <= self._optimized_tensors
-        )
-        plan = self._plan(checked, optimized)
-        wanted = list(self.graph.outputs) if outputs is None else self._check_wanted(outputs, plan)
-        if self.options.device != "cpu":
-            return execute(plan, checked, wanted, hooks)
-        from edgecnn.kernels.cpu import cpu_threads  # lazily: the reference device never loads numba
-
-        if not hooks and outputs is None and len(checked) == 1:
-            runner = self._fast_runner(plan, checked, wanted)
-            if runner is not None:
-                return dict(zip(runner.wanted, runner.run_one(next(iter(checked.values())))))
-        with cpu_threads(self._threads_for(plan)):
-            parts = 1 if hooks else self._batch_parts(plan, checked, wanted)
-            if parts > 1:
-                return self._run_split(plan, checked, wanted, optimized, parts)
-            return execute(plan, checked, wanted, hooks)
-
-    def _fast_runner(
-        self, plan: Plan, checked: Mapping[str, np.ndarray], wanted: Sequence[str]
-    ) -> ArenaRunner | None:
-        """The prepared whole-batch run of the graph outputs for these input shapes, cached so that
-        later calls with arrays of the same shapes and dtypes skip the feed checks (their outcome
-        depends on nothing else), the plan lookup and the per-run set-up (runtime.executor).
-        None where the batch is split over threads instead."""
-        if self._batch_parts(plan, checked, wanted) > 1:
-            return None
-        key = _shapes_key(tuple(checked.values()))
-        if key is None:
-            return None
-        runner = self._fast_runs.get(key)
-        if runner is None:
-            runner = self._fast_runs[key] = ArenaRunner(plan, wanted, self._threads_for(plan))
-        return runner
-
-    def _threads_for(self, plan: Plan) -> int:
-        """Threads for runs of ``plan``: the options' count, or 1 for a small model (runtime/serial.py)."""
-        threads = self._run_threads.get(id(plan))
-        if threads is None:
-            threads = self._run_threads[id(plan)] = run_threads(plan, self.options.threads)
-        return threads
-
-    def _batch_parts(self, plan: Plan, feeds: Mapping[str, np.ndarray], wanted: Sequence[str]) -> int:
-        """Slices to cut the batch into (1: run whole, with intra-op threads); runtime/batch.py."""
-        policy = self.options.batch_parallel
-        threads = self.options.threads if policy == "always" else self._threads_for(plan)
-        if policy == "never" or threads < 2 or not feeds:
-            return 1
-        sizes = {value.shape[0] if value.ndim else 0 for value in feeds.values()}
-        batch = sizes.pop() if len(sizes) == 1 else 0
-        if batch < 2 or any(name in plan.constants for name in wanted) or not threading_layer_is_safe():
-            return 1
-        rule = self._split_rule.get(id(plan))  # (separable, pays): computed once per plan
-        if rule is None:
-            separable = batch_separable(plan, batch)
-            rule = self._split_rule[id(plan)] = (separable, separable and split_pays(plan, batch, threads))
-        if not rule[0] or (policy == "auto" and not rule[1]):
-            return 1
-        return min(threads, batch)
-
-    def _run_split(
-        self, plan: Plan, feeds: Mapping[str, np.ndarray], wanted: Sequence[str], optimized: bool, parts: int
-    ) -> dict[str, np.ndarray]:
-        """The batch in ``parts`` slices run side by side, each writing its rows of the outputs."""
-        shapes = {name: (tuple(plan.types[name].shape), plan.types[name].dtype) for name in wanted}
-
-        def run_slice(slice_feeds: dict[str, np.ndarray], into: dict[str, np.ndarray]) -> None:
-            execute(self._plan(slice_feeds, optimized), slice_feeds, wanted, (), into)
-
-        return run_split(feeds, parts, shapes, run_slice)  # type: ignore[arg-type]
-
-    def _plan(self, feeds: Mapping[str, np.ndarray], optimized: bool) -> Plan:
-        key = (optimized, *((name, array.dtype.name, array.shape) for name, array in feeds.items()))
-        plan = self._plans.get(key)  # type: ignore[arg-type]
-        if plan is None:
+        optimized = wanted is None or set(wanted) <= self._optimized_tensors
+        arrays = self._plain_arrays(feeds)
+        if arrays is not None:
+            key = (optimized, wanted, _shapes_key(arrays))
             with self._plans_lock:
-                plan = self._plans.get(key)  # type: ignore[arg-type]
-                if plan is None:
-                    types = {n: TensorType(a.dtype.name, tuple(a.shape)) for n, a in feeds.items()}
-                    graph = self.optimized_graph if optimized else self.graph
-                    plan = build_plan(graph, types, self.options)
-                    self._plans[key] = plan  # type: ignore[index]
-        return plan
+                plan = self._plans.get(key)
+                if plan is not None:
+                    self._plans.move_to_end(key)
+                    return plan, arrays
+        checked = self.check_feeds(feeds)
+        arrays = tuple(checked.values())
+        return self._plan((optimized, wanted, _shapes_key(arrays)), checked), arrays
+
+    def _plain_arrays(self, feeds: Any) -> tuple[np.ndarray, ...] | None:
+        """The feeds in input order when every one is a plain ndarray, else None."""
+        if isinstance(feeds, dict):
+            if len(feeds) != len(self._input_names):
+                return None
+            arrays = tuple(feeds.get(name) for name in self._input_names)
+        elif len(self._input_names) == 1:
+            arrays = (feeds,)
+        else:
+            return None
+        return arrays if all(type(a) is np.ndarray for a in arrays) else None  # type: ignore[return-value]
+
+    def _plan(self, key: PlanKey, checked: Mapping[str, np.ndarray]) -> Plan:
+        """The cached plan under ``key``, else a new one (the least recently used beyond
+        PLAN_CACHE_SIZE is dropped)."""
+        with self._plans_lock:
+            plan = self._plans.get(key)
+            if plan is not None:
+                self._plans.move_to_end(key)
+                return plan
+            optimized, wanted, _ = key
+            types = {n: TensorType(a.dtype.name, tuple(a.shape)) for n, a in checked.items()}
+            graph = self.optimized_graph if optimized else self.graph
+            plan = build_plan(graph, types, self.options, wanted)
+            self._plans[key] = plan
+            if len(self._plans) > PLAN_CACHE_SIZE:
+                self._plans.popitem(last=False)
+            return plan
 
     # ------------------------------------------------------------ validation
     def check_feeds(self, feeds: Any) -> dict[str, np.ndarray]:
@@ -296,10 +251,10 @@ class Model:
                     )
         return array
 
-    def _check_wanted(self, outputs: Sequence[str], plan: Plan) -> list[str]:
+    def _check_wanted(self, outputs: Sequence[str]) -> tuple[str, ...]:
         if isinstance(outputs, str):
             outputs = [outputs]
-        unknown = [n for n in outputs if n not in plan.slots and n not in plan.constants]
+        unknown = [n for n in outputs if n not in self._graph_tensors]
         if unknown:
             node_outputs = {node.name: node.outputs for node in self.graph.nodes}
             hints = [
@@ -312,7 +267,7 @@ class Model:
                 f"{', '.join(self.graph.outputs)} (intermediate tensor names are accepted too)"
                 + "".join(f"; {h}" for h in hints)
             )
-        return list(outputs)
+        return tuple(outputs)
 
     def __repr__(self) -> str:
         ins = ", ".join(map(str, self._inputs))
@@ -320,14 +275,13 @@ class Model:
         return f"<edgecnn.Model '{self.graph.name}': {len(self.graph.nodes)} nodes; inputs {ins}; outputs {outs}>"
 
 
-def _shapes_key(arrays: Sequence[Any]) -> tuple[tuple[tuple[int, ...], np.dtype[Any]], ...] | None:
-    """(shape, dtype) of each array, or None unless every one is a plain ndarray (the fast path's key)."""
-    key = []
-    for array in arrays:
-        if type(array) is not np.ndarray:
-            return None
-        key.append((array.shape, array.dtype))
-    return tuple(key)
+ShapesKey = tuple[tuple[tuple[int, ...], "np.dtype[Any]"], ...]
+PlanKey = tuple[bool, "tuple[str, ...] | None", ShapesKey]
+"""(optimised graph, requested tensors or None for the graph outputs, (shape, dtype) per input)."""
+
+
+def _shapes_key(arrays: Sequence[np.ndarray]) -> ShapesKey:
+    return tuple((array.shape, array.dtype) for array in arrays)
 
 
 def tensor_names(graph: Graph) -> frozenset[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -11,7 +11,7 @@ from edgecnn.ir.dtypes import dtype_name
 from edgecnn.ir.graph import Graph, Node, TensorSpec
 from edgecnn.model import Model
 from edgecnn.runtime.options import RuntimeOptions
-from edgecnn.runtime.plan import Step
+from edgecnn.runtime.plan import Plan, Step, plan_program
 
 ODD_SIZES = (1, 3, 7, 13, 17, 31)
 """Sizes that exercise vector tails and edge handling in fast kernels."""
@@ -65,14 +65,25 @@ def run_node(
     if not graph_inputs:  # everything constant: the node is folded at plan time
         result = model.run({})
         return tuple(result[o] for o in outputs)
-    plan = model.plan_for(feeds)
+    plan = model.plan_for(feeds, outputs=outputs)
     from edgecnn.runtime.executor import execute
 
-    result = execute(plan, model.check_feeds(feeds), outputs, (TypeCheckHook(dict(plan.types)),))
+    result = execute(plan, model.check_feeds(feeds), (TypeCheckHook(dict(plan.types)),))
     for name in outputs:
         t = plan.types[name]
         assert (t.dtype, t.shape) == (dtype_name(result[name].dtype), result[name].shape), name
     return tuple(result[o] for o in outputs)
+
+
+def run_without_arena(
+    plan: Plan, feeds: Mapping[str, np.ndarray], wanted: Sequence[str] | None = None
+) -> dict[str, np.ndarray]:
+    """Run ``plan``'s steps with each one returning new outputs, no arena, no views, nothing in place:
+    the independent check of arena execution (and the allocation baseline it is measured against)."""
+    from edgecnn.runtime.executor import execute
+
+    names = plan.wanted if wanted is None else tuple(wanted)
+    return execute(plan_program(plan.program, names, 1, in_arena=False), feeds)
 
 
 def assert_close(actual: np.ndarray, expected: np.ndarray, rtol: float = 1e-4, atol: float = 1e-5) -> None:

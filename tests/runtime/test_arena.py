@@ -18,10 +18,8 @@ from edgecnn.model import Model
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.registry import NoAttrs
 from edgecnn.ops.shape import ConcatAttrs, FlattenAttrs, SplitAttrs
-from edgecnn.runtime.arena import memory_plan
-from edgecnn.runtime.executor import execute_plain
 from edgecnn.runtime.options import RuntimeOptions
-from edgecnn.testing import assert_close
+from edgecnn.testing import assert_close, run_without_arena
 
 ZOO = ("resnet18", "googlenet", "mobilenetv2", "shufflenetv2", "squeezenet1.1")
 
@@ -63,7 +61,7 @@ def test_views_and_in_place_steps_match_the_plain_executor() -> None:
     model = Model(small_graph(), RuntimeOptions.resolve(threads=1, optimize=False))
     x = np.random.default_rng(0).standard_normal((2, 3, 24, 24)).astype(np.float32)
     plan = model.plan_for(x)
-    memory = memory_plan(plan, frozenset({plan.slots["y"]}))
+    memory = model.plan_for(x, outputs=["y"]).memory
     assert [step.kernel.name for step in plan.steps] == [
         "direct_gemm",
         "activation",
@@ -72,14 +70,14 @@ def test_views_and_in_place_steps_match_the_plain_executor() -> None:
     ]
     assert memory.buffers.in_place == {1: 0}  # relu1 overwrites the conv output, which dies there
     assert memory.buffers.root[plan.slots["f"]] == memory.buffers.root[plan.slots["c"]]
-    expected = execute_plain(plan, {"x": x}, ["y", "c"])
+    expected = run_without_arena(plan, {"x": x}, ["y", "c"])
     got = model.run(x, outputs=["y", "c"])
     for name in ("y", "c"):
         assert_close(got[name], expected[name])
     # asking for c pins it: relu1 may no longer overwrite it, and c is still the conv's output
     assert (got["c"] < 0).any()
     # f, a view of relu1's output, is returned: relu1 then runs in place in the result's own buffer
-    assert_close(model.run(x, outputs=["f"])["f"], execute_plain(plan, {"x": x}, ["f"])["f"])
+    assert_close(model.run(x, outputs=["f"])["f"], run_without_arena(plan, {"x": x}, ["f"])["f"])
 
 
 def test_results_do_not_alias_the_arena() -> None:
@@ -100,7 +98,7 @@ def test_zoo_model_equals_the_plain_executor(zoo_dir: Path, name: str) -> None:
     model = load(zoo_dir / f"{name}.onnx")
     x = image(model)
     plan = model.plan_for(x)
-    expected = execute_plain(plan, {model.inputs[0].name: x}, model.graph.outputs)
+    expected = run_without_arena(plan, {model.inputs[0].name: x}, model.graph.outputs)
     got = model.run(x)
     for out in model.graph.outputs:
         assert_close(got[out], expected[out])
@@ -127,7 +125,7 @@ def test_steady_state_run_allocates_only_its_outputs(zoo_dir: Path, name: str) -
         model.run(x)  # warm-up: plan, arena, kernel scratch
     peak, returned = traced_run_bytes(model, x)
     plan = model.plan_for(x)
-    activations = memory_plan(plan, frozenset(plan.slots[n] for n in model.graph.outputs)).buffers.naive_bytes
+    activations = plan.memory.buffers.naive_bytes
     # Python objects of the loop (frames, small views, tuples) are a few KiB; activations are far more.
     assert peak <= returned + 32 * 1024 < activations
     plain_peak = _plain_run_peak(model, x)
@@ -140,7 +138,7 @@ def _plain_run_peak(model: Model, x: np.ndarray) -> int:
     try:
         before, _ = tracemalloc.get_traced_memory()
         tracemalloc.reset_peak()
-        execute_plain(plan, {model.inputs[0].name: x}, model.graph.outputs)
+        run_without_arena(plan, {model.inputs[0].name: x}, model.graph.outputs)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -164,7 +162,7 @@ def test_concurrent_runs_with_different_inputs(zoo_dir: Path) -> None:
     with ThreadPoolExecutor(4) as pool:
         assert all(pool.map(worker, range(4)))
     plan = model.plan_for(inputs[0])
-    memory = memory_plan(plan, frozenset(plan.slots[n] for n in model.graph.outputs))
+    memory = plan.memory
     assert 1 <= len(memory._idle) <= 4  # one arena per concurrent run, kept for reuse
 
 
@@ -189,11 +187,11 @@ def test_an_elided_concat_returned_through_a_view() -> None:
     x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
     plan = model.plan_for(x)
     for wanted in (["y"], ["c"], ["y", "a"]):
-        memory = memory_plan(plan, frozenset(plan.slots[n] for n in wanted))
+        memory = model.plan_for(x, outputs=wanted).memory
         # only a Concat output reached through a view is elided: a returned Concat output or input
         # is written by its own kernel into the buffer handed to the caller
         assert bool(memory.buffers.elided) == (wanted == ["y"])
-        expected = execute_plain(plan, {"x": x}, wanted)
+        expected = run_without_arena(plan, {"x": x}, wanted)
         got = model.run(x, outputs=wanted)
         for name in wanted:
             assert_close(got[name], expected[name])
@@ -224,11 +222,11 @@ def test_a_split_read_where_it_lies() -> None:
         x = rng.standard_normal((batch, 3, 6, 6)).astype(np.float32)
         plan = model.plan_for(x)
         for wanted in (["y"], ["y", "a"], ["y", "right"], ["left", "c"]):
-            memory = memory_plan(plan, frozenset(plan.slots[n] for n in wanted))
+            memory = model.plan_for(x, outputs=wanted).memory
             split_index = [step.node.name for step in plan.steps].index("split")
             viewed = split_index in memory.buffers.elided
             assert viewed == (batch == 1 and not {"a", "left", "right"} & set(wanted))
-            expected = execute_plain(plan, {"x": x}, wanted)
+            expected = run_without_arena(plan, {"x": x}, wanted)
             got = model.run(x, outputs=wanted)
             for name in wanted:
                 assert_close(got[name], expected[name])

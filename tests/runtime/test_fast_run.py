@@ -1,6 +1,6 @@
-"""The cached fast run (Model._fast_runs, executor.ArenaRunner): the same results as the general
-executor, fresh result arrays every call, and the fast path taken only where its key fully decides
-what the feed checks would have said."""
+"""Repeated runs of a cached plan: the same results as a run without an arena, fresh result arrays
+every call, the checks skipped only where the cache key fully decides what they would have said,
+and nothing built after the first run of a shape."""
 
 from __future__ import annotations
 
@@ -18,9 +18,8 @@ from edgecnn.kernels.cpu.system import threads
 from edgecnn.model import Model
 from edgecnn.ops.activation import LeakyReluAttrs
 from edgecnn.ops.registry import NoAttrs
-from edgecnn.runtime.executor import ArenaRunner, execute, execute_plain
 from edgecnn.runtime.options import RuntimeOptions
-from edgecnn.testing import assert_close
+from edgecnn.testing import assert_close, run_without_arena
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +45,9 @@ def relu_chain(shape: tuple[object, ...] = ("N", 5)) -> Model:
 def test_fast_run_equals_the_plain_executor(lenet: Model, batch: int) -> None:
     x = np.random.default_rng(batch).standard_normal((batch, 1, 28, 28)).astype(np.float32)
     name, out = lenet.inputs[0].name, lenet.graph.outputs[0]
-    expected = execute_plain(lenet.plan_for(x), {name: x}, [out])[out]
-    first = lenet(x)  # builds the runner
-    assert len(lenet._fast_runs) >= 1
+    expected = run_without_arena(lenet.plan_for(x), {name: x})[out]
+    first = lenet(x)
+    assert len(lenet._plans) >= 1
     for got in (lenet(x), lenet.run(x)[out], lenet.run({name: x})[out], first):
         assert_close(got, expected)
 
@@ -86,7 +85,7 @@ def test_new_shapes_and_other_array_types_take_the_checked_path() -> None:
     model = relu_chain()
     model(np.zeros((1, 5), np.float32))
     model(np.zeros((4, 5), np.float32))
-    assert {key[0][0] for key in model._fast_runs} == {(1, 5), (4, 5)}
+    assert {key[2][0][0] for key in model._plans} == {(1, 5), (4, 5)}
     with pytest.raises(InputError, match="expected dtype float32"):
         model(np.zeros((1, 5), np.float64))  # same shape, other dtype: checked, refused
     with pytest.raises(InputError, match="expected shape"):
@@ -95,7 +94,7 @@ def test_new_shapes_and_other_array_types_take_the_checked_path() -> None:
     np.testing.assert_array_equal(y, [[1.0, 0.0, 2.0, 0.0, 0.0]])
     with pytest.raises(InputError, match="unknown input name"):
         model.run({"z": np.zeros((1, 5), np.float32)})
-    assert len(model._fast_runs) == 2
+    assert len(model._plans) == 2
 
 
 def test_the_thread_budget_is_restored_after_a_fast_run(lenet: Model) -> None:
@@ -106,14 +105,13 @@ def test_the_thread_budget_is_restored_after_a_fast_run(lenet: Model) -> None:
     assert (threads.current_threads(), threads.blas_threads()) == before
 
 
-def test_runner_matches_execute_for_requested_intermediates(lenet: Model) -> None:
+def test_requested_intermediates_match_a_run_without_arena(lenet: Model) -> None:
     x = np.random.default_rng(3).standard_normal((2, 1, 28, 28)).astype(np.float32)
-    plan = lenet.plan_for(x)
-    wanted = [step.node.outputs[0] for step in plan.steps[:3]] + list(lenet.graph.outputs)
+    steps = lenet.plan_for(x).steps
+    wanted = [step.node.outputs[0] for step in steps[:3]] + list(lenet.graph.outputs)
     name = lenet.inputs[0].name
-    with threads.cpu_threads(2):
-        expected = execute(plan, {name: x}, wanted)
-    got = ArenaRunner(plan, wanted, 2).run({name: x})
+    expected = run_without_arena(lenet.plan_for(x, outputs=wanted), {name: x})
+    got = lenet.run(x, outputs=wanted)
     assert list(got) == wanted
     for key in wanted:
         assert_close(got[key], expected[key])
@@ -161,3 +159,42 @@ def test_blas_count_set_between_runs_is_what_the_next_run_restores(lenet: Model)
             assert threads.blas_threads() == wanted
     finally:
         threads.set_blas_threads(before)
+
+
+def test_a_second_run_builds_nothing_and_allocates_only_its_results(
+    lenet: Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the first run of a shape, later runs reuse its plan, arena and prepared actions: no
+    plan, memory plan or arena is created, and the only memory left allocated is the result."""
+    import tracemalloc
+
+    from edgecnn.runtime import arena, plan
+
+    x = np.random.default_rng(5).standard_normal((1, 1, 28, 28)).astype(np.float32)
+    lenet(x)
+    built: list[str] = []
+    for module, name in (
+        (plan, "build_program"),
+        (plan, "plan_program"),
+        (arena, "MemoryPlan"),
+        (arena, "Arena"),
+    ):
+        original = getattr(module, name)
+
+        def counting(
+            *args: object, _original: object = original, _name: str = name, **kwargs: object
+        ) -> object:
+            built.append(_name)
+            return _original(*args, **kwargs)  # type: ignore[operator]
+
+        monkeypatch.setattr(module, name, counting)
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        y = lenet(x)
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert built == []
+    # what stays allocated is the returned array (plus a few small Python objects)
+    assert after - before <= y.nbytes + 2048

@@ -146,6 +146,7 @@ def test_the_thread_budget_applies_while_a_model_runs() -> None:
     import numba
 
     from edgecnn.kernels.cpu.system.threads import blas_threads
+    from edgecnn.runtime.executor import execute
 
     seen = []
 
@@ -158,6 +159,7 @@ def test_the_thread_budget_applies_while_a_model_runs() -> None:
 
     outside = numba.get_num_threads()
     model = Model(two_layer_model().graph, RuntimeOptions.resolve(threads=1))
-    model._run(np.ones((1, 3), np.float32), None, (Spy(),))
+    x = np.ones((1, 3), np.float32)
+    execute(model.plan_for(x), model.check_feeds(x), (Spy(),))
     assert seen and all(numba_threads == 1 for numba_threads, _ in seen)
     assert numba.get_num_threads() == outside

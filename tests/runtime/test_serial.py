@@ -53,17 +53,19 @@ def test_model_runs_a_small_plan_on_one_thread(lenet: Graph, threshold: int | No
     with mock.patch.object(serial, "SERIAL_MODEL_MACS", limit):
         model = Model(lenet, RuntimeOptions.resolve(threads=2))
         got = model(x)
-    (runner,) = model._fast_runs.values()
-    assert runner.threads == expected
+    (plan,) = model._plans.values()
+    assert plan.threads == expected
     reference = Model(lenet, RuntimeOptions.resolve(threads=1))(x)
     np.testing.assert_allclose(got, reference, rtol=1e-5, atol=1e-6)
 
 
 def test_a_larger_batch_of_the_same_model_may_use_every_thread(lenet: Graph) -> None:
     """The rule is per plan: at batch 64 LeNet-5 has 64x the work of one image."""
-    model = Model(lenet, RuntimeOptions.resolve(threads=2, batch_parallel="never"))
-    one = model.plan_for(np.zeros((1, 1, 28, 28), np.float32))
-    many = model.plan_for(np.zeros((64, 1, 28, 28), np.float32))
-    with mock.patch.object(serial, "SERIAL_MODEL_MACS", 50 * serial.plan_macs(one)):
-        assert model._threads_for(one) == 1
-        assert model._threads_for(many) == 2
+    options = RuntimeOptions.resolve(threads=2, batch_parallel="never")
+    probe = Model(lenet, options).plan_for(np.zeros((1, 1, 28, 28), np.float32))
+    model = Model(lenet, options)
+    with mock.patch.object(serial, "SERIAL_MODEL_MACS", 50 * serial.plan_macs(probe)):
+        one = model.plan_for(np.zeros((1, 1, 28, 28), np.float32))
+        many = model.plan_for(np.zeros((64, 1, 28, 28), np.float32))
+    assert one.threads == 1
+    assert many.threads == 2

@@ -30,8 +30,9 @@ from edgecnn.hetero.slicing import slice_layer, split_spec, unit_ranges
 from edgecnn.ir.graph import TensorType
 from edgecnn.kernels.registry import KernelChoice, select_kernel
 from edgecnn.model import Model
+from edgecnn.runtime.executor import run_steps
 from edgecnn.runtime.options import RuntimeOptions
-from edgecnn.runtime.plan import Plan, Step
+from edgecnn.runtime.plan import Plan, Step, plan_program
 
 
 @dataclass
@@ -174,6 +175,11 @@ class PartitionedModel:
         self.input_shapes = {name: tuple(a.shape) for name, a in checked.items()}
         self.plan: Plan = self.lead_model.plan_for(checked)
         self.steps = tuple(self._prepare(step) for step in self.plan.steps)
+        kernels = [KernelChoice(part.step.kernel.name, _PartRun(self, part)) for part in self.steps]
+        # the lead plan's program with each step dispatched to its pieces, run by the one executor loop
+        self._partitioned = plan_program(
+            self.plan.program.with_kernels(kernels), self.plan.wanted, self.threads, in_arena=False
+        )
         self.stats = RunStats(devices={d: DeviceTiming() for d in partition.devices})
         self._workers: dict[str, ThreadPoolExecutor] = {}
         for device in partition.devices:
@@ -249,36 +255,14 @@ class PartitionedModel:
         from edgecnn.kernels.cpu import cpu_threads
 
         start = time.perf_counter()
-        plan = self.plan
-        frame = plan.new_frame()
-        for name, value in feeds.items():
-            frame[plan.input_slots[name]] = value
-        wanted = list(self.lead_model.graph.outputs)
-        wanted_slots = {plan.slots[name] for name in wanted if name in plan.slots}
         with cpu_threads(self.threads):
-            for part in self.steps:
-                outputs = self._run_step(part, frame)
-                for slot, value in zip(part.step.outputs, outputs):
-                    if slot >= 0:
-                        frame[slot] = value
-                for slot in part.step.releases:
-                    if slot not in wanted_slots:
-                        frame[slot] = None
-        results = {}
-        for name in wanted:
-            if name in plan.constants:
-                results[name] = plan.constants[name].copy()
-                continue
-            value = np.asarray(self._to_host(frame[plan.slots[name]]))
-            results[name] = (
-                value if value.flags.owndata and not any(value is f for f in feeds.values()) else value.copy()
-            )
+            values = run_steps(self._partitioned.memory, tuple(feeds.values()))
         self.stats.runs += 1
         self.stats.wall_s += time.perf_counter() - start
-        return results
+        return dict(zip(self._partitioned.wanted, values))
 
-    def _run_step(self, part: PartStep, frame: list[Any]) -> tuple[Any, ...]:
-        args_all = [frame[i] if i >= 0 else None for i in part.step.inputs]
+    def run_part(self, part: PartStep, args_all: list[Any]) -> tuple[Any, ...]:
+        """One step: a whole layer on its device, or its slices on their devices at once."""
         if len(part.pieces) == 1:  # nothing runs beside it: no thread hand-off (~0.1 ms a step)
             piece = part.pieces[0]
             try:
@@ -331,6 +315,19 @@ class PartitionedModel:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _PartRun:
+    """A partitioned step as the executor calls it (``run_device``: its values may stay on a device)."""
+
+    def __init__(self, runner: PartitionedModel, part: PartStep) -> None:
+        self.runner = runner
+        self.part = part
+
+    def run_device(self, *args: Any) -> tuple[Any, ...]:
+        return self.runner.run_part(self.part, list(args))
+
+    __call__ = run_device
 
 
 def run_partitioned(

@@ -1,33 +1,41 @@
-"""Arena execution on the CPU (issue 4 item 2, seed 004's MPool): one preallocated buffer per
-(plan, requested outputs) holds every intermediate tensor at the offset the buffer planner chose,
-and kernels write into views of it (``run_into``), so a steady-state run allocates only the arrays
-it returns.
+"""How a run lays out its memory and runs each step (seed 004's MPool).
 
-A ``MemoryPlan`` is built once per plan and set of requested tensors; its arenas come from a small
-pool, one per concurrent run (two threads never share an arena). The caller's results get buffers
-of their own, written directly by the kernel that produces them: returning them costs no copy, and
-they stay valid whatever later runs write into the arena.
+On the CPU one preallocated buffer per plan holds every intermediate tensor at the offset the
+buffer planner chose, and kernels write into views of it (``run_into``), so a steady-state run
+allocates only the arrays it returns. A ``MemoryPlan`` is built once, by ``build_plan``; its arenas
+come from a small pool, one per concurrent run (two threads never share an arena). The caller's
+results get buffers of their own, written directly by the kernel that produces them: returning them
+costs no copy, and they stay valid whatever later runs write into the arena.
+
+On other devices every step returns its outputs (device tensors) and the frame drops each value
+after its last reader; the same MemoryPlan describes that run, with every step opaque.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from edgecnn.devices import to_host
 from edgecnn.ir.graph import TensorType
 from edgecnn.runtime.buffers import BufferPlan, StepIO, TensorInfo, plan_buffers
 from edgecnn.runtime.memory import ALIGNMENT
-from edgecnn.runtime.plan import Plan, Step
+from edgecnn.runtime.plan import Program, Step
 from edgecnn.runtime.reference_into import concat_slabs, is_view_step, reference_adapter, split_slabs
 
 MAX_IDLE_ARENAS = 4
 """Arenas a plan keeps for reuse; more concurrent runs than this allocate (and drop) their own."""
 
 SKIP, VIEW, INTO, OPAQUE = range(4)
+
+OWN, COPY, CONSTANT, CHECK, HOST = range(5)
+"""How a run returns a result: its own buffer as it is, a copy (of the arena, the caller's input, or
+a buffer another result already took), a constant's copy, the ownership test at run time (outputs
+of opaque steps, which may or may not alias an input), or a device tensor copied to the host."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +58,7 @@ def tensor_info(t: TensorType | None) -> TensorInfo | None:
     return TensorInfo(dtype.name, shape, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
 
 
-def describe_step(step: Step, plan: Plan) -> tuple[StepIO, Callable[..., Any] | None]:
+def describe_step(step: Step, plan: Program) -> tuple[StepIO, Callable[..., Any] | None]:
     """The step as the buffer planner sees it, and its write-into callable (None unless ``into``)."""
     node = step.node
     in_types = [plan.types.get(x) if x else None for x in node.inputs]
@@ -114,7 +122,7 @@ class Arena:
         raw = np.empty(size + ALIGNMENT, dtype=np.uint8)
         start = -raw.ctypes.data % ALIGNMENT
         self.buffer = raw[start : start + size]
-        frame = list(memory.plan.frame_template)
+        frame = list(memory.program.frame_template)
         for slot, root in memory.buffers.root.items():
             if memory.buffers.kind[root] != "arena":
                 continue
@@ -125,45 +133,65 @@ class Arena:
         self.template: tuple[np.ndarray | None, ...] = tuple(frame)
 
 
-class MemoryPlan:
-    """The buffer plan and per-step actions of one plan for one set of requested slots."""
+def _on_device(step: Step) -> Callable[..., Any]:
+    """The callable an opaque step runs on a non-CPU device: ``run_device`` (activations stay on the
+    device), else the host kernel on host copies of its inputs."""
+    run_device = getattr(step.kernel.run, "run_device", None)
+    if run_device is not None:
+        return run_device  # type: ignore[no-any-return]
+    run = step.kernel.run
 
-    def __init__(self, plan: Plan, wanted: frozenset[int]) -> None:
-        self.plan = plan
-        self.wanted = wanted
-        described = [describe_step(step, plan) for step in plan.steps]
-        names = {slot: name for name, slot in plan.slots.items()}
+    def on_host(*args: Any) -> Any:
+        return run(*[to_host(a) for a in args])
+
+    return on_host
+
+
+class MemoryPlan:
+    """The buffer plan, per-step actions and result handling of one program for one set of
+    requested tensors: everything a run needs besides its inputs, decided once. ``in_arena``: CPU
+    kernels writing into an arena; otherwise every step returns its outputs (device tensors, or a
+    partitioned step's gathered result) and results are copied to the host."""
+
+    def __init__(self, program: Program, wanted: tuple[str, ...], in_arena: bool) -> None:
+        self.program = program
+        self.wanted = frozenset(program.slots[n] for n in wanted if n not in program.constants)
+        self.in_arena = in_arena
+        described = [
+            describe_step(step, program) if in_arena else (StepIO(step.inputs, step.outputs, "opaque"), None)
+            for step in program.steps
+        ]
+        names = {slot: name for name, slot in program.slots.items()}
         self.tensors: dict[int, TensorInfo] = {}
         for slot, name in names.items():
-            info = tensor_info(plan.types.get(name))
+            info = tensor_info(program.types.get(name))
             if info is not None:
                 self.tensors[slot] = info
-        sources = [*plan.input_slots.values(), *plan.constant_slots]
+        sources = [*program.input_slots.values(), *program.constant_slots]
         self.buffers: BufferPlan = plan_buffers(
-            [io for io, _ in described], self.tensors, sources, set(wanted)
+            [io for io, _ in described], self.tensors, sources, set(self.wanted)
         )
         static = {s for s, r in self.buffers.root.items() if self.buffers.kind[r] == "arena"}
-        self.external = [
-            (r, self.tensors[r]) for r in self.buffers.roots_of_kind("external")
-        ]  # roots allocated per run
-        self.external_types = [(r, info.shape, np.dtype(info.dtype)) for r, info in self.external]
+        self.external = [(r, self.tensors[r]) for r in self.buffers.roots_of_kind("external")]
+        self.external_types = tuple((r, info.shape, np.dtype(info.dtype)) for r, info in self.external)
         # slabs of those (inputs of an elided Concat whose output is returned through a view)
-        self.external_slabs = [
+        self.external_slabs = tuple(
             (slot, self.buffers.root[slot], at, self.tensors[slot])
             for slot, at in self.buffers.offset.items()
             if self.buffers.kind.get(self.buffers.root[slot]) == "external"
-        ]
+        )
         actions = []
-        for step, (io, into) in zip(plan.steps, described):
-            releases = tuple(s for s in step.releases if s not in static and s not in wanted)
-            if io.mode == "view":
+        for step, (io, into) in zip(program.steps, described):
+            releases = tuple(s for s in step.releases if s not in static and s not in self.wanted)
+            if not in_arena:
+                actions.append(Action(OPAQUE, step, _on_device(step), (), releases))
+            elif io.mode == "view":
                 out = step.outputs[0]
                 code = SKIP if out in static else VIEW
                 shape = self.tensors[out].shape
                 actions.append(Action(code, step, step.kernel.run, shape, releases))
-            elif (
-                len(actions) in self.buffers.elided
-            ):  # a Concat's inputs in their slabs, a Split's outputs in its input
+            elif len(actions) in self.buffers.elided:
+                # a Concat's inputs in their slabs, a Split's outputs in its input
                 actions.append(Action(SKIP, step, step.kernel.run, (), releases))
             elif io.mode == "into":
                 assert into is not None
@@ -178,9 +206,33 @@ class MemoryPlan:
             else:
                 actions.append(Action(OPAQUE, step, step.kernel.run, (), releases))
         self.actions = tuple(actions)
-        self.fast = tuple(fast_entry(action) for action in actions)
+        self.entries = tuple(fast_entry(action) for action in actions)
+        self.input_slots = tuple(program.input_slots.values())
+        self.results = self._result_modes(wanted)
         self._idle: list[Arena] = []
         self._lock = threading.Lock()
+
+    def _result_modes(self, wanted: tuple[str, ...]) -> tuple[tuple[int, int, np.ndarray | None], ...]:
+        """(mode, slot, constant) per requested name, in order: how a run returns each."""
+        program, buffers = self.program, self.buffers
+        modes = []
+        claimed: set[int] = set()
+        for name in wanted:
+            if name in program.constants:
+                modes.append((CONSTANT, -1, program.constants[name]))
+                continue
+            slot = program.slots[name]
+            if not self.in_arena:
+                modes.append((HOST, slot, None))
+                continue
+            root = buffers.root.get(slot, slot)
+            kind = buffers.kind.get(root)
+            mode = COPY
+            if root not in claimed and kind in ("external", "opaque"):
+                claimed.add(root)
+                mode = OWN if kind == "external" else CHECK
+            modes.append((mode, slot, None))
+        return tuple(modes)
 
     @property
     def arena_bytes(self) -> int:
@@ -193,7 +245,7 @@ class MemoryPlan:
         reader, as its lifetime says)."""
         size = {r: self.tensors[r].nbytes for r in self.buffers.kind if r in self.tensors}
         external = sum(size.get(r, 0) for r in self.buffers.roots_of_kind("external"))
-        live = [0] * (len(self.plan.steps) + 1)
+        live = [0] * (len(self.program.steps) + 1)
         for r in self.buffers.roots_of_kind("opaque"):
             first, last = self.buffers.lifetime[r]
             for index in range(first, last + 1):
@@ -210,19 +262,3 @@ class MemoryPlan:
         with self._lock:
             if len(self._idle) < MAX_IDLE_ARENAS:
                 self._idle.append(arena)
-
-
-_memory_lock = threading.Lock()
-
-
-def memory_plan(plan: Plan, wanted: frozenset[int]) -> MemoryPlan:
-    """The plan's MemoryPlan for these requested slots (built once, then cached on the plan)."""
-    cache: Mapping[frozenset[int] | tuple[str, ...], MemoryPlan] = plan.memory_plans
-    memory = cache.get(wanted)
-    if memory is None:
-        with _memory_lock:
-            memory = plan.memory_plans.get(wanted)
-            if memory is None:
-                memory = MemoryPlan(plan, wanted)
-                plan.memory_plans[wanted] = memory
-    return memory

@@ -1,12 +1,20 @@
-"""Plans: a graph specialised to concrete input types — constants folded, kernels chosen,
-tensors numbered into slots, and the step after which each slot can be released."""
+"""Plans: a graph specialised, once, to concrete input types and requested tensors.
+
+``build_plan`` decides everything that depends only on (graph, input types, requested tensors,
+options): constants folded, a kernel chosen and prepared per node, tensors numbered into slots with
+the step after which each can be released, the memory layout and per-step actions of a run
+(runtime/arena.py), the threads a run uses (runtime/serial.py) and whether a batch is split over
+threads (runtime/batch.py). A run (runtime/executor.py) then only reads the plan: nothing in it
+changes after ``build_plan`` returns, so one plan serves any number of concurrent runs.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,6 +22,9 @@ from edgecnn.ir.graph import Graph, Node, TensorType
 from edgecnn.kernels.registry import KernelChoice, select_kernel
 from edgecnn.runtime.options import RuntimeOptions
 from edgecnn.runtime.shapes import infer_graph
+
+if TYPE_CHECKING:
+    from edgecnn.runtime.arena import MemoryPlan
 
 
 @dataclass(frozen=True)
@@ -28,31 +39,83 @@ class Step:
 
 
 @dataclass(frozen=True)
-class Plan:
+class Program:
+    """What a run computes: the steps in order, every tensor's slot, type and (if constant) value."""
+
     steps: tuple[Step, ...]
     slots: Mapping[str, int]
-    input_slots: Mapping[str, int]
+    input_slots: Mapping[str, int]  # in the order a run takes its inputs
     constant_slots: frozenset[int]
     frame_template: tuple[np.ndarray | None, ...]
     types: Mapping[str, TensorType]
     constants: Mapping[str, np.ndarray]  # initializers and folded tensors, by name
-    device: str = "cpu"  # "cpu" runs in an arena (runtime/arena.py)
-    # runtime.arena.MemoryPlan per set of requested slots, built on first use
-    # MemoryPlans by requested slots, and by requested names (the executor's per-run lookup)
-    memory_plans: dict[frozenset[int] | tuple[str, ...], Any] = field(
-        default_factory=dict, compare=False, repr=False
-    )
+    device: str = "cpu"
 
     def new_frame(self) -> list[np.ndarray | None]:
         """A fresh per-run value table, holding the constants."""
         return list(self.frame_template)
 
+    def with_kernels(self, kernels: Sequence[KernelChoice]) -> Program:
+        """The same program with each step's kernel replaced (partitioned execution, hetero/)."""
+        steps = tuple(
+            dataclasses.replace(step, kernel=k) for step, k in zip(self.steps, kernels, strict=True)
+        )
+        return dataclasses.replace(self, steps=steps)
+
+
+@dataclass(frozen=True)
+class BatchSplit:
+    """A batch cut into slices along axis 0 that run side by side, one kernel thread each."""
+
+    parts: int
+    plans: Mapping[int, Plan]  # slice batch size -> the plan that runs a slice of that size
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A complete, immutable plan: the program, the tensors a run returns, how a run lays out its
+    memory and how many threads it uses."""
+
+    program: Program
+    wanted: tuple[str, ...]
+    memory: MemoryPlan
+    threads: int
+    split: BatchSplit | None = None
+
+    # The program's fields, read by analysis, profiling and the partitioned runner.
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return self.program.steps
+
+    @property
+    def slots(self) -> Mapping[str, int]:
+        return self.program.slots
+
+    @property
+    def input_slots(self) -> Mapping[str, int]:
+        return self.program.input_slots
+
+    @property
+    def constant_slots(self) -> frozenset[int]:
+        return self.program.constant_slots
+
+    @property
+    def types(self) -> Mapping[str, TensorType]:
+        return self.program.types
+
+    @property
+    def constants(self) -> Mapping[str, np.ndarray]:
+        return self.program.constants
+
+    @property
+    def device(self) -> str:
+        return self.program.device
+
 
 def _preparing_weights(device: str) -> AbstractContextManager[None]:
     """BLAS on one thread while CPU kernels prepare their weights (Winograd filter transforms,
-    packing): those GEMMs are skinny and short, and waking OpenBLAS's other threads for each costs
-    more than it saves, several times more when another process holds the other cores
-    (docs/startup.md). Runs hold BLAS at one thread as well (threads.cpu_threads)."""
+    packing): those GEMMs are skinny and short, and waking BLAS's other threads for each costs more
+    than it saves. Runs hold BLAS at one thread as well (threads.cpu_threads)."""
     from edgecnn.devices import parse_device
 
     if parse_device(device).kind != "cpu":
@@ -62,8 +125,9 @@ def _preparing_weights(device: str) -> AbstractContextManager[None]:
     return blas_single_threaded()
 
 
-def build_plan(graph: Graph, input_types: Mapping[str, TensorType], options: RuntimeOptions) -> Plan:
-    """Specialise a topologically sorted graph to concrete input types."""
+def build_program(graph: Graph, input_types: Mapping[str, TensorType], options: RuntimeOptions) -> Program:
+    """Infer types (once), fold constants, choose and prepare a kernel per remaining node, number
+    the tensors into slots. ``graph`` must be topologically sorted."""
     inferred = infer_graph(graph, input_types, fold=True)
     slots: dict[str, int] = {}
 
@@ -107,7 +171,7 @@ def build_plan(graph: Graph, input_types: Mapping[str, TensorType], options: Run
         Step(node, kernel, ins, outs, tuple(rel))
         for (node, kernel, ins, outs), rel in zip(raw_steps, releases)
     )
-    return Plan(
+    return Program(
         steps=steps,
         slots=slots,
         input_slots={name: slots[name] for name in input_types},
@@ -117,3 +181,93 @@ def build_plan(graph: Graph, input_types: Mapping[str, TensorType], options: Run
         constants=inferred.values,
         device=options.device,
     )
+
+
+def plan_program(
+    program: Program,
+    wanted: Sequence[str],
+    threads: int,
+    split: BatchSplit | None = None,
+    *,
+    in_arena: bool | None = None,
+) -> Plan:
+    """A plan that runs ``program`` for the ``wanted`` tensors on ``threads`` threads; CPU programs
+    run in an arena unless ``in_arena`` says otherwise (runtime/arena.py)."""
+    from edgecnn.runtime.arena import MemoryPlan
+
+    arena = program.device == "cpu" if in_arena is None else in_arena
+    return Plan(program, tuple(wanted), MemoryPlan(program, tuple(wanted), arena), threads, split)
+
+
+def build_plan(
+    graph: Graph,
+    input_types: Mapping[str, TensorType],
+    options: RuntimeOptions,
+    wanted: Sequence[str] | None = None,
+) -> Plan:
+    """Specialise a topologically sorted graph to concrete input types; ``wanted`` names the
+    tensors a run returns (graph outputs by default; any intermediate tensor may be named)."""
+    from edgecnn.runtime.serial import run_threads
+
+    names = tuple(graph.outputs if wanted is None else wanted)
+    program = build_program(graph, input_types, options)
+    unknown = [n for n in names if n not in program.slots and n not in program.constants]
+    if unknown:
+        from edgecnn.errors import InputError
+
+        raise InputError(f"unknown tensor name(s) {', '.join(map(repr, unknown))}")
+    threads = run_threads(program, options.threads) if options.device == "cpu" else options.threads
+    split = None
+    if options.device == "cpu":
+        parts = _batch_parts(program, input_types, names, options, threads)
+        if parts > 1:
+            split = _slice_plans(graph, input_types, options, names, parts)
+    return plan_program(program, names, threads, split)
+
+
+def _batch_parts(
+    program: Program,
+    input_types: Mapping[str, TensorType],
+    wanted: tuple[str, ...],
+    options: RuntimeOptions,
+    threads: int,
+) -> int:
+    """Slices to cut the batch into (1: run it whole, with intra-op threads), by the options'
+    policy and runtime/batch.py's rules: the model must never mix a batch's images, and under
+    "auto" the split must be measured to pay."""
+    from edgecnn.runtime.batch import batch_separable, split_pays
+
+    policy = options.batch_parallel
+    budget = options.threads if policy == "always" else threads
+    if policy == "never" or budget < 2 or not input_types:
+        return 1
+    sizes = {int(t.shape[0]) if t.shape else 0 for t in input_types.values()}  # type: ignore[arg-type]
+    batch = sizes.pop() if len(sizes) == 1 else 0
+    if batch < 2 or any(name in program.constants for name in wanted):
+        return 1
+    if not batch_separable(program, batch):  # type: ignore[arg-type]
+        return 1
+    if policy == "auto" and not split_pays(program, batch, budget):  # type: ignore[arg-type]
+        return 1
+    return min(budget, batch)
+
+
+def _slice_plans(
+    graph: Graph,
+    input_types: Mapping[str, TensorType],
+    options: RuntimeOptions,
+    wanted: tuple[str, ...],
+    parts: int,
+) -> BatchSplit:
+    """The plans of a split batch's slices (one per distinct slice size), run whole on one thread each."""
+    from edgecnn.runtime.batch import slice_bounds
+
+    batch = int(next(iter(input_types.values())).shape[0])  # type: ignore[index]
+    sizes = {hi - lo for lo, hi in slice_bounds(batch, parts)}
+    whole = dataclasses.replace(options, batch_parallel="never")
+    plans = {}
+    for size in sorted(sizes):
+        types = {n: TensorType(t.dtype, (size, *t.shape[1:])) for n, t in input_types.items()}  # type: ignore[index, misc]
+        program = build_program(graph, types, whole)
+        plans[size] = plan_program(program, wanted, 1)
+    return BatchSplit(parts, plans)

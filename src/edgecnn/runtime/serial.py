@@ -11,7 +11,7 @@ a larger batch of the same model can still use every thread.
 
 from __future__ import annotations
 
-from edgecnn.runtime.plan import Plan
+from edgecnn.runtime.plan import Program
 
 SERIAL_MODEL_MACS = 20_000_000
 """Multiply-adds per run below which the run stays on one thread. benchmarks/rule_ab.py with the
@@ -19,9 +19,9 @@ rule off (docs/tuning.md, "Small models on one thread"): SimpleCNN (6.5 M) took 
 on one thread after a 20 ms pause, 0.95x back to back; the next zoo model, ShuffleNetV2, has 145 M."""
 
 
-def plan_macs(plan: Plan) -> int:
-    """Multiply-adds of one run of the plan's compute-bound steps (analysis.layer_macs)."""
-    from edgecnn.analysis import layer_macs
+def plan_macs(plan: Program) -> int:
+    """Multiply-adds of one run of the plan's compute-bound steps (each op's ``macs`` trait)."""
+    from edgecnn.ops.traits import layer_macs
 
     macs = 0
     for step in plan.steps:
@@ -32,7 +32,7 @@ def plan_macs(plan: Plan) -> int:
     return macs
 
 
-def run_threads(plan: Plan, threads: int) -> int:
+def run_threads(plan: Program, threads: int) -> int:
     """The threads a run of ``plan`` uses: ``threads``, or 1 below SERIAL_MODEL_MACS (read at call
     time, so benchmarks can patch it)."""
     return 1 if threads > 1 and plan_macs(plan) < SERIAL_MODEL_MACS else threads
