@@ -7,6 +7,9 @@ once per call: the border is the same for every plane), so the loops carry no bo
 filter (the MobileNet/ShuffleNet case) is one pass per output row that sums its nine taps in
 registers and writes each output once; other shapes accumulate tap by tap over whole rows. The
 activation runs over the finished row while it is still in cache.
+
+Over 400 lines on purpose: one compiled kernel (``depthwise_conv_2d``) and the plane layouts
+(padded, phased) and row passes it inlines, which share their buffers' conventions.
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ L1 (measurements: lab/notes/).
 
 C[r, j] (+)= sum_k A[a_off + k*ROWS + r] * B[b_off + k*ldb + j] for r < ROWS, j < COLUMNS: A is a
 packed panel (depth-major, ROWS values per step), B any row-major matrix with row stride ``ldb``.
+
+Over 400 lines on purpose: one LLVM IR generator (``_codegen``) and the intrinsics that are its
+variants; they change together.
 """
 
 from __future__ import annotations

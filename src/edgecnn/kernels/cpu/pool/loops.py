@@ -23,6 +23,10 @@ Max propagates NaN (``_max``); the average divides each sum by the taps counted 
 (inside the input, or inside the padded input with count_include_pad; never ceil_mode's extra
 positions). An elementwise activation (a fused pool + activation step) is applied to each finished
 chunk while it is in cache.
+
+Over 400 lines on purpose: one compiled kernel (``_pool_2d``) and the inline helpers it is built
+from, which share its scratch layout and border conventions; split, each half would be unreadable
+without the other.
 """
 
 from __future__ import annotations
