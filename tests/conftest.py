@@ -2,6 +2,7 @@
 device plans) must not change which kernels the tests exercise; nor may runtime.serial's rule,
 which would run every small test model on one thread whatever threads a test asks for."""
 
+import dataclasses
 import os
 import tempfile
 from collections.abc import Iterator
@@ -17,8 +18,7 @@ def _threads_as_asked(request: pytest.FixtureRequest) -> Iterator[None]:
     if request.node.get_closest_marker("serial_rule"):
         yield
         return
-    from edgecnn.runtime import serial
+    from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning, using_cpu_tuning
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(serial, "SERIAL_MODEL_MACS", 0)
+    with using_cpu_tuning(dataclasses.replace(active_cpu_tuning(), serial_model_macs=0)):
         yield

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
-from unittest import mock
 
 import numpy as np
 import onnx
@@ -12,6 +12,7 @@ import pytest
 from edgecnn.bench.zoo import build_model
 from edgecnn.importers import load_graph
 from edgecnn.ir.graph import Graph
+from edgecnn.kernels.cpu.tuning_record import DEFAULT_CPU_TUNING, using_cpu_tuning
 from edgecnn.model import Model
 from edgecnn.runtime import serial
 from edgecnn.runtime.options import RuntimeOptions
@@ -39,7 +40,7 @@ def test_small_plans_run_on_one_thread_and_large_ones_on_all(lenet: Graph) -> No
     small = model.plan_for(np.zeros((1, 1, 28, 28), np.float32))
     assert serial.run_threads(small, 2) == 1
     assert serial.run_threads(small, 1) == 1
-    with mock.patch.object(serial, "SERIAL_MODEL_MACS", serial.plan_macs(small)):
+    with using_cpu_tuning(replace(DEFAULT_CPU_TUNING, serial_model_macs=serial.plan_macs(small))):
         assert serial.run_threads(small, 2) == 2  # at the threshold: worth the second thread
         assert serial.run_threads(small, 3) == 3
 
@@ -48,9 +49,9 @@ def test_small_plans_run_on_one_thread_and_large_ones_on_all(lenet: Graph) -> No
 def test_model_runs_a_small_plan_on_one_thread(lenet: Graph, threshold: int | None, expected: int) -> None:
     """The prepared run (and with it every kernel's thread budget) takes the rule's count; with the
     rule off it keeps the options' threads. Results are the same either way."""
-    limit = serial.SERIAL_MODEL_MACS if threshold is None else threshold
+    limit = DEFAULT_CPU_TUNING.serial_model_macs if threshold is None else threshold
     x = np.random.default_rng(0).standard_normal((1, 1, 28, 28)).astype(np.float32)
-    with mock.patch.object(serial, "SERIAL_MODEL_MACS", limit):
+    with using_cpu_tuning(replace(DEFAULT_CPU_TUNING, serial_model_macs=limit)):
         model = Model(lenet, RuntimeOptions.resolve(threads=2))
         got = model(x)
     (plan,) = model._plans.values()
@@ -64,7 +65,7 @@ def test_a_larger_batch_of_the_same_model_may_use_every_thread(lenet: Graph) -> 
     options = RuntimeOptions.resolve(threads=2, batch_parallel="never")
     probe = Model(lenet, options).plan_for(np.zeros((1, 1, 28, 28), np.float32))
     model = Model(lenet, options)
-    with mock.patch.object(serial, "SERIAL_MODEL_MACS", 50 * serial.plan_macs(probe)):
+    with using_cpu_tuning(replace(DEFAULT_CPU_TUNING, serial_model_macs=50 * serial.plan_macs(probe))):
         one = model.plan_for(np.zeros((1, 1, 28, 28), np.float32))
         many = model.plan_for(np.zeros((64, 1, 28, 28), np.float32))
     assert one.threads == 1

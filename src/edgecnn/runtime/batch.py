@@ -136,22 +136,21 @@ def run_split(
     return results
 
 
-SPLIT_MIN_MACS_PER_IMAGE = 20_000_000
-"""Below this much work per image, handing a slice to another thread costs more than it saves
-(docs/memory.md)."""
-
-SPLIT_MAX_DENSE_WEIGHT_BYTES = 16 << 20
-"""Above this many bytes of fully-connected weights, splitting loses: every slice streams the
-weights again, where the whole batch reads them once (docs/memory.md)."""
-
-
 def split_pays(plan: Plan, batch: int, threads: int) -> bool:
     """The "auto" rule (docs/memory.md): split a batch unless its images are tiny or its dense
-    layers' weights are large. Convolution-heavy models gain: layers below the thread grain run on
-    one thread when the batch is whole, and each slice's working set is smaller."""
+    layers' weights are large (every slice streams them again, where the whole batch reads them
+    once); thresholds from the active CPU tuning record. Convolution-heavy models gain: layers
+    below the thread grain run on one thread when the batch is whole, and each slice's working set
+    is smaller."""
+    from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning
+
+    tuning = active_cpu_tuning()
     dense_bytes = 0
     for step in plan.steps:
         node = step.node
         if op_family(node.op) in ("Gemm", "MatMul"):
             dense_bytes += sum(plan.constants[x].nbytes for x in node.inputs[1:2] if x in plan.constants)
-    return plan_macs(plan) >= SPLIT_MIN_MACS_PER_IMAGE * batch and dense_bytes <= SPLIT_MAX_DENSE_WEIGHT_BYTES
+    return (
+        plan_macs(plan) >= tuning.split_min_macs_per_image * batch
+        and dense_bytes <= tuning.split_max_dense_weight_bytes
+    )

@@ -206,7 +206,26 @@ def build_plan(
     wanted: Sequence[str] | None = None,
 ) -> Plan:
     """Specialise a topologically sorted graph to concrete input types; ``wanted`` names the
-    tensors a run returns (graph outputs by default; any intermediate tensor may be named)."""
+    tensors a run returns (graph outputs by default; any intermediate tensor may be named).
+
+    CPU plans start the CPU runtime first (kernels/cpu/system/startup.py: once per process) and
+    are built under the options' tuning record, else the one in effect (kernels/cpu/tuning_record.py)."""
+    if options.device != "cpu":
+        return _build_plan(graph, input_types, options, wanted)
+    from edgecnn.kernels.cpu import initialize_cpu_runtime
+    from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning, using_cpu_tuning
+
+    initialize_cpu_runtime(options.bind_threads)
+    with using_cpu_tuning(options.cpu_tuning or active_cpu_tuning()):
+        return _build_plan(graph, input_types, options, wanted)
+
+
+def _build_plan(
+    graph: Graph,
+    input_types: Mapping[str, TensorType],
+    options: RuntimeOptions,
+    wanted: Sequence[str] | None,
+) -> Plan:
     from edgecnn.runtime.serial import run_threads
 
     names = tuple(graph.outputs if wanted is None else wanted)

@@ -1,22 +1,17 @@
 """Whether a run is worth a second thread at all: a model with little work per run (SimpleCNN,
 LeNet-5) runs on the calling thread alone, whatever ``threads`` asks for.
 
-Why: the kernels' own grains (kernels/cpu/system/threads.py) judge one layer at a time, on a warm pool.
-A run that follows an idle spell (a camera pipeline waiting for its next frame, `edgecnn bench`
-pausing between runs) first waits for the pool's worker to wake, about 90 us on the 2-core EPYC
-(benchmarks/wake.py, docs/tuning.md "Waking the pool"): more than a second thread saves on a
-model whose whole run takes about 0.1 ms on one. The rule is per plan (model and input shapes), so
-a larger batch of the same model can still use every thread.
+Why: the kernels' own grains judge one layer at a time, on a warm pool. A run that follows an idle
+spell (a camera pipeline waiting for its next frame) first waits for the pool's worker to wake,
+which costs more than a second thread saves on a model whose whole run takes a fraction of a
+millisecond. The threshold is ``CpuTuning.serial_model_macs`` (kernels/cpu/tuning_record.py;
+evidence in lab/notes/). The rule is per plan (model and input shapes), so a larger batch of the
+same model can still use every thread.
 """
 
 from __future__ import annotations
 
 from edgecnn.runtime.plan import Program
-
-SERIAL_MODEL_MACS = 20_000_000
-"""Multiply-adds per run below which the run stays on one thread. benchmarks/rule_ab.py with the
-rule off (docs/tuning.md, "Small models on one thread"): SimpleCNN (6.5 M) took 0.84x the time
-on one thread after a 20 ms pause, 0.95x back to back; the next zoo model, ShuffleNetV2, has 145 M."""
 
 
 def plan_macs(plan: Program) -> int:
@@ -33,6 +28,8 @@ def plan_macs(plan: Program) -> int:
 
 
 def run_threads(plan: Program, threads: int) -> int:
-    """The threads a run of ``plan`` uses: ``threads``, or 1 below SERIAL_MODEL_MACS (read at call
-    time, so benchmarks can patch it)."""
-    return 1 if threads > 1 and plan_macs(plan) < SERIAL_MODEL_MACS else threads
+    """The threads a run of ``plan`` uses: ``threads``, or 1 below the active CPU tuning record's
+    ``serial_model_macs``."""
+    from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning
+
+    return 1 if threads > 1 and plan_macs(plan) < active_cpu_tuning().serial_model_macs else threads
