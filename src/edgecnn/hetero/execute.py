@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -174,7 +175,8 @@ class PartitionedModel:
         checked = self.lead_model.check_feeds(feeds)
         self.input_shapes = {name: tuple(a.shape) for name, a in checked.items()}
         self.plan: Plan = self.lead_model.plan_for(checked)
-        self.steps = tuple(self._prepare(step) for step in self.plan.steps)
+        with _cpu_prepared(options, "cpu" in partition.devices):
+            self.steps = tuple(self._prepare(step) for step in self.plan.steps)
         kernels = [KernelChoice(part.step.kernel.name, _PartRun(self, part)) for part in self.steps]
         # the lead plan's program with each step dispatched to its pieces, run by the one executor loop
         self._partitioned = plan_program(
@@ -315,6 +317,18 @@ class PartitionedModel:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _cpu_prepared(options: RuntimeOptions, cpu: bool) -> AbstractContextManager[None]:
+    """Where the CPU runs pieces: its runtime started and its kernels chosen under the options'
+    tuning record, as build_plan does for a CPU plan."""
+    if not cpu:
+        return nullcontext()
+    from edgecnn.kernels.cpu import initialize_cpu_runtime
+    from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning, using_cpu_tuning
+
+    initialize_cpu_runtime(options.bind_threads)
+    return using_cpu_tuning(options.cpu_tuning or active_cpu_tuning())
 
 
 class _PartRun:
