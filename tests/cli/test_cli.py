@@ -209,7 +209,7 @@ def test_console_script_entry_point() -> None:
 
 
 def test_run_on_another_device_gives_the_same_scores() -> None:
-    from backends.support import opencl_unusable
+    from kernels.gpu.backends.support import opencl_unusable
 
     reason = opencl_unusable()
     if reason is not None:

@@ -14,7 +14,7 @@ def example_input(model: edgecnn.Model, seed: int = 0) -> np.ndarray:
 
 
 def has_opencl() -> bool:
-    """Whether opencl:0 is here and builds kernels (backends.support.opencl_unusable)."""
-    from backends.support import opencl_unusable
+    """Whether opencl:0 is here and builds kernels (kernels.gpu.backends.support.opencl_unusable)."""
+    from kernels.gpu.backends.support import opencl_unusable
 
     return opencl_unusable() is None
