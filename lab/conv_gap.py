@@ -32,6 +32,9 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from threadpoolctl import threadpool_limits
+
+import edgecnn
 from common import (
     NOTES,
     conv_layers,
@@ -42,9 +45,6 @@ from common import (
     ort_options,
     replace_section,
 )
-from threadpoolctl import threadpool_limits
-
-import edgecnn
 from edgecnn.bench.zoo import build_model
 from edgecnn.kernels.cpu import cpu_threads
 from edgecnn.kernels.cpu.conv.im2col import im2col_2d

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import C, H, K, M, N, Row, W, markdown, one_node_model, timed
 
+from common import C, H, K, M, N, Row, W, markdown, one_node_model, timed
 from edgecnn.devices import find_device, parse_device
 from edgecnn.model import Model
 from edgecnn.ops.conv import ConvAttrs, conv_geometry, im2col

@@ -20,8 +20,8 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from common import conv_layers, interleaved, load_model, model_input, package_sources, run_child
 
+from common import conv_layers, interleaved, load_model, model_input, package_sources, run_child
 from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model
 

@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 from common import load_model, model_input, package_sources, run_child, time_steps
-
 from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model
 

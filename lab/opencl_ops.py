@@ -25,8 +25,8 @@ import sys
 from typing import Any
 
 import numpy as np
-from common import C, H, K, M, N, Row, W, markdown, one_node_model, timed
 
+from common import C, H, K, M, N, Row, W, markdown, one_node_model, timed
 from edgecnn.devices import find_device, parse_device
 from edgecnn.kernels.opencl import DeviceArray, get_device
 from edgecnn.kernels.opencl.gemm import VARIANTS, Operand, choose_variant, enqueue_gemm

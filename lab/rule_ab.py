@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+
+import edgecnn
 from common import (
     FAR_NS,
     NOTES,
@@ -39,8 +41,6 @@ from common import (
     round_trip_ns,
     tuned,
 )
-
-import edgecnn
 from edgecnn.bench.machine import cpu_model
 from edgecnn.bench.zoo import build_model
 

@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from common import DOCS, machine_line, write_section
 
 import edgecnn.kernels.cpu  # noqa: F401  (registers every CPU kernel)
+from common import DOCS, machine_line, write_section
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.sparse import csr as sparse_csr
 from edgecnn.kernels.cpu.sparse.steps import SparseConv, SparseGemm

@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
-from common import DOCS, machine_line, tuned, write_section
 from onnx import helper, numpy_helper
 
+from common import DOCS, machine_line, tuned, write_section
 from edgecnn.compress import compress
 from edgecnn.format import load_ecnn, save_ecnn
 from edgecnn.importers import load_graph

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from edgecnn.train.charts import draw_sensitivity
 from threadpoolctl import threadpool_limits
 
 from edgecnn.bench.machine import blas_library, cpu_model
@@ -30,7 +31,6 @@ from edgecnn.format import save_ecnn
 from edgecnn.model import Model
 from edgecnn.runtime.options import RuntimeOptions
 from edgecnn.train import Schedule, TrainConfig, Trainer, build_lenet5, load_dataset
-from edgecnn.train.charts import draw_sensitivity
 from edgecnn.train.evaluate import accuracy_score, engine_accuracy
 from edgecnn.train.timing import profile_training
 
