@@ -9,7 +9,7 @@ from edgecnn.ir.graph import Node
 from edgecnn.kernels.cuda.array import CudaArray
 from edgecnn.kernels.cuda.runtime import CudaDevice
 from edgecnn.kernels.cuda.step import CudaStep, constant_on_device, cuda_kernel, device_for_plan
-from edgecnn.kernels.gpu.activations import NO_ACTIVATION, ActivationParams, activation_params
+from edgecnn.kernels.gpu.activations import ActivationParams, node_activation
 from edgecnn.kernels.gpu.dense import gemm_sizes, gemm_supported
 from edgecnn.kernels.gpu.step import Types, Values, either, is_float32, shape_of, variable_inputs
 from edgecnn.ops.registry import get_op
@@ -47,7 +47,7 @@ def _gemm_factory(node: Node, types: Types, values: Values) -> CudaStep:
     bias = column_bias(values[2], n, attrs.beta) if has_c and attrs.beta != 0 else None
     bias_const = None if bias is None else CudaArray.upload(device, bias)
     c_const = constant_on_device(device, values, 2) if has_c and bias is None else None
-    activation = activation_params(attrs) if node.op == "FusedGemm" else NO_ACTIVATION
+    activation = node_activation(node)
     alpha, beta = np.float32(attrs.alpha), np.float32(attrs.beta)
     alpha_host = np.array([alpha], np.float32)
     epilogue = (np.int32(1), np.int32(n), np.int32(1), *activation)  # has_bias, rows = n, plane = 1

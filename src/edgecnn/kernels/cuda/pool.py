@@ -15,6 +15,7 @@ from edgecnn.kernels.gpu import pool as gpu_pool
 from edgecnn.kernels.gpu.pool import (
     POOL_KERNELS,
     average_args,
+    fused_form,
     global_shape,
     pool_activation,
     pool_args,
@@ -51,7 +52,7 @@ def _pool_factory(is_max: bool) -> Callable[[Node, Types, Values], CudaStep]:
 
 for _name, (_op, _is_max) in POOL_KERNELS.items():
     cuda_kernel(_op, when=pool_supported, name=f"cuda_{_name}")(_pool_factory(_is_max))
-    cuda_kernel(f"Fused{_op}", when=pool_supported, name=f"cuda_fused_{_name}")(_pool_factory(_is_max))
+    cuda_kernel(fused_form(_op), when=pool_supported, name=f"cuda_fused_{_name}")(_pool_factory(_is_max))
 
 
 def global_supported(node: Node, types: Types, values: Values) -> bool:

@@ -1,8 +1,10 @@
-"""Activations on a GPU: one code per name for the device source's ``activate`` (the fused names of
-edgecnn.ops.fused.ACTIVATIONS, then the standalone ones), its formula per name in a C dialect that
-OpenCL C and CUDA C++ both compile, and the rules of the standalone activation ops (Relu, Clip...).
+"""Activations on a GPU: one formula per name in a C dialect that OpenCL C and CUDA C++ both compile,
+its code in the device source's ``activate``, and the rules of the standalone activation ops (Relu,
+Clip...).
 
-Adding a fused activation to ops.fused needs one formula here; a test checks that every name has one."""
+A fused step whose activation has no formula here (one registered in edgecnn.ops since) is declined
+by the GPU kernels (:func:`applies_activation`) and runs on the reference kernel; a test checks that
+every activation edgecnn.ops defines has a formula."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.gpu.step import is_float32
-from edgecnn.ops.fused import ACTIVATIONS, FusedActivation
+from edgecnn.ops.fused import FusedActivation
+from edgecnn.ops.registry import get_op
 
 Types = Sequence["TensorType | None"]
 Values = Sequence["np.ndarray | None"]
@@ -33,10 +36,8 @@ FORMULAS: Mapping[str, str] = {
 """The body of ``activate``'s case per activation, over ``v`` and the parameters ``slope``, ``low``,
 ``high``; ``sigmoid_of`` (overflow-free) is each backend's. NaN propagates as in the numpy reference."""
 
-ACTIVATION_CODES: Mapping[str, int] = {
-    name: code for code, name in enumerate(dict.fromkeys((*ACTIVATIONS, *FORMULAS)))
-}
-"""Code of each activation in the device source: ACTIVATIONS' order (0 is "none"), then the rest."""
+ACTIVATION_CODES: Mapping[str, int] = {name: code for code, name in enumerate(("none", *FORMULAS))}
+"""Code of each activation in the device source: 0 is "none", then FORMULAS' order."""
 
 NO_ACTIVATION: ActivationParams = (np.int32(0), np.float32(0.0), np.float32(-math.inf), np.float32(math.inf))
 
@@ -49,6 +50,18 @@ def activation_params(attrs: FusedActivation) -> ActivationParams:
         np.float32(attrs.low),
         np.float32(attrs.high),
     )
+
+
+def node_activation(node: Node) -> ActivationParams:
+    """The launch arguments of the activation a node applies to its output: its fused one (FusedConv,
+    FusedGemm, the fused pools...), none for an op without."""
+    return activation_params(node.attrs) if isinstance(node.attrs, FusedActivation) else NO_ACTIVATION
+
+
+def applies_activation(node: Node) -> bool:
+    """Whether the device source can apply the node's fused activation (always, for an op without
+    one): the GPU kernels of fused ops decline the others, which then run on the reference kernel."""
+    return not isinstance(node.attrs, FusedActivation) or node.attrs.activation in ACTIVATION_CODES
 
 
 def activate_source(qualifier: str) -> str:
@@ -84,21 +97,44 @@ def activation_supported(node: Node, types: Types, values: Values) -> bool:
     return is_float32(types[0]) and all(t is None or t.dtype == "float32" for t in types[1:])
 
 
-def _bound(value: object, default: float) -> float:
-    return default if value is None else float(np.asarray(value).reshape(-1)[0])
-
-
 def activation_bounds(node: Node, values: Values) -> Bounds:
-    """The step's (slope, low, high): LeakyRelu's slope; Clip's bounds read once when known at plan
-    time, else from the host at each run; nothing for the others."""
-    if node.op == "Clip":
-        fixed = [None if i >= len(values) or values[i] is None else values[i] for i in (1, 2)]
+    """The step's (slope, low, high) where the op's fusable-activation trait keeps them: in its
+    attributes (LeakyRelu's slope) or its scalar inputs (Clip's bounds; read once when known at plan
+    time, else from the host at each run); FusedActivation's defaults otherwise (Tanh has no trait)."""
+    trait = next((a for a in get_op(node.op).activations if not a.gated), None)
+    fixed = {field: float(getattr(node.attrs, attr)) for field, attr in trait.from_attrs} if trait else {}
+    per_run: list[tuple[str, int]] = []
+    for field, index in trait.from_inputs if trait else ():
+        value = values[index] if index < len(values) else None
+        if value is not None:
+            fixed[field] = _scalar(value)
+        else:
+            per_run.append((field, index))
 
-        def bounds(low: object = None, high: object = None) -> tuple[float, float, float]:
-            low = fixed[0] if fixed[0] is not None else low
-            high = fixed[1] if fixed[1] is not None else high
-            return 0.0, _bound(low, -math.inf), _bound(high, math.inf)
+    if not per_run:
+        constant = _launch_bounds(fixed)
+        return lambda *rest: constant
 
-        return bounds
-    slope = float(node.attrs.alpha) if node.op == "LeakyRelu" else 0.0
-    return lambda *rest: (slope, -math.inf, math.inf)
+    def bounds(*rest: object) -> tuple[float, float, float]:
+        params = dict(fixed)
+        for field, index in per_run:
+            value = rest[index - 1] if index <= len(rest) else None
+            if value is not None:
+                params[field] = _scalar(value)
+        return _launch_bounds(params)
+
+    return bounds
+
+
+def _launch_bounds(params: Mapping[str, float]) -> tuple[float, float, float]:
+    """(slope, low, high): the given FusedActivation fields, its defaults for the others."""
+    default = FusedActivation()
+    return (
+        params.get("negative_slope", default.negative_slope),
+        params.get("low", default.low),
+        params.get("high", default.high),
+    )
+
+
+def _scalar(value: object) -> float:
+    return float(np.asarray(value).reshape(-1)[0])

@@ -10,7 +10,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from edgecnn.ir.graph import Node
-from edgecnn.kernels.gpu.activations import NO_ACTIVATION, ActivationParams, activation_params
+from edgecnn.kernels.gpu.activations import ActivationParams, applies_activation, node_activation
 from edgecnn.kernels.gpu.step import Types, Values, is_float32, shape_of
 from edgecnn.ops.conv import conv_geometry
 from edgecnn.ops.fused import residual_conv_node
@@ -95,6 +95,10 @@ def conv2d_of(node: Node, types: Types) -> Conv2d:
 
 
 def conv_supported(node: Node, types: Types, values: Values) -> bool:
+    """Float32 input, weights and bias of 32-bit addressable size, and an activation the device
+    source applies."""
+    if not applies_activation(node):
+        return False
     x, w = types[0], types[1] if len(types) > 1 else None
     if not (is_float32(x, (3, 4)) and is_float32(w, x.rank)):  # type: ignore[union-attr]
         return False
@@ -160,7 +164,7 @@ def conv_setup(
         geo=conv2d_of(node, types),
         weights=constant(device, values, 1),
         bias=constant(device, values, 2) if has_bias else None,
-        activation=activation_params(node.attrs) if node.op == "FusedConv" else NO_ACTIVATION,
+        activation=node_activation(node),
         out_shape=output_shape(node, types, values),
     )
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from edgecnn.ir.graph import Node
+from edgecnn.kernels.gpu.activations import applies_activation
 from edgecnn.kernels.gpu.step import Types, Values, is_float32, shape_of
 
 
 def gemm_supported(node: Node, types: Types, values: Values) -> bool:
+    """Float32 2-D operands, a C of rank 2 at most, and an activation the device source applies."""
     c = types[2] if len(types) > 2 else None
-    if not (is_float32(types[0], 2) and is_float32(types[1], 2)):
+    if not applies_activation(node) or not (is_float32(types[0], 2) and is_float32(types[1], 2)):
         return False
     return c is None or (is_float32(c) and c.rank is not None and c.rank <= 2)
 

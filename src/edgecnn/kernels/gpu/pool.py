@@ -8,9 +8,10 @@ from collections.abc import Mapping
 import numpy as np
 
 from edgecnn.ir.graph import Node
-from edgecnn.kernels.gpu.activations import NO_ACTIVATION, ActivationParams, activation_params
+from edgecnn.kernels.gpu.activations import ActivationParams, applies_activation, node_activation
 from edgecnn.kernels.gpu.step import Types, Values, is_float32, shape_of
 from edgecnn.ops.pool import pool_geometry
+from edgecnn.ops.registry import get_op
 
 POOL_KERNELS: Mapping[str, tuple[str, bool]] = {
     "max_pool": ("MaxPool", True),
@@ -19,8 +20,16 @@ POOL_KERNELS: Mapping[str, tuple[str, bool]] = {
 """Kernel name (without the backend's prefix) -> (op, is_max); each also serves the op's fused form."""
 
 
+def fused_form(op: str) -> str:
+    """The op a pool becomes with a fused activation (MaxPool: FusedMaxPool)."""
+    fused = get_op(op).with_activation
+    assert fused is not None, op
+    return fused
+
+
 def pool_supported(node: Node, types: Types, values: Values) -> bool:
-    return is_float32(types[0], (3, 4))
+    """A float32 1-D or 2-D pool, and for a fused pool an activation the device source applies."""
+    return is_float32(types[0], (3, 4)) and applies_activation(node)
 
 
 def global_supported(node: Node, types: Types, values: Values) -> bool:
@@ -55,7 +64,7 @@ def average_args(node: Node, ends: tuple[int, int], is_max: bool) -> tuple[np.in
 
 def pool_activation(node: Node) -> ActivationParams:
     """The activation a fused pool (FusedMaxPool, FusedAveragePool) applies; none for a plain one."""
-    return activation_params(node.attrs) if node.op.startswith("Fused") else NO_ACTIVATION
+    return node_activation(node)
 
 
 def global_shape(types: Types) -> tuple[int, int, tuple[int, ...]]:

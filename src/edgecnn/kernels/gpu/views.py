@@ -1,4 +1,4 @@
-"""Shape-only ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity), Concat, Split and Transpose on a
+"""Views (the ops whose output re-reads their input with another shape), Concat, Split and Transpose on a
 GPU, device-agnostic: the view step (a reshape of a device tensor shares its memory) and the
 plan-time layout of the row copies and the permutation that the backends launch."""
 
@@ -11,10 +11,12 @@ import numpy as np
 from edgecnn.ir.graph import Node
 from edgecnn.kernels.gpu.step import Types, Values, is_float32, shape_of
 from edgecnn.ops.common import normalize_axis
-from edgecnn.ops.registry import get_op
+from edgecnn.ops.registry import get_op, known_ops
 from edgecnn.ops.shape import transpose_perm
 
-VIEW_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
+VIEW_OPS = tuple(sorted(op for op in known_ops() if get_op(op).view and get_op(op).num_outputs[1] == 1))
+"""The single-output view ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity): Dropout, whose
+optional mask is a second output, runs elsewhere."""
 
 
 class ViewStep:

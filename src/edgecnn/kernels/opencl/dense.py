@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from edgecnn.ir.graph import Node
-from edgecnn.kernels.gpu.activations import NO_ACTIVATION, activation_params
+from edgecnn.kernels.gpu.activations import node_activation
 from edgecnn.kernels.gpu.dense import gemm_sizes, gemm_supported
 from edgecnn.kernels.gpu.step import Types, Values, either, is_float32, shape_of, variable_inputs
 from edgecnn.kernels.opencl.array import DeviceArray
@@ -54,7 +54,7 @@ def _gemm_factory(node: Node, types: Types, values: Values) -> OpenCLStep:
     has_c = len(node.inputs) > 2 and bool(node.inputs[2])
     c_const = constant_on_device(device, values, 2) if has_c else None
     c_layout = broadcast_operand(shape_of(types[2]), m, n) if has_c else None
-    activation = activation_params(attrs) if node.op == "FusedGemm" else NO_ACTIVATION
+    activation = node_activation(node)
     epilogue = Epilogue(attrs.alpha, attrs.beta, activation)
 
     def launch(a: DeviceArray, b: DeviceArray, c: DeviceArray | None = None) -> DeviceArray:

@@ -12,6 +12,7 @@ from edgecnn.ir.graph import Node
 from edgecnn.kernels.gpu.pool import (
     POOL_KERNELS,
     average_args,
+    fused_form,
     global_shape,
     global_supported,
     pool_activation,
@@ -60,7 +61,7 @@ def _pool_factory(is_max: bool) -> Callable[[Node, Types, Values], OpenCLStep]:
 
 for _name, (_op, _is_max) in POOL_KERNELS.items():
     opencl_kernel(_op, when=pool_supported, name=f"opencl_{_name}")(_pool_factory(_is_max))
-    opencl_kernel(f"Fused{_op}", when=pool_supported, name=f"opencl_fused_{_name}")(_pool_factory(_is_max))
+    opencl_kernel(fused_form(_op), when=pool_supported, name=f"opencl_fused_{_name}")(_pool_factory(_is_max))
 
 
 def _global_pool(node: Node, types: Types, is_max: bool) -> OpenCLStep:
