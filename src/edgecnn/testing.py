@@ -92,3 +92,39 @@ def assert_close(actual: np.ndarray, expected: np.ndarray, rtol: float = 1e-4, a
     assert actual.shape == expected.shape, f"shape {actual.shape} != expected {expected.shape}"
     assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != expected {expected.dtype}"
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+
+
+def reference_run(
+    op: str, attrs: Any, inputs: Sequence[np.ndarray | None], constant_inputs: Sequence[int] = ()
+) -> np.ndarray:
+    """The node's first output from its numpy reference kernel, through the whole pipeline as in
+    :func:`run_node` (device "reference"): what a fast kernel is compared with."""
+    (out,) = run_node(op, attrs, inputs, constant_inputs=constant_inputs, device="reference")
+    return out
+
+
+def assert_matches(actual: np.ndarray, expected: np.ndarray, magnitude: float | np.ndarray = 1.0) -> None:
+    """A fast kernel's output equals the reference's: same shape and dtype, NaN exactly where the
+    reference has NaN, the same infinities, and every other element within
+
+        |actual - expected| <= 1e-4 * |expected| + 1e-5 * max(1, magnitude)
+
+    ``magnitude`` (a number, or one per element) is the size of the terms summed into an element,
+    e.g. conv(|x|, |w|) + |b|: a float32 sum is only exact to its terms' size, so a result whose
+    terms cancel is compared at their scale, not at its own. The default suits ops that sum little."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape}"
+    assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != {expected.dtype}"
+    assert np.array_equal(np.isnan(actual), np.isnan(expected)), "NaNs differ from the reference's"
+    atol = np.broadcast_to(1e-5 * np.maximum(1.0, magnitude), expected.shape)
+    compared = ~np.isnan(expected) & (actual != expected)  # equal infinities are exact
+    a, e = actual[compared].astype(np.float64), expected[compared].astype(np.float64)
+    with np.errstate(invalid="ignore"):  # inf - inf where the reference is infinite
+        excess = np.abs(a - e) - 1e-4 * np.abs(e) - atol[compared]
+    over = ~(excess <= 0)  # NaN excess: a finite result where the reference is infinite
+    if over.any():
+        worst = int(np.argmax(np.where(over, np.nan_to_num(excess, nan=np.inf), -np.inf)))
+        raise AssertionError(
+            f"{int(over.sum())} of {actual.size} elements differ from the reference: {float(a[worst])} for"
+            f" {float(e[worst])} is over the bound by {excess[worst]:.3g} (atol {atol[compared][worst]:.3g})"
+        )

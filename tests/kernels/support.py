@@ -17,7 +17,7 @@ from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning, using_cpu_tunin
 from edgecnn.model import Model
 from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
 from edgecnn.runtime.options import RuntimeOptions
-from edgecnn.testing import run_node
+from edgecnn.testing import assert_matches, reference_run  # noqa: F401  (the kernel tests import them from here)
 
 
 def fast_run(
@@ -39,27 +39,6 @@ def fast_run(
     with cpu_threads(threads):
         out = model.run(feeds)["out"]
     return out, step.kernel.name
-
-
-def reference_run(
-    op: str, attrs: Any, inputs: Sequence[np.ndarray | None], constant_inputs: Sequence[int]
-) -> np.ndarray:
-    (out,) = run_node(op, attrs, inputs, constant_inputs=constant_inputs, device="reference")
-    return out
-
-
-def assert_matches(actual: np.ndarray, expected: np.ndarray, magnitude: float | np.ndarray = 1.0) -> None:
-    """Within rtol 1e-4 and atol 1e-5, the atol scaled by the magnitude of the summed terms (a
-    float32 sum of large terms that cancel is only exact to its terms' size)."""
-    assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape}"
-    assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != {expected.dtype}"
-    atol = 1e-5 * np.maximum(1.0, magnitude)
-    same_nan = np.array_equal(np.isnan(actual), np.isnan(expected))
-    comparable = ~np.isnan(expected) & (actual != expected)  # equal infinities are exact
-    a, e = actual[comparable].astype(np.float64), expected[comparable].astype(np.float64)
-    error = np.abs(a - e) - 1e-4 * np.abs(e) - (atol[comparable] if np.ndim(atol) else atol)
-    worst = error.max() if error.size else 0.0
-    assert same_nan and worst <= 0, f"max excess error {worst:.3g} (atol {np.max(atol):.3g})"
 
 
 def drawn_conv_layer(

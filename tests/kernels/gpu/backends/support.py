@@ -1,6 +1,6 @@
 """What the device-independent backend tests share: a `Backend` ("opencl" or "cuda", device index 0)
-that plans one node or a whole graph there, runs it next to the numpy reference and compares within
-the suite's 1e-4 relative bar. Written once so that the OpenCL and CUDA kernels answer the same tests."""
+that plans one node or a whole graph there, runs it next to the numpy reference and compares them
+(edgecnn.testing.assert_matches). Written once so that the OpenCL and CUDA kernels answer the same tests."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from edgecnn.ir.dtypes import dtype_name
 from edgecnn.ir.graph import Graph, Node, TensorSpec
 from edgecnn.model import Model
 from edgecnn.runtime.options import RuntimeOptions
-from edgecnn.testing import run_node
+from edgecnn.testing import assert_matches, reference_run
 
 KINDS = ("opencl", "cuda")
 
@@ -153,22 +153,6 @@ def one_node_graph(
         name=op,
     )
     return graph, {names[i]: inputs[i] for i in runtime}  # type: ignore[misc]
-
-
-def reference_run(
-    op: str, attrs: Any, inputs: Sequence[np.ndarray | None], constant_inputs: Sequence[int] = ()
-) -> np.ndarray:
-    (out,) = run_node(op, attrs, inputs, constant_inputs=constant_inputs, device="reference")
-    return out
-
-
-def assert_matches(actual: np.ndarray, expected: np.ndarray, magnitude: float = 1.0) -> None:
-    """Same shape and dtype; within rtol 1e-4 and atol 1e-5 x ``magnitude`` (the size of the terms a
-    float32 sum adds up, which bounds its rounding); NaN where the reference has NaN."""
-    assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape}"
-    assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != {expected.dtype}"
-    assert np.array_equal(np.isnan(actual), np.isnan(expected)), "NaNs differ"
-    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5 * max(1.0, magnitude), equal_nan=True)
 
 
 def assert_close_to(actual: np.ndarray, expected: np.ndarray) -> None:

@@ -15,7 +15,8 @@ from edgecnn.importers import load_graph
 from edgecnn.model import Model
 from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
 from edgecnn.runtime.options import RuntimeOptions
-from kernels.gpu.backends.support import Backend, assert_close_to, rand, reference_run
+from edgecnn.testing import reference_run
+from kernels.gpu.backends.support import Backend, assert_close_to, rand
 
 CASES = [
     ((2, 6, 9, 9), (8, 6, 3, 3), FusedConvAttrs(pads=(1, 1, 1, 1))),

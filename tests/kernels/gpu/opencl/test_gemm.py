@@ -21,7 +21,8 @@ from edgecnn.kernels.opencl.gemm import (
     padded_columns,
 )
 from edgecnn.ops.fused import FusedGemmAttrs
-from kernels.gpu.backends.support import rand, reference_run
+from edgecnn.testing import reference_run
+from kernels.gpu.backends.support import rand
 from kernels.gpu.opencl.support import OPENCL
 
 SIZES = st.integers(1, 37)
