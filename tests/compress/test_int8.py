@@ -31,9 +31,8 @@ from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.dense import GemmAttrs
 from edgecnn.ops.fused import FusedConvAttrs
 from edgecnn.ops.shape import FlattenAttrs
-from edgecnn.runtime.arena import memory_plan
-from edgecnn.runtime.executor import execute_plain
 from edgecnn.runtime.options import RuntimeOptions
+from edgecnn.testing import run_without_arena
 
 DATA = Path(str(resources.files("edgecnn") / "data" / "simplecnn"))
 
@@ -195,13 +194,13 @@ def test_int8_model_runs_in_the_arena_without_allocating() -> None:
     int8_steps = [s for s in plan.steps if s.node.op.startswith("Int8")]
     assert [s.kernel.name for s in int8_steps] == ["int8_im2col_gemm"] * 3 + ["int8_dense"] * 2
     assert all(hasattr(s.kernel.run, "run_into") for s in int8_steps)
-    expected = execute_plain(plan, {"x": x}, ["y"])["y"]
+    expected = run_without_arena(plan, {"x": x}, ["y"])["y"]
     for _ in range(2):
         np.testing.assert_array_equal(model.run(x)["y"], expected)  # warm-up: arena, scratch
     peak, returned = _traced_peak(lambda: model.run(x))
-    activations = memory_plan(plan, frozenset({plan.slots["y"]})).buffers.naive_bytes
+    activations = plan.memory.buffers.naive_bytes
     assert peak <= returned + 32 * 1024 < activations
-    plain_peak, _ = _traced_peak(lambda: execute_plain(plan, {"x": x}, ["y"]))
+    plain_peak, _ = _traced_peak(lambda: run_without_arena(plan, {"x": x}, ["y"]))
     assert plain_peak > activations // 2
 
 

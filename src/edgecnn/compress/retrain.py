@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from edgecnn.compress.prune import check_keep, keep_ratios, magnitude_mask
 from edgecnn.errors import InputError
+from edgecnn.train.optim import Schedule
 
 if TYPE_CHECKING:
     from edgecnn.train.data import Dataset
@@ -57,8 +58,6 @@ def prune_retrain(
     each cut; after the last (the deepest cut, which needs the most recovery) ``final_steps`` more
     follow with the rate annealed from ``lr`` to 0 (cosine). Layers with short schedules hold their
     target while the others go on."""
-    from edgecnn.train.optim import Schedule  # lazily: edgecnn.train imports edgecnn.compress
-
     if steps < 0 or final_steps < 0:
         raise InputError(f"retrain steps must be >= 0, got {steps} and {final_steps}")
     ratios = keep_ratios(trainer.network.source, keep, layers)
