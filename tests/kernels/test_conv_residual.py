@@ -21,7 +21,6 @@ from edgecnn.model import Model
 from edgecnn.ops.conv import ConvAttrs, conv
 from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
 from edgecnn.ops.registry import NoAttrs
-from edgecnn.runtime.arena import memory_plan
 from edgecnn.runtime.options import RuntimeOptions
 from kernels.support import assert_matches, reference_run
 
@@ -195,7 +194,7 @@ def test_output_never_shares_the_residual_buffer() -> None:
     x = rng.standard_normal((1, 4, 6, 6), dtype=np.float32)
     plan = model.plan_for(x)
     assert plan.steps[1].kernel.name == "conv_residual"
-    memory = memory_plan(plan, frozenset({plan.slots["y"]}))
+    memory = plan.memory
     assert 1 not in memory.buffers.in_place
     assert memory.buffers.root[plan.slots["s"]] != memory.buffers.root[plan.slots["z"]]
     expected = np.maximum(
@@ -229,7 +228,7 @@ def test_output_takes_the_buffer_of_a_residual_that_dies(channels: int, side: in
     step = plan.steps[1]
     adds_itself = step.kernel.run.conv_kernel in ("pointwise", "pixel_rows")
     declines = step.kernel.run.conv_kernel == "pixel_rows"  # 1x1, stride 1: read in place
-    memory = memory_plan(plan, frozenset({plan.slots["y"]}))
+    memory = plan.memory
     assert (memory.buffers.in_place.get(1) == 3) == (adds_itself and not declines)
     expected = reference_run("FusedConvAdd", graph.nodes[1].attrs, [x, w, b, np.maximum(x, 0)], (1, 2))
     scale = float(np.abs(x).max() * np.abs(w).sum(axis=1).max() + 10.0)

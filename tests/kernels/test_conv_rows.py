@@ -28,7 +28,6 @@ from edgecnn.model import Model
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.fused import FusedConvAttrs
 from edgecnn.ops.registry import NoAttrs
-from edgecnn.runtime.arena import memory_plan
 from edgecnn.runtime.options import RuntimeOptions
 from kernels.support import Retune, assert_matches, drawn_conv_layer, reference_run
 
@@ -204,7 +203,7 @@ def test_input_that_dies_at_the_layer_is_not_overwritten_while_read() -> None:
     fast = Model(graph, RuntimeOptions.resolve(threads=2, optimize=False))
     plan = fast.plan_for({"x": x})
     assert [step.kernel.name for step in plan.steps] == ["activation", "pixel_rows"]
-    assert 1 not in memory_plan(plan, ("y",)).buffers.in_place
+    assert 1 not in plan.memory.buffers.in_place
     with cpu_threads(2):
         actual = fast.run({"x": x})["y"]
     expected = Model(graph, RuntimeOptions.resolve(device="reference")).run({"x": x})["y"]

@@ -208,7 +208,9 @@ class PartitionedModel:
         pieces = []
         for device, units in used:
             part = slice_layer(node, plan.types, plan.constants, spec, units)
-            kernel = select_kernel(part.node, part.input_types, part.input_values, backend=device)
+            kernel = select_kernel(
+                part.node, part.input_types, part.input_values, backend=device, threads=self.threads
+            )
             pieces.append(Piece(device, kernel, part.input_values, part.out_range, part.in_range))
         return PartStep(step, tuple(pieces), out_type)
 
@@ -219,7 +221,7 @@ class PartitionedModel:
             kernel = step.kernel
         else:
             types = [self.plan.types.get(x) if x else None for x in node.inputs]
-            kernel = select_kernel(node, types, values, backend=device)
+            kernel = select_kernel(node, types, values, backend=device, threads=self.threads)
         return Piece(device, kernel, tuple(None for _ in values))
 
     # ------------------------------------------------------------------------ running
