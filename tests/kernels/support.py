@@ -17,7 +17,6 @@ from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning, using_cpu_tunin
 from edgecnn.model import Model
 from edgecnn.ops.fused import ACTIVATIONS, FusedConvAttrs
 from edgecnn.runtime.options import RuntimeOptions
-from edgecnn.testing import assert_matches, reference_run  # noqa: F401  (the kernel tests import them from here)
 
 
 def fast_run(

@@ -1,0 +1,62 @@
+"""The micro-kernel's AVX2 block shape, tested on a machine with AVX-512.
+
+The block shape follows the vector registers numba compiles for (``microkernel.WIDE``): on an
+AVX-512 host the rest of the suite runs the 8 x 32 blocks only. This test runs the kernel tests
+whose code depends on the shape once more in a child process in which numba compiles for an AVX2
+CPU (``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES``, into a cache of its own), so that the 6 x 16
+blocks every AVX2 machine gets stay tested here too. On an AVX2 host the suite itself runs them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from edgecnn.kernels.cpu.gemm.microkernel import WIDE
+
+ROOT = Path(__file__).resolve().parents[4]
+AVX2_FEATURES = ",".join(
+    f"+{f}"
+    for f in (
+        "64bit", "avx", "avx2", "bmi", "bmi2", "cx16", "f16c", "fma", "lzcnt", "movbe", "popcnt",
+        "sse", "sse2", "sse3", "sse4.1", "sse4.2", "ssse3", "xsave",
+    )
+)  # fmt: skip
+SHAPE_DEPENDENT = (
+    "tests/kernels/cpu/gemm/test_packed_gemm.py",
+    "tests/kernels/cpu/conv/test_pointwise.py",
+    "tests/kernels/cpu/conv/test_winograd.py",
+    "tests/kernels/cpu/conv/test_conv.py",
+    "tests/kernels/cpu/conv/test_pixel_rows.py",
+    "tests/kernels/cpu/conv/test_direct_rows.py",
+)
+
+pytestmark = pytest.mark.skipif(not WIDE, reason="numba compiles for AVX2 here: the suite runs its blocks")
+
+
+def _avx2_env(cache: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "NUMBA_CPU_NAME": "haswell",
+        "NUMBA_CPU_FEATURES": AVX2_FEATURES,
+        "NUMBA_CACHE_DIR": str(cache),
+    }
+
+
+@pytest.mark.slow
+def test_kernel_tests_pass_with_avx2_blocks(tmp_path: Path) -> None:
+    env = _avx2_env(tmp_path)
+    shape = subprocess.run(
+        [sys.executable, "-c", "from edgecnn.kernels.cpu.gemm import microkernel as m; print(m.ROWS, m.COLUMNS)"],
+        env=env, capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert shape.stdout.split() == ["6", "16"], shape.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *SHAPE_DEPENDENT],
+        env=env, capture_output=True, text=True, timeout=1200, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
