@@ -166,11 +166,12 @@ class PartitionedModel:
     def __init__(self, model: Model, partition: Partition, feeds: Any, threads: int | None = None) -> None:
         self.partition = partition
         self.threads = threads or model.options.threads
+        if self.threads < 1:
+            raise InputError(f"threads must be >= 1, got {self.threads}")
         for device in partition.devices:
-            RuntimeOptions.resolve(self.threads, device)  # an unknown or absent device fails here
-        lead = RuntimeOptions.resolve(self.threads, partition.lead, optimize=model.options.optimize)
+            model.options.on_device(device)  # an unknown or absent device fails here
         # The caller's other options (passes, batch handling...) carry over; only device and threads change.
-        options = dataclasses.replace(model.options, device=lead.device, threads=lead.threads)
+        options = dataclasses.replace(model.options.on_device(partition.lead), threads=self.threads)
         self.lead_model = Model(model.graph, options)
         checked = self.lead_model.check_feeds(feeds)
         self.input_shapes = {name: tuple(a.shape) for name, a in checked.items()}

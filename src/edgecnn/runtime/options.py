@@ -8,7 +8,7 @@ everything below receives the resolved options.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from edgecnn.devices import available_cores, find_device, parse_device
@@ -37,6 +37,13 @@ class RuntimeOptions:
     """Bind each CPU pool worker to a core of its own (kernels/cpu/system/affinity.py)."""
     cpu_tuning: CpuTuning | None = None
     """The CPU kernels' measured thresholds; None means the documented defaults (experiments override it)."""
+
+    def on_device(self, device: str) -> RuntimeOptions:
+        """These options with ``device`` (checked as ``resolve`` checks it), the environment not read again."""
+        name = parse_device(device).name
+        if name.startswith(("opencl", "cuda")):
+            find_device(name)
+        return replace(self, device=name)
 
     @staticmethod
     def resolve(
