@@ -112,7 +112,13 @@ class HardSigmoidAttrs:
     beta: float = 0.5
 
 
-@register_op("HardSigmoid", attrs=HardSigmoidAttrs, infer=same_as_first, per_sample=broadcast_per_image)
+@register_op(
+    "HardSigmoid",
+    attrs=HardSigmoidAttrs,
+    infer=same_as_first,
+    per_sample=broadcast_per_image,
+    activations=[FusableActivation("hard_sigmoid", 7, from_attrs=(("scale", "alpha"), ("offset", "beta")))],
+)
 def hard_sigmoid(attrs: HardSigmoidAttrs, x: np.ndarray) -> np.ndarray:
     return _as(x, np.clip(attrs.alpha * x + attrs.beta, 0, 1))
 

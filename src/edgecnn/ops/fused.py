@@ -37,14 +37,20 @@ def __getattr__(name: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class FusedActivation:
-    """``activation`` with its parameters: ``negative_slope`` (leaky_relu), ``low``/``high`` (clip).
+    """``activation`` with its parameters: ``negative_slope`` (leaky_relu), ``low``/``high`` (clip),
+    ``scale``/``offset`` (hard_sigmoid: clip(scale * x + offset, 0, 1)).
 
-    Field names must not clash with the layer attrs they are combined with (Gemm has ``alpha``)."""
+    These fields are the parameter vocabulary every fusable activation maps its own onto
+    (``FusableActivation.from_attrs``); one whose parameters none of them means extends it here.
+    Field names must not clash with the layer attrs they are combined with (Gemm has ``alpha``,
+    ``beta``)."""
 
     activation: str = "none"
     negative_slope: float = 0.01
     low: float = -math.inf
     high: float = math.inf
+    scale: float = 1.0
+    offset: float = 0.0
 
     def __post_init__(self) -> None:
         if self.activation != "none" and fusable_activation(self.activation) is None:

@@ -1,4 +1,4 @@
-"""Stand-alone activations (Relu, LeakyRelu, Clip, Sigmoid, HardSwish) on the CPU — those the
+"""Stand-alone activations (Relu, LeakyRelu, Clip, Sigmoid, HardSwish, HardSigmoid) on the CPU — those the
 fusion pass could not fold into a conv or dense layer. One pass over the data in float32, which
 beats numpy's temporaries from ``CpuTuning.eltwise_min_size`` elements up; below it numpy's lower
 call overhead wins and the reference runs (lab/notes/)."""
@@ -6,16 +6,19 @@ call overhead wins and the reference runs (lab/notes/)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu.gemm.epilogue import ActivationKind, activate
+from edgecnn.kernels.cpu.gemm.epilogue import ActivationKind, activate, activation_args
 from edgecnn.kernels.cpu.selection import register
-from edgecnn.kernels.cpu.system.common import is_float32, optional_input, shape_of, single_output
+from edgecnn.kernels.cpu.system.common import is_float32, shape_of, single_output
 from edgecnn.kernels.cpu.system.threads import call
 from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning
+from edgecnn.ops.fused import FusedActivation
+from edgecnn.ops.registry import get_op
 
 CHUNK = 16384
 
@@ -44,18 +47,14 @@ def activation(
         _activate_chunk(x[lo:hi], out[lo:hi], kind, alpha, low, high)
 
 
-_KINDS = {
-    "Relu": ActivationKind.RELU,
-    "LeakyRelu": ActivationKind.LEAKY_RELU,
-    "Clip": ActivationKind.CLIP,
-    "Sigmoid": ActivationKind.SIGMOID,
-    "HardSwish": ActivationKind.HARD_SWISH,
-}
-
-
-def _scalar(values: Sequence[np.ndarray | None], index: int) -> bool:
-    value = values[index] if index < len(values) else None
-    return value is not None and value.size == 1 and value.dtype == np.float32
+def _fused_form(node: Node, values: Sequence[np.ndarray | None]) -> FusedActivation | None:
+    """The activation ``node`` applies, as a fused step would apply it (the op's fusable-activation
+    trait, its parameters read from the attributes and constant inputs), or None when its
+    parameters are not known when the plan is built (Clip with a bound computed at run time)."""
+    trait = next(a for a in get_op(node.op).activations if not a.gated)
+    constants = {name: value for name, value in zip(node.inputs, values) if name and value is not None}
+    params = trait.read(node.attrs, node.inputs, constants)
+    return None if params is None else replace(FusedActivation(trait.name), **params)
 
 
 def when_activation(
@@ -65,9 +64,7 @@ def when_activation(
         return False
     if int(np.prod(shape_of(types[0]))) < active_cpu_tuning().eltwise_min_size:
         return False
-    if node.op == "Clip":  # bounds must be known when the plan is built
-        return all(not optional_input(node, i) or _scalar(values, i) for i in (1, 2))
-    return True
+    return _fused_form(node, values) is not None
 
 
 class Activation:
@@ -75,15 +72,8 @@ class Activation:
 
     def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
         self.shape = shape_of(types[0])
-        self.kind = int(_KINDS[node.op])
-        low = values[1] if optional_input(node, 1) else None
-        high = values[2] if optional_input(node, 2) else None
-        self.activation = (
-            self.kind,
-            float(getattr(node.attrs, "alpha", 0.0)),
-            float(low.reshape(())) if low is not None else -np.inf,
-            float(high.reshape(())) if high is not None else np.inf,
-        )
+        self.activation = activation_args(_fused_form(node, values))
+        self.kind = self.activation[0]
         size = int(np.prod(self.shape))
         cheap = self.kind in (ActivationKind.RELU, ActivationKind.LEAKY_RELU, ActivationKind.CLIP)
         tuning = active_cpu_tuning()

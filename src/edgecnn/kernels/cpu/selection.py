@@ -10,8 +10,12 @@ each module is imported the first time a node of one of its family's ops is plan
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
+from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.registry import KernelFactory, KernelPredicate, register_kernel
 
 
@@ -52,7 +56,9 @@ FAMILIES: dict[str, Family] = {
             ("gemm", "gemm.steps"),  # dense
         ),
     ),
-    "activation": Family(("Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSwish"), (("activation", "eltwise"),)),
+    "activation": Family(
+        ("Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSwish", "HardSigmoid"), (("activation", "eltwise"),)
+    ),
     "int8_conv": Family(("QLinearConv", "Int8Conv"), (("int8_im2col_gemm", "int8.steps"),)),
     "int8_dense": Family(("QLinearMatMul", "Int8Gemm"), (("int8_dense", "int8.steps"),)),
     "quantize": Family(("QuantizeLinear",), (("quantize_int8", "int8.steps"),)),
@@ -81,10 +87,23 @@ def register(
     applies: KernelPredicate | None = None,
 ) -> None:
     """Register ``factory`` as CPU kernel ``name`` for every op of its family, at its place in
-    the family's order."""
+    the family's order. Its rules also decline a node whose fused activation the compiled epilogue
+    does not implement (one registered in edgecnn.ops since): the reference kernel runs it."""
+    # imported here, not at the top: importing this package loads no compiled kernel module
+    from edgecnn.kernels.cpu.gemm.epilogue import implements_activation
+
+    def implementing(rule: KernelPredicate | None) -> KernelPredicate:
+        def test(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
+            return implements_activation(node) and (rule is None or rule(node, types, values))
+
+        return test
+
     family, priority = _family_of(name)
+    wrapped_applies = None if applies is None else implementing(applies)
     for op in family.ops:
-        register_kernel(op, when=when, priority=priority, name=name, applies=applies)(factory)
+        register_kernel(op, when=implementing(when), priority=priority, name=name, applies=wrapped_applies)(
+            factory
+        )
 
 
 def kernel_modules() -> dict[str, tuple[str, ...]]:

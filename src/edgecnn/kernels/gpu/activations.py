@@ -32,9 +32,15 @@ FORMULAS: Mapping[str, str] = {
     "hard_swish": "return v * fmin(fmax(v / 6.0f + 0.5f, 0.0f), 1.0f);",
     "silu": "return v * sigmoid_of(v);",
     "tanh": "return tanh(v);",
+    # the scale in slope's slot, the offset in low's (SLOTS); NaN stays NaN, as np.clip keeps it
+    "hard_sigmoid": "{ const float t = slope * v + low; return t != t ? t : fmin(fmax(t, 0.0f), 1.0f); }",
 }
 """The body of ``activate``'s case per activation, over ``v`` and the parameters ``slope``, ``low``,
 ``high``; ``sigmoid_of`` (overflow-free) is each backend's. NaN propagates as in the numpy reference."""
+
+SLOTS: Mapping[str, tuple[str, str, str]] = {"hard_sigmoid": ("scale", "offset", "high")}
+"""The FusedActivation fields an activation's (slope, low, high) launch slots carry, where they are
+not (negative_slope, low, high)."""
 
 ACTIVATION_CODES: Mapping[str, int] = {name: code for code, name in enumerate(("none", *FORMULAS))}
 """Code of each activation in the device source: 0 is "none", then FORMULAS' order."""
@@ -44,12 +50,12 @@ NO_ACTIVATION: ActivationParams = (np.int32(0), np.float32(0.0), np.float32(-mat
 
 def activation_params(attrs: FusedActivation) -> ActivationParams:
     """The launch arguments of a fused op's activation."""
-    return (
-        np.int32(ACTIVATION_CODES[attrs.activation]),
-        np.float32(attrs.negative_slope),
-        np.float32(attrs.low),
-        np.float32(attrs.high),
-    )
+    slope, low, high = (getattr(attrs, field) for field in _slots(attrs.activation))
+    return np.int32(ACTIVATION_CODES[attrs.activation]), np.float32(slope), np.float32(low), np.float32(high)
+
+
+def _slots(activation: str) -> tuple[str, str, str]:
+    return SLOTS.get(activation, ("negative_slope", "low", "high"))
 
 
 def node_activation(node: Node) -> ActivationParams:
@@ -86,6 +92,7 @@ ACTIVATION_OPS: Mapping[str, str] = {
     "Tanh": "tanh",
     "HardSwish": "hard_swish",
     "Clip": "clip",
+    "HardSigmoid": "hard_sigmoid",
 }
 """Standalone activation op -> its name in ACTIVATION_CODES."""
 
@@ -111,8 +118,9 @@ def activation_bounds(node: Node, values: Values) -> Bounds:
         else:
             per_run.append((field, index))
 
+    slots = _slots(ACTIVATION_OPS[node.op])
     if not per_run:
-        constant = _launch_bounds(fixed)
+        constant = _launch_bounds(slots, fixed)
         return lambda *rest: constant
 
     def bounds(*rest: object) -> tuple[float, float, float]:
@@ -121,19 +129,16 @@ def activation_bounds(node: Node, values: Values) -> Bounds:
             value = rest[index - 1] if index <= len(rest) else None
             if value is not None:
                 params[field] = _scalar(value)
-        return _launch_bounds(params)
+        return _launch_bounds(slots, params)
 
     return bounds
 
 
-def _launch_bounds(params: Mapping[str, float]) -> tuple[float, float, float]:
-    """(slope, low, high): the given FusedActivation fields, its defaults for the others."""
+def _launch_bounds(slots: tuple[str, str, str], params: Mapping[str, float]) -> tuple[float, float, float]:
+    """(slope, low, high): the FusedActivation fields in ``slots``, given in ``params`` or its defaults."""
     default = FusedActivation()
-    return (
-        params.get("negative_slope", default.negative_slope),
-        params.get("low", default.low),
-        params.get("high", default.high),
-    )
+    slope, low, high = (params.get(field, getattr(default, field)) for field in slots)
+    return slope, low, high
 
 
 def _scalar(value: object) -> float:

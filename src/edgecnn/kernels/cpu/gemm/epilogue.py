@@ -8,11 +8,14 @@ import enum
 import numba
 import numpy as np
 
-from edgecnn.ops.fused import ACTIVATIONS, FusedActivation
+from edgecnn.ir.graph import Node
+from edgecnn.ops.fused import FusedActivation
 
 
 class ActivationKind(enum.IntEnum):
-    """Activations a compiled epilogue can apply; the int is what compiled code branches on."""
+    """Activations a compiled epilogue can apply, by their name in ``edgecnn.ops.fused.ACTIVATIONS``
+    (upper-cased); the int is what compiled code branches on. Fused steps with any other activation
+    are declined by the CPU kernels (``implements_activation``) and run on the reference kernel."""
 
     NONE = 0
     RELU = 1
@@ -21,16 +24,26 @@ class ActivationKind(enum.IntEnum):
     SIGMOID = 4
     HARD_SWISH = 5
     SILU = 6  # x * sigmoid(x)
+    HARD_SIGMOID = 7  # clip(scale * x + offset, 0, 1): scale in alpha's slot, offset in low's
 
 
-assert tuple(k.name.lower() for k in ActivationKind) == ACTIVATIONS  # codes follow ops.fused's order
+def implements_activation(node: Node) -> bool:
+    """Whether the compiled epilogue applies the node's fused activation (always, for an op without
+    one): every CPU kernel's rule checks it (``kernels.cpu.selection.register``)."""
+    return (
+        not isinstance(node.attrs, FusedActivation)
+        or node.attrs.activation.upper() in ActivationKind.__members__
+    )
 
 
 def activation_args(attrs: object) -> tuple[int, float, float, float]:
-    """(kind, alpha, low, high) for compiled code: a FusedActivation's fields, or no activation."""
+    """(kind, alpha, low, high) for compiled code: a FusedActivation's fields, or no activation.
+    The three slots carry each kind's parameters (see ``ActivationKind``)."""
     if not isinstance(attrs, FusedActivation):
         return int(ActivationKind.NONE), 0.0, 0.0, 0.0
     kind = ActivationKind[attrs.activation.upper()]
+    if kind == ActivationKind.HARD_SIGMOID:
+        return int(kind), float(attrs.scale), float(attrs.offset), 0.0
     return int(kind), float(attrs.negative_slope), float(attrs.low), float(attrs.high)
 
 
@@ -52,6 +65,9 @@ def activate(v: float, kind: int, alpha: float, low: float, high: float) -> np.f
         return s if kind == 4 else x * s
     if kind == 5:
         return x * min(max(x / np.float32(6.0) + np.float32(0.5), zero), one)
+    if kind == 7:
+        t = x * np.float32(alpha) + np.float32(low)  # scale, offset
+        return t if t != t else min(max(t, zero), one)
     return x
 
 
