@@ -1,0 +1,159 @@
+"""Seed 001's sample -> infer -> draw loop on a thread of its own, publishing each annotated frame
+as the newest JPEG. Clients read whatever is newest when they are ready: a slow or stuck client
+drops frames, and nothing a client does ever waits the loop."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from PIL import Image
+
+from edgecnn.monitor.trace import TraceRecorder
+
+if TYPE_CHECKING:
+    from edgecnn.vision.detector import Detection
+    from edgecnn.vision.sources import Frame, FrameError
+
+FPS_WINDOW_S = 1.0
+
+
+class FrameDetector(Protocol):
+    """What the loop needs of a detector (edgecnn.vision.Detector has it)."""
+
+    def detect(self, image: Image.Image) -> list[Detection]: ...
+
+
+FrameSource = Callable[[], Iterable["Frame | FrameError"]]
+"""Opens the frames afresh (edgecnn.vision.sources.open_sources with its arguments bound)."""
+
+DrawDetections = Callable[[Image.Image, Sequence["Detection"]], Image.Image]
+
+
+@dataclass(frozen=True)
+class FrameStats:
+    """What the page shows of the newest frame."""
+
+    seq: int  # frames published so far
+    frame: int  # index in its source
+    source: str
+    detections: int
+    inference_ms: float
+    frame_ms: float  # decode to published: inference, drawing and JPEG encoding
+    fps: float  # frames published per second, over the last second
+    errors: int  # unreadable frames skipped so far
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+class LatestFrame:
+    """The newest annotated JPEG and its stats, replaced under a lock; ``on_publish`` callbacks
+    run on the loop's thread and must return at once (the server's schedules a wake-up)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.jpeg: bytes | None = None
+        self.stats: FrameStats | None = None
+        self.on_publish: list[Callable[[], None]] = []
+
+    def publish(self, jpeg: bytes, stats: FrameStats) -> None:
+        with self._lock:
+            self.jpeg, self.stats = jpeg, stats
+        for callback in self.on_publish:
+            callback()
+
+    def latest(self) -> tuple[bytes | None, FrameStats | None]:
+        with self._lock:
+            return self.jpeg, self.stats
+
+
+class InferenceLoop:
+    """Runs detector over the frames until ``stop()`` or the source ends; ``failure`` keeps an
+    error that ended it early (the monitor reports it rather than losing it on a thread)."""
+
+    def __init__(
+        self,
+        detector: FrameDetector,
+        frames: FrameSource,
+        board: LatestFrame,
+        recorder: TraceRecorder,
+        draw: DrawDetections,
+        jpeg_quality: int = 80,
+    ) -> None:
+        self.detector = detector
+        self.frames = frames
+        self.board = board
+        self.recorder = recorder
+        self.draw = draw
+        self.jpeg_quality = jpeg_quality
+        self.failure: BaseException | None = None
+        self.ended = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="edgecnn-monitor-loop", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Asks the loop to stop after the frame in hand and waits for it."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception as exc:  # kept for the monitor to raise on its own thread
+            self.failure = exc
+        finally:
+            self.ended.set()
+
+    def _loop(self) -> None:
+        from edgecnn.vision.sources import FrameError
+
+        published: deque[float] = deque()
+        seq = errors = 0
+        for item in self.frames():
+            if self._stop.is_set():
+                return
+            if isinstance(item, FrameError):
+                errors += 1
+                self.recorder.event("frame_error", getattr(item, "index", -1))
+                continue
+            started = time.perf_counter()
+            self.recorder.event("frame", item.index)
+            self.recorder.event("inference_start", item.index)
+            detections = self.detector.detect(item.image)
+            inference_ms = (time.perf_counter() - started) * 1e3
+            self.recorder.event("inference_end", item.index, inference_ms)
+            jpeg = self._encode(self.draw(item.image, detections))
+            now = time.perf_counter()
+            published.append(now)
+            while published[0] < now - FPS_WINDOW_S:
+                published.popleft()
+            seq += 1
+            self.board.publish(
+                jpeg,
+                FrameStats(
+                    seq=seq,
+                    frame=item.index,
+                    source=str(item.source),
+                    detections=len(detections),
+                    inference_ms=inference_ms,
+                    frame_ms=(now - started) * 1e3,
+                    fps=(len(published) - 1) / (now - published[0]) if len(published) > 1 else 0.0,
+                    errors=errors,
+                ),
+            )
+
+    def _encode(self, image: Image.Image) -> bytes:
+        buffer = io.BytesIO()
+        image.convert("RGB").save(buffer, format="JPEG", quality=self.jpeg_quality)
+        return buffer.getvalue()
