@@ -23,6 +23,19 @@ def format_shape(shape: Shape | None) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
+def concrete_dims(shape: Shape | None) -> tuple[int, ...]:
+    """The shape as ints, for code that runs after shape inference made it concrete;
+    GraphError if the rank or a dimension is still unknown or symbolic."""
+    if shape is None:
+        raise GraphError("a tensor's rank is unknown where a concrete shape is needed")
+    dims: list[int] = []
+    for d in shape:
+        if d is None or isinstance(d, str):
+            raise GraphError(f"shape {format_shape(shape)} is not concrete where it needs to be")
+        dims.append(int(d))
+    return tuple(dims)
+
+
 @dataclass(frozen=True)
 class TensorType:
     """Element type and shape of a tensor; shape None means the rank is unknown."""
@@ -37,6 +50,11 @@ class TensorType:
     @property
     def is_concrete(self) -> bool:
         return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        """The concrete shape as ints (see `concrete_dims`)."""
+        return concrete_dims(self.shape)
 
     def __str__(self) -> str:
         return f"{self.dtype}{format_shape(self.shape)}"

@@ -56,7 +56,7 @@ def example_inputs(
         elif t.shape is None or not t.is_concrete:
             raise ValueError(f"cannot make an example input of unknown shape ({t})")
         else:
-            shape = tuple(int(d) for d in t.shape)  # type: ignore[arg-type]
+            shape = t.dims
             dtype = np.dtype(t.dtype)
             if np.issubdtype(dtype, np.floating):
                 inputs.append(rng.standard_normal(shape).astype(dtype))

@@ -26,8 +26,15 @@ class AutoPad(enum.Enum):
 
 
 def first_type(types: Sequence[TensorType | None]) -> TensorType:
-    check(bool(types) and types[0] is not None, "the first input is required")
-    return types[0]  # type: ignore[return-value]
+    return input_type(types, 0, "the first input")
+
+
+def input_type(types: Sequence[TensorType | None], index: int, role: str) -> TensorType:
+    """The type of a required input; ValueError naming ``role`` when it is missing."""
+    t = types[index] if index < len(types) else None
+    check(t is not None, f"{role} is required")
+    assert t is not None
+    return t
 
 
 def same_as_first(attrs: object, types: Sequence[TensorType | None], values: object) -> list[TensorType]:
@@ -72,12 +79,13 @@ def broadcast_dims(a: Dim, b: Dim) -> Dim:
 
 
 def broadcast_shapes(*shapes: Shape | None) -> Shape | None:
-    if any(s is None for s in shapes):
+    known = [s for s in shapes if s is not None]
+    if len(known) != len(shapes):
         return None
-    rank = max((len(s) for s in shapes), default=0)  # type: ignore[arg-type]
+    rank = max((len(s) for s in known), default=0)
     result: list[Dim] = [1] * rank
-    for shape in shapes:
-        padded = (1,) * (rank - len(shape)) + tuple(shape)  # type: ignore[arg-type]
+    for shape in known:
+        padded = (1,) * (rank - len(shape)) + tuple(shape)
         result = [broadcast_dims(x, y) for x, y in zip(result, padded)]
     return tuple(result)
 

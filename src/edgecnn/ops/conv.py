@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgecnn.ir.graph import Dim, TensorType
-from edgecnn.ops.common import AutoPad, check, first_type
+from edgecnn.ir.graph import Dim, TensorType, concrete_dims
+from edgecnn.ops.common import AutoPad, check, first_type, input_type
 from edgecnn.ops.registry import register_op
 from edgecnn.ops.spatial import output_dims, pad_spatial, resolve_pads, sliding_windows, spatial_defaults
 from edgecnn.ops.traits import conv_macs, conv_transpose_macs, each_image
@@ -41,8 +41,12 @@ def conv_geometry(attrs: ConvAttrs, x_shape: Sequence[Dim], w_shape: Sequence[Di
     check(
         len(w_shape) == rank + 2, f"weights of rank {len(w_shape)} do not match an input of rank {rank + 2}"
     )
-    kernel = attrs.kernel_shape or tuple(w_shape[2:])
-    check(all(isinstance(k, int) and k >= 1 for k in kernel), f"kernel_shape {list(kernel)} is invalid")
+    kernel_dims: tuple[Dim, ...] = attrs.kernel_shape or tuple(w_shape[2:])
+    check(
+        all(isinstance(k, int) and k >= 1 for k in kernel_dims),
+        f"kernel_shape {list(kernel_dims)} is invalid",
+    )
+    kernel = tuple(k for k in kernel_dims if isinstance(k, int))  # all of them (checked)
     check(len(kernel) == rank, f"kernel_shape {list(kernel)} does not match {rank} spatial dims")
     if attrs.kernel_shape and all(isinstance(d, int) for d in w_shape[2:]):
         check(
@@ -50,8 +54,8 @@ def conv_geometry(attrs: ConvAttrs, x_shape: Sequence[Dim], w_shape: Sequence[Di
             f"kernel_shape {list(kernel)} != weight shape {list(w_shape)}",
         )
     strides, dilations, pads = spatial_defaults(rank, attrs.strides, attrs.dilations, attrs.pads)
-    resolved = resolve_pads(attrs.auto_pad, x_shape[2:], kernel, strides, dilations, pads)  # type: ignore[arg-type]
-    return ConvGeometry(tuple(kernel), strides, dilations, resolved)  # type: ignore[arg-type]
+    resolved = resolve_pads(attrs.auto_pad, x_shape[2:], kernel, strides, dilations, pads)
+    return ConvGeometry(kernel, strides, dilations, resolved)
 
 
 def _check_channels(attrs: ConvAttrs, channels: Dim, w_shape: Sequence[Dim]) -> None:
@@ -71,17 +75,16 @@ def _check_channels(attrs: ConvAttrs, channels: Dim, w_shape: Sequence[Dim]) -> 
 
 def infer_conv(attrs: ConvAttrs, types: Sequence[TensorType | None], values: object) -> list[TensorType]:
     x = first_type(types)
-    w = types[1]
-    check(w is not None, "weights are required")
-    if x.shape is None or w.shape is None:  # type: ignore[union-attr]
+    w = input_type(types, 1, "weights")
+    if x.shape is None or w.shape is None:
         return [TensorType(x.dtype, None)]
-    _check_channels(attrs, x.shape[1], w.shape)  # type: ignore[union-attr]
-    geo = conv_geometry(attrs, x.shape, w.shape)  # type: ignore[union-attr]
+    _check_channels(attrs, x.shape[1], w.shape)
+    geo = conv_geometry(attrs, x.shape, w.shape)
     bias = types[2] if len(types) > 2 else None
     if bias is not None and bias.shape is not None:
         check(len(bias.shape) == 1, f"bias must be 1-D, got {bias}")
     spatial = output_dims(x.shape[2:], geo.kernel, geo.strides, geo.dilations, geo.pads)
-    return [TensorType(x.dtype, (x.shape[0], w.shape[0], *spatial))]  # type: ignore[union-attr, index]
+    return [TensorType(x.dtype, (x.shape[0], w.shape[0], *spatial))]
 
 
 def im2col(x: np.ndarray, geo: ConvGeometry) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -89,9 +92,9 @@ def im2col(x: np.ndarray, geo: ConvGeometry) -> tuple[np.ndarray, tuple[int, ...
     rank = len(geo.kernel)
     pads = geo.pads
     assert pads is not None  # concrete shapes always resolve
-    out = output_dims(x.shape[2:], geo.kernel, geo.strides, geo.dilations, pads)
+    out = concrete_dims(output_dims(x.shape[2:], geo.kernel, geo.strides, geo.dilations, pads))
     padded = pad_spatial(x, pads[:rank], pads[rank:], 0)
-    return sliding_windows(padded, geo.kernel, geo.strides, geo.dilations, out), out  # type: ignore[arg-type]
+    return sliding_windows(padded, geo.kernel, geo.strides, geo.dilations, out), out
 
 
 def conv_weight(attrs: object, values: Sequence[np.ndarray | None]) -> tuple[int, int] | None:
@@ -158,51 +161,51 @@ def conv_transpose_geometry(
     check(
         len(w_shape) == rank + 2, f"weights of rank {len(w_shape)} do not match an input of rank {rank + 2}"
     )
-    kernel = tuple(attrs.kernel_shape or w_shape[2:])
+    kernel_dims = tuple(attrs.kernel_shape or w_shape[2:])
     check(
-        all(isinstance(k, int) for k in kernel) and len(kernel) == rank,
-        f"kernel_shape {list(kernel)} is invalid",
+        all(isinstance(k, int) for k in kernel_dims) and len(kernel_dims) == rank,
+        f"kernel_shape {list(kernel_dims)} is invalid",
     )
+    kernel = tuple(k for k in kernel_dims if isinstance(k, int))  # all of them (checked)
     strides, dilations, pads = spatial_defaults(rank, attrs.strides, attrs.dilations, attrs.pads)
     extra = attrs.output_padding or (0,) * rank
     check(len(extra) == rank, f"output_padding {list(extra)} does not match {rank} spatial dims")
-    spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]  # type: ignore[operator]
-    full = [
+    spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    full: list[int | None] = [
         (i - 1) * s + span + e if isinstance(i, int) else None
         for i, s, span, e in zip(x_shape[2:], strides, spans, extra)
     ]
     if attrs.output_shape or attrs.auto_pad in (AutoPad.SAME_UPPER, AutoPad.SAME_LOWER):
-        target = (
+        target: list[int | None] = (
             list(attrs.output_shape[-rank:])
             if attrs.output_shape
             else [i * s if isinstance(i, int) else None for i, s in zip(x_shape[2:], strides)]
         )
         if any(f is None or t is None for f, t in zip(full, target)):
-            return TransposeGeometry(kernel, strides, dilations, None, tuple(target))  # type: ignore[arg-type]
-        totals = [f - t for f, t in zip(full, target)]  # type: ignore[operator]
+            return TransposeGeometry(kernel, strides, dilations, None, tuple(target))
+        totals = [f - t for f, t in zip(full, target) if f is not None and t is not None]  # all of them
         upper = attrs.auto_pad is AutoPad.SAME_UPPER  # else the larger half goes first
         begins = tuple(t // 2 if upper else t - t // 2 for t in totals)
-        return TransposeGeometry(kernel, strides, dilations, begins, tuple(target))  # type: ignore[arg-type]
+        return TransposeGeometry(kernel, strides, dilations, begins, tuple(target))
     if attrs.auto_pad is AutoPad.VALID:
         pads = (0,) * (2 * rank)
     out = tuple(f - pads[i] - pads[i + rank] if f is not None else None for i, f in enumerate(full))
     check(all(o is None or o > 0 for o in out), f"pads {list(pads)} leave no output")
-    return TransposeGeometry(kernel, strides, dilations, pads[:rank], out)  # type: ignore[arg-type]
+    return TransposeGeometry(kernel, strides, dilations, pads[:rank], out)
 
 
 def infer_conv_transpose(
     attrs: ConvTransposeAttrs, types: Sequence[TensorType | None], values: object
 ) -> list[TensorType]:
     x = first_type(types)
-    w = types[1]
-    check(w is not None, "weights are required")
-    if x.shape is None or w.shape is None:  # type: ignore[union-attr]
+    w = input_type(types, 1, "weights")
+    if x.shape is None or w.shape is None:
         return [TensorType(x.dtype, None)]
     check(attrs.group >= 1, f"group must be >= 1, got {attrs.group}")
-    if isinstance(x.shape[1], int) and isinstance(w.shape[0], int):  # type: ignore[union-attr]
-        check(x.shape[1] == w.shape[0], f"input has {x.shape[1]} channels but weights expect {w.shape[0]}")  # type: ignore[union-attr]
-    geo = conv_transpose_geometry(attrs, x.shape, w.shape)  # type: ignore[union-attr]
-    channels = w.shape[1] * attrs.group if isinstance(w.shape[1], int) else None  # type: ignore[union-attr, index]
+    if isinstance(x.shape[1], int) and isinstance(w.shape[0], int):
+        check(x.shape[1] == w.shape[0], f"input has {x.shape[1]} channels but weights expect {w.shape[0]}")
+    geo = conv_transpose_geometry(attrs, x.shape, w.shape)
+    channels = w.shape[1] * attrs.group if isinstance(w.shape[1], int) else None
     return [TensorType(x.dtype, (x.shape[0], channels, *geo.out))]
 
 
@@ -258,7 +261,7 @@ def conv_transpose(
             for t, d, i, s in zip(tap, geo.dilations, spatial_in, geo.strides)
         )
         scattered[(slice(None), slice(None), *target)] += cols[(slice(None), slice(None), *tap)]
-    y = window(scattered, geo.begins, geo.out)  # type: ignore[arg-type]
+    y = window(scattered, geo.begins, concrete_dims(geo.out))
     if b is not None:
         y = y + b.reshape(-1, *([1] * rank))
     return np.asarray(y, dtype=x.dtype, order="C")

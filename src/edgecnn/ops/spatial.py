@@ -40,12 +40,13 @@ def resolve_pads(
         return tuple(pads)
     if auto_pad is AutoPad.VALID:
         return (0,) * (2 * rank)
-    if not all(isinstance(d, int) for d in in_dims):
+    sizes = [d for d in in_dims if isinstance(d, int)]
+    if len(sizes) != len(in_dims):
         return None
     begins, ends = [], []
-    for size, k, s, d in zip(in_dims, kernel, strides, dilations):
-        out = -(-size // s)  # type: ignore[operator]
-        total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)  # type: ignore[operator]
+    for size, k, s, d in zip(sizes, kernel, strides, dilations):
+        out = -(-size // s)
+        total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
         small, large = total // 2, total - total // 2
         begins.append(small if auto_pad is AutoPad.SAME_UPPER else large)
         ends.append(large if auto_pad is AutoPad.SAME_UPPER else small)

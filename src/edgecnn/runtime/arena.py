@@ -22,10 +22,11 @@ import numpy as np
 
 from edgecnn.devices import to_host
 from edgecnn.ir.graph import TensorType
+from edgecnn.ops.registry import get_op
+from edgecnn.ops.traits import is_view_step, reference_adapter, slab_offsets
 from edgecnn.runtime.buffers import BufferPlan, StepIO, TensorInfo, plan_buffers
 from edgecnn.runtime.memory import ALIGNMENT
 from edgecnn.runtime.plan import Program, Step
-from edgecnn.runtime.reference_into import concat_slabs, is_view_step, reference_adapter, split_slabs
 
 MAX_IDLE_ARENAS = 4
 """Arenas a plan keeps for reuse; more concurrent runs than this allocate (and drop) their own."""
@@ -53,7 +54,7 @@ class Action:
 def tensor_info(t: TensorType | None) -> TensorInfo | None:
     if t is None or not t.is_concrete:
         return None
-    shape = tuple(int(d) for d in t.shape)  # type: ignore[union-attr, arg-type]
+    shape = t.dims
     dtype = np.dtype(t.dtype)
     return TensorInfo(dtype.name, shape, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
 
@@ -75,9 +76,10 @@ def describe_step(step: Step, plan: Program) -> tuple[StepIO, Callable[..., Any]
         if step.kernel.name == "reference":
             adapter = reference_adapter(node, in_types, out_types)
             if adapter is not None:
-                slabs = concat_slabs(node, in_types, out_types)
-                parts = split_slabs(node, in_types, out_types)
-                io = StepIO(step.inputs, step.outputs, "into", adapter.in_place, slabs, parts)
+                slabs, side = slab_offsets(node, in_types, out_types), get_op(node.op).slabs
+                concat = slabs if side == "inputs" else ()
+                split = slabs if side == "outputs" else ()
+                io = StepIO(step.inputs, step.outputs, "into", adapter.in_place, concat, split)
                 return io, adapter.run_into
     return StepIO(step.inputs, step.outputs, "opaque"), None
 

@@ -29,7 +29,7 @@ def _shape(plan: Plan, name: str) -> tuple[int, ...] | None:
     t: TensorType | None = plan.types.get(name)
     if t is None or not t.is_concrete:
         return None
-    return tuple(int(d) for d in t.shape)  # type: ignore[union-attr, arg-type]
+    return t.dims
 
 
 def _step_separable(plan: Plan, step: Step) -> bool:

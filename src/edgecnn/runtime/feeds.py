@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from edgecnn.errors import InputError
-from edgecnn.ir.graph import TensorSpec, format_shape
+from edgecnn.ir.graph import TensorSpec, concrete_dims, format_shape
 
 
 def concrete_shape(
@@ -37,7 +37,7 @@ def concrete_shape(
             f"input '{spec.name}' has symbolic dimensions {format_shape(spec.shape)}; "
             f"give a concrete shape (e.g. --shape {'x'.join(str(d) if isinstance(d, int) else '224' for d in dims)})"
         )
-    return tuple(dims)  # type: ignore[arg-type]
+    return concrete_dims(tuple(dims))
 
 
 def random_feeds(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -33,8 +33,18 @@ class Adapter:
     in_place: tuple[int, ...] = ()
 
 
-def _concrete(t: TensorType | None) -> bool:
+def _concrete(t: TensorType | None) -> TypeGuard[TensorType]:
     return t is not None and t.is_concrete
+
+
+def _is_float(t: TensorType | None) -> bool:
+    return t is not None and np.dtype(t.dtype).kind == "f"
+
+
+def _rank(t: TensorType | None) -> int:
+    """The rank of a type the caller checked is concrete."""
+    assert t is not None
+    return len(t.dims)
 
 
 def is_view_step(
@@ -48,9 +58,9 @@ def is_view_step(
     if any(node.outputs[1:]):
         return False  # another output is data of its own
     x, y = in_types[0], out_types[0]
-    if not (_concrete(x) and _concrete(y)) or x.dtype != y.dtype:  # type: ignore[union-attr]
+    if not (_concrete(x) and _concrete(y)) or x.dtype != y.dtype:
         return False
-    return int(np.prod(x.shape)) == int(np.prod(y.shape))  # type: ignore[union-attr, arg-type]
+    return int(np.prod(x.dims)) == int(np.prod(y.dims))
 
 
 def reference_adapter(
@@ -60,6 +70,7 @@ def reference_adapter(
     if not all(_concrete(t) for t in out_types) or not all(_concrete(t) for t in in_types if t is not None):
         return None
     dtypes = {t.dtype for t in (*in_types, *out_types) if t is not None}
+    out0 = out_types[0] if out_types else None
     op = node.op
     if op in _BINARY and len(in_types) == 2 and len(dtypes) == 1 and None not in in_types:
         fn = _BINARY[op]
@@ -70,22 +81,22 @@ def reference_adapter(
             fn(a, b, out=out)
 
         return Adapter(binary, same)
-    if op == "Div" and len(in_types) == 2 and len(dtypes) == 1 and np.dtype(out_types[0].dtype).kind == "f":  # type: ignore[union-attr]
+    if op == "Div" and len(in_types) == 2 and len(dtypes) == 1 and _is_float(out0):
 
         def divide(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
             np.divide(a, b, out=out)
 
         return Adapter(divide, tuple(i for i, t in enumerate(in_types) if t == out_types[0]))
-    if op == "Relu" and len(dtypes) == 1:
-        zero = np.zeros((), dtype=out_types[0].dtype)  # type: ignore[union-attr]
+    if op == "Relu" and len(dtypes) == 1 and out0 is not None:
+        zero = np.zeros((), dtype=out0.dtype)
 
         def relu(out: np.ndarray, x: np.ndarray) -> None:
             np.maximum(x, zero, out=out)
 
         return Adapter(relu, (0,))
     attrs: Any = node.attrs
-    if op == "Softmax" and isinstance(attrs, SoftmaxAttrs) and np.dtype(out_types[0].dtype).kind == "f":  # type: ignore[union-attr]
-        axes = softmax_axes(attrs, len(out_types[0].shape))  # type: ignore[union-attr, arg-type]
+    if op == "Softmax" and isinstance(attrs, SoftmaxAttrs) and _is_float(out0):
+        axes = softmax_axes(attrs, _rank(out_types[0]))
 
         def softmax(out: np.ndarray, x: np.ndarray) -> None:
             """The reference's arithmetic in place; only the per-row max and sum are allocated."""
@@ -95,14 +106,14 @@ def reference_adapter(
 
         return Adapter(softmax, (0,))
     if op == "Concat" and isinstance(attrs, ConcatAttrs) and len(dtypes) == 1 and None not in in_types:
-        axis = normalize_axis(attrs.axis, len(out_types[0].shape))  # type: ignore[union-attr, arg-type]
+        axis = normalize_axis(attrs.axis, _rank(out_types[0]))
 
         def concat(out: np.ndarray, *xs: np.ndarray) -> None:
             np.concatenate(xs, axis=axis, out=out)
 
         return Adapter(concat)
     if op == "Transpose" and isinstance(attrs, TransposeAttrs) and len(dtypes) == 1:
-        perm = transpose_perm(attrs, len(in_types[0].shape))  # type: ignore[union-attr, arg-type]
+        perm = transpose_perm(attrs, _rank(in_types[0]))
 
         def transpose(out: np.ndarray, x: np.ndarray) -> None:
             np.copyto(out, x.transpose(perm))
@@ -110,14 +121,16 @@ def reference_adapter(
         return Adapter(transpose)
     data_dtypes = {t.dtype for t in (in_types[0], *out_types) if t is not None} if in_types else dtypes
     if op == "Split" and isinstance(attrs, SplitAttrs) and len(data_dtypes) == 1 and all(node.outputs):
-        shape = in_types[0].shape  # type: ignore[union-attr]
-        axis = normalize_axis(attrs.axis, len(shape))  # type: ignore[arg-type]
-        parts = [int(t.shape[axis]) for t in out_types]  # type: ignore[union-attr, index]
-        if sum(parts) != shape[axis] or len(parts) != attrs.num_outputs:  # type: ignore[index]
+        x = in_types[0]
+        assert x is not None
+        shape = x.dims
+        axis = normalize_axis(attrs.axis, len(shape))
+        parts = [t.dims[axis] for t in out_types if t is not None]
+        if sum(parts) != shape[axis] or len(parts) != attrs.num_outputs:
             return None
         bounds = np.cumsum([0, *parts]).tolist()
         cuts = [
-            tuple(slice(None) if a != axis else slice(bounds[k], bounds[k + 1]) for a in range(len(shape)))  # type: ignore[arg-type]
+            tuple(slice(None) if a != axis else slice(bounds[k], bounds[k + 1]) for a in range(len(shape)))
             for k in range(len(parts))
         ]
 
@@ -132,12 +145,13 @@ def reference_adapter(
 def _slabs(whole: TensorType, parts: Sequence[TensorType | None], axis: int) -> tuple[int, ...]:
     """Each part's byte offset in ``whole`` when they are contiguous slabs of it along ``axis``
     (every dimension before the axis is 1); () otherwise."""
-    if not all(_concrete(t) for t in (whole, *parts)) or any(int(d) != 1 for d in whole.shape[:axis]):  # type: ignore[index, union-attr]
+    concrete = [t for t in parts if _concrete(t)]
+    if not _concrete(whole) or len(concrete) != len(parts) or any(d != 1 for d in whole.dims[:axis]):
         return ()
     offsets, at = [], 0
-    for t in parts:
+    for t in concrete:
         offsets.append(at)
-        at += int(np.prod(t.shape, dtype=np.int64)) * np.dtype(t.dtype).itemsize  # type: ignore[union-attr, arg-type]
+        at += int(np.prod(t.dims, dtype=np.int64)) * np.dtype(t.dtype).itemsize
     return tuple(offsets)
 
 
@@ -149,8 +163,9 @@ def concat_slabs(
     attrs: Any = node.attrs
     if node.op != "Concat" or not isinstance(attrs, ConcatAttrs) or not _concrete(out_types[0]):
         return ()
-    axis = normalize_axis(attrs.axis, len(out_types[0].shape))  # type: ignore[union-attr, arg-type]
-    return _slabs(out_types[0], in_types, axis)  # type: ignore[arg-type]
+    whole = out_types[0]
+    assert whole is not None
+    return _slabs(whole, in_types, normalize_axis(attrs.axis, len(whole.dims)))
 
 
 def split_slabs(
@@ -164,5 +179,6 @@ def split_slabs(
         return ()
     if not all(node.outputs) or len(out_types) != len(node.outputs):
         return ()
-    axis = normalize_axis(attrs.axis, len(in_types[0].shape))  # type: ignore[union-attr, arg-type]
-    return _slabs(in_types[0], out_types, axis)  # type: ignore[arg-type]
+    whole = in_types[0]
+    assert whole is not None
+    return _slabs(whole, out_types, normalize_axis(attrs.axis, len(whole.dims)))

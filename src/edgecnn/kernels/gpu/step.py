@@ -67,8 +67,8 @@ def is_float32(t: TensorType | None, rank: int | tuple[int, ...] | None = None) 
 
 
 def shape_of(t: TensorType | None) -> tuple[int, ...]:
-    assert t is not None and t.shape is not None
-    return tuple(int(d) for d in t.shape)  # type: ignore[arg-type]
+    assert t is not None
+    return t.dims
 
 
 def variable_inputs(node: Node, values: Values, indices: Sequence[int]) -> list[int]:

@@ -24,8 +24,8 @@ def is_float32(t: TensorType | None, rank: int | None = None) -> bool:
 
 def shape_of(t: TensorType | None) -> tuple[int, ...]:
     """The concrete shape of a type the predicate accepted."""
-    assert t is not None and t.shape is not None
-    return tuple(int(d) for d in t.shape)  # type: ignore[arg-type]
+    assert t is not None
+    return t.dims
 
 
 def optional_input(node: Node, index: int) -> bool:
