@@ -23,8 +23,10 @@ from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.dense import GemmAttrs
 from edgecnn.ops.fused import FusedActivation
 from edgecnn.ops.quant import Int8ConvAttrs, Int8GemmAttrs
+from edgecnn.ops.registry import op_family
 
-LAYER_OPS = ("Conv", "FusedConv", "Gemm", "FusedGemm")
+LAYER_FAMILIES = ("Conv", "Gemm")
+"""The op families the rewrite takes: Conv and Gemm and their fused-activation forms."""
 INT32_LIMIT = 2**31 - 1
 
 
@@ -84,9 +86,9 @@ def gemm_weights(graph: Graph, node: Node) -> tuple[np.ndarray, np.ndarray | Non
 
 def quantizable(graph: Graph, node: Node) -> bool:
     """A 2-D Conv or a Gemm with constant float32 weights (and bias) that the rewrite can take."""
-    if node.op not in LAYER_OPS or len(node.outputs) != 1:
+    if op_family(node.op) not in LAYER_FAMILIES or len(node.outputs) != 1:
         return False
-    if node.op in ("Conv", "FusedConv"):
+    if op_family(node.op) == "Conv":
         w, b = _constant(graph, node, 1), _constant(graph, node, 2)
         has_bias = len(node.inputs) > 2 and bool(node.inputs[2])
         return w is not None and w.ndim == 4 and w.dtype == np.float32 and (not has_bias or b is not None)
@@ -160,7 +162,7 @@ def to_int8(graph: Graph, ranges: Mapping[str, Range]) -> Graph:
 def _rewrite(graph: Graph, node: Node, grid, int8_out: bool, initializers: dict[str, np.ndarray]) -> Node:  # type: ignore[no-untyped-def]
     """One layer -> Int8Conv/Int8Gemm reading int8 weights, int32 bias and the activation grids."""
     x_scale, x_zp, x_params = grid(node.inputs[0])
-    if node.op in ("Conv", "FusedConv"):
+    if op_family(node.op) == "Conv":
         op, weights, bias = "Int8Conv", _constant(graph, node, 1), _constant(graph, node, 2)
     else:
         op = "Int8Gemm"
