@@ -13,8 +13,8 @@ import numpy as np
 
 from edgecnn.ir.graph import TensorType
 from edgecnn.ops.common import broadcast_shapes, check, first_type, normalize_axis, same_as_first
-from edgecnn.ops.registry import FusableActivation, NoAttrs, register_op
-from edgecnn.ops.traits import axis_not_batch, broadcast_per_image
+from edgecnn.ops.registry import FusableActivation, IntoAdapter, NoAttrs, register_op
+from edgecnn.ops.traits import axis_not_batch, broadcast_per_image, one_dtype
 
 
 def _as(x: np.ndarray, value: np.ndarray) -> np.ndarray:
@@ -22,8 +22,26 @@ def _as(x: np.ndarray, value: np.ndarray) -> np.ndarray:
     return np.asarray(value).astype(x.dtype, copy=False)
 
 
+def relu_into(
+    attrs: NoAttrs, in_types: Sequence[TensorType | None], out_types: Sequence[TensorType]
+) -> IntoAdapter | None:
+    """ReLU as ``np.maximum(x, 0, out=)``, in place over its input."""
+    if not one_dtype(*in_types, *out_types):
+        return None
+    zero = np.zeros((), dtype=out_types[0].dtype)
+
+    def run(out: np.ndarray, x: np.ndarray) -> None:
+        np.maximum(x, zero, out=out)
+
+    return IntoAdapter(run, (0,))
+
+
 @register_op(
-    "Relu", infer=same_as_first, per_sample=broadcast_per_image, activations=[FusableActivation("relu", 1)]
+    "Relu",
+    infer=same_as_first,
+    per_sample=broadcast_per_image,
+    reference_into=relu_into,
+    activations=[FusableActivation("relu", 1)],
 )
 def relu(attrs: NoAttrs, x: np.ndarray) -> np.ndarray:
     return np.maximum(x, np.zeros((), x.dtype))
@@ -238,7 +256,27 @@ def softmax_axes(attrs: SoftmaxAttrs, rank: int) -> tuple[int, ...]:
     return tuple(range(axis, rank)) if attrs.coerce_2d else (axis,)
 
 
-@register_op("Softmax", attrs=SoftmaxAttrs, infer=infer_softmax, per_sample=axis_not_batch)
+def softmax_into(
+    attrs: SoftmaxAttrs, in_types: Sequence[TensorType | None], out_types: Sequence[TensorType]
+) -> IntoAdapter | None:
+    """The reference's arithmetic in place over its input, for floats; only the per-row max and
+    sum are allocated."""
+    out = out_types[0]
+    if np.dtype(out.dtype).kind != "f":
+        return None
+    axes = softmax_axes(attrs, len(out.dims))
+
+    def run(result: np.ndarray, x: np.ndarray) -> None:
+        np.subtract(x, x.max(axis=axes, keepdims=True), out=result)
+        np.exp(result, out=result)
+        np.divide(result, result.sum(axis=axes, keepdims=True), out=result)
+
+    return IntoAdapter(run, (0,))
+
+
+@register_op(
+    "Softmax", attrs=SoftmaxAttrs, infer=infer_softmax, per_sample=axis_not_batch, reference_into=softmax_into
+)
 def softmax(attrs: SoftmaxAttrs, x: np.ndarray) -> np.ndarray:
     axes = softmax_axes(attrs, x.ndim)
     e = np.exp(x - x.max(axis=axes, keepdims=True))

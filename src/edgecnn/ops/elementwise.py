@@ -11,8 +11,8 @@ from edgecnn.ir.dtypes import SUPPORTED_DTYPES
 from edgecnn.ir.graph import TensorType
 from edgecnn.ops.activation import erf_of
 from edgecnn.ops.common import broadcast_shapes, check, first_type, same_as_first
-from edgecnn.ops.registry import NoAttrs, register_op
-from edgecnn.ops.traits import broadcast_per_image
+from edgecnn.ops.registry import IntoAdapter, NoAttrs, ReferenceIntoFn, register_op
+from edgecnn.ops.traits import broadcast_per_image, one_dtype
 
 
 def broadcast_type(dtype: str, types: Sequence[TensorType | None]) -> TensorType:
@@ -49,6 +49,36 @@ BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "Sub": np.subtract,
     "Mul": np.multiply,
     "Div": divide,
+}
+
+
+def binary_into(ufunc: np.ufunc, floats_only: bool = False) -> ReferenceIntoFn:
+    """The binary reference as ``ufunc(a, b, out=)`` when the inputs and the output share one
+    element type (Div only for floats: the reference truncates integer quotients); the output may
+    take the place of an input of its own type."""
+
+    def into(
+        attrs: object, in_types: Sequence[TensorType | None], out_types: Sequence[TensorType]
+    ) -> IntoAdapter | None:
+        out = out_types[0]
+        if len(in_types) != 2 or None in in_types or not one_dtype(*in_types, *out_types):
+            return None
+        if floats_only and np.dtype(out.dtype).kind != "f":
+            return None
+
+        def run(result: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+            ufunc(a, b, out=result)
+
+        return IntoAdapter(run, tuple(i for i, t in enumerate(in_types) if t == out))
+
+    return into
+
+
+BINARY_INTO: dict[str, ReferenceIntoFn] = {
+    "Add": binary_into(np.add),
+    "Sub": binary_into(np.subtract),
+    "Mul": binary_into(np.multiply),
+    "Div": binary_into(np.divide, floats_only=True),
 }
 COMPARISONS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "Equal": np.equal,
@@ -110,7 +140,13 @@ def _register_tables() -> None:
         def binary(attrs: NoAttrs, a: np.ndarray, b: np.ndarray, fn=fn) -> np.ndarray:
             return _typed(a.dtype, fn(a, b))
 
-        register_op(name, infer=infer_arithmetic, inputs=2, per_sample=broadcast_per_image)(binary)
+        register_op(
+            name,
+            infer=infer_arithmetic,
+            inputs=2,
+            per_sample=broadcast_per_image,
+            reference_into=BINARY_INTO[name],
+        )(binary)
     for name, fn in COMPARISONS.items():
 
         def compare(attrs: NoAttrs, a: np.ndarray, b: np.ndarray, fn=fn) -> np.ndarray:

@@ -1,14 +1,15 @@
 """The operator registry: each op is defined once with its attributes, type inference, numpy
 reference kernel and traits (what other layers need to know of it: whether it treats every image of
-a batch alone, its weight input, its multiply-accumulates, whether it only re-reads its input, which
-op it becomes with a fused activation, and whether it is an activation a fused step can apply).
+a batch alone, its weight input, its multiply-accumulates, whether it only re-reads its input, how
+its reference writes into a given buffer, which op it becomes with a fused activation, and whether
+it is an activation a fused step can apply).
 Fast kernels (edgecnn.kernels) only make ops faster."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -46,6 +47,26 @@ channels), or None when the node has no constant weights."""
 
 MacsFn = Callable[[Any, Sequence["TensorType | None"], "TensorType | None"], int]
 """macs(attrs, input types, output type) -> multiply-accumulates of one run (0 if shapes are unknown)."""
+
+
+@dataclass(frozen=True)
+class IntoAdapter:
+    """A write-into form of an op's reference kernel: ``run_into(out, *inputs)`` (``out`` a tuple
+    for several outputs) writes the reference's result into ``out`` without allocating it, so that
+    steps no compiled kernel covers still run in the arena. ``in_place``: the input positions that
+    may be given as the output."""
+
+    run_into: Callable[..., None]
+    in_place: tuple[int, ...] = ()
+
+
+ReferenceIntoFn = Callable[[Any, Sequence["TensorType | None"], Sequence[TensorType]], "IntoAdapter | None"]
+"""reference_into(attrs, input types, output types) -> the write-into form for these concrete types
+(an omitted optional input is None), or None when the reference's meaning needs a fresh result."""
+
+Slabs = Literal["inputs", "outputs"]
+"""Which side of a step may be contiguous slabs of the other along ``attrs.axis``: "inputs" of the
+output (Concat), "outputs" of the input (Split)."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +126,10 @@ class OpDef:
     activation is fused into its output; ``per_sample`` whether a step treats every image alone
     (None: never); ``weight`` where its constant weights are; ``macs`` its multiply-accumulates
     (None: not compute-bound); ``view`` whether its first output is its first input's data read
-    with another shape; ``activations`` how fused steps apply it, if it is an activation."""
+    with another shape; ``reference_into`` the write-into form of its reference (None: it allocates
+    its result); ``slabs`` which of its tensors may lie as contiguous slabs of the other side, so
+    that the buffer planner can elide the step; ``activations`` how fused steps apply it, if it is
+    an activation."""
 
     name: str
     attrs_type: type
@@ -122,6 +146,8 @@ class OpDef:
     weight: WeightFn | None = None
     macs: MacsFn | None = None
     view: bool = False
+    reference_into: ReferenceIntoFn | None = None
+    slabs: Slabs | None = None
     activations: tuple[FusableActivation, ...] = ()
 
     def run_reference(self, attrs: Any, inputs: Sequence[np.ndarray | None]) -> tuple[np.ndarray, ...]:
@@ -152,6 +178,8 @@ def register_op(
     weight: WeightFn | None = None,
     macs: MacsFn | None = None,
     view: bool = False,
+    reference_into: ReferenceIntoFn | None = None,
+    slabs: Slabs | None = None,
     activations: Sequence[FusableActivation] = (),
 ) -> Callable[[ReferenceFn], ReferenceFn]:
     """Register ``name`` with its traits (see ``OpDef``); the decorated function is its numpy
@@ -178,6 +206,8 @@ def register_op(
             weight=weight,
             macs=macs,
             view=view,
+            reference_into=reference_into,
+            slabs=slabs,
             activations=tuple(replace(a, op=name) for a in activations),
         )
         return reference

@@ -20,8 +20,8 @@ from edgecnn.ops.common import (
     normalize_axis,
     same_as_first,
 )
-from edgecnn.ops.registry import NoAttrs, StepShapes, register_op
-from edgecnn.ops.traits import axis_not_batch, broadcast_per_image, each_image
+from edgecnn.ops.registry import IntoAdapter, NoAttrs, StepShapes, register_op
+from edgecnn.ops.traits import axis_not_batch, broadcast_per_image, each_image, one_dtype
 
 Values = Sequence["np.ndarray | None"]
 Types = Sequence["TensorType | None"]
@@ -177,7 +177,28 @@ def transpose_per_sample(step: StepShapes) -> bool:
     return bool(step.attrs.perm) and step.attrs.perm[0] == 0
 
 
-@register_op("Transpose", attrs=TransposeAttrs, infer=infer_transpose, per_sample=transpose_per_sample)
+def transpose_into(
+    attrs: TransposeAttrs, in_types: Types, out_types: Sequence[TensorType]
+) -> IntoAdapter | None:
+    """A copy of the transposed view into the given buffer."""
+    x = in_types[0]
+    if x is None or not one_dtype(*in_types, *out_types):
+        return None
+    perm = transpose_perm(attrs, len(x.dims))
+
+    def run(out: np.ndarray, x: np.ndarray) -> None:
+        np.copyto(out, x.transpose(perm))
+
+    return IntoAdapter(run)
+
+
+@register_op(
+    "Transpose",
+    attrs=TransposeAttrs,
+    infer=infer_transpose,
+    per_sample=transpose_per_sample,
+    reference_into=transpose_into,
+)
 def transpose(attrs: TransposeAttrs, x: np.ndarray) -> np.ndarray:
     return np.asarray(x.transpose(transpose_perm(attrs, x.ndim)), order="C")
 
@@ -264,7 +285,27 @@ def infer_concat(attrs: ConcatAttrs, types: Types, values: Values) -> list[Tenso
     return [TensorType(x.dtype, tuple(result))]
 
 
-@register_op("Concat", attrs=ConcatAttrs, infer=infer_concat, inputs=(1, None), per_sample=axis_not_batch)
+def concat_into(attrs: ConcatAttrs, in_types: Types, out_types: Sequence[TensorType]) -> IntoAdapter | None:
+    """``np.concatenate(out=)`` when every input and the output share one element type."""
+    if None in in_types or not one_dtype(*in_types, *out_types):
+        return None
+    axis = normalize_axis(attrs.axis, len(out_types[0].dims))
+
+    def run(out: np.ndarray, *xs: np.ndarray) -> None:
+        np.concatenate(xs, axis=axis, out=out)
+
+    return IntoAdapter(run)
+
+
+@register_op(
+    "Concat",
+    attrs=ConcatAttrs,
+    infer=infer_concat,
+    inputs=(1, None),
+    per_sample=axis_not_batch,
+    reference_into=concat_into,
+    slabs="inputs",
+)
 def concat(attrs: ConcatAttrs, *xs: np.ndarray) -> np.ndarray:
     return np.concatenate(xs, axis=attrs.axis)
 
@@ -300,6 +341,34 @@ def infer_split(attrs: SplitAttrs, types: Types, values: Values) -> list[TensorT
     return [TensorType(x.dtype, (*x.shape[:axis], p, *x.shape[axis + 1 :])) for p in parts]
 
 
+def split_into(attrs: SplitAttrs, in_types: Types, out_types: Sequence[TensorType]) -> IntoAdapter | None:
+    """A copy of each part of the input into its output's buffer, when the data and the outputs
+    share one element type and the outputs' sizes along the axis add up to the input's."""
+    x = in_types[0]
+    if x is None or not one_dtype(x, *out_types):
+        return None
+    shape = x.dims
+    axis = normalize_axis(attrs.axis, len(shape))
+    parts = [t.dims[axis] for t in out_types]
+    if sum(parts) != shape[axis] or len(parts) != attrs.num_outputs:
+        return None
+    bounds = np.cumsum([0, *parts]).tolist()
+    cuts = [
+        tuple(slice(None) if a != axis else slice(bounds[k], bounds[k + 1]) for a in range(len(shape)))
+        for k in range(len(parts))
+    ]
+
+    def run(outs: tuple[np.ndarray, ...], x: np.ndarray, *_: object) -> None:
+        for out, cut in zip(outs, cuts):
+            np.copyto(out, x[cut])
+
+    def run_one(out: np.ndarray, x: np.ndarray, *_: object) -> None:
+        """One output is given as itself, not in a tuple (the executor's protocol)."""
+        np.copyto(out, x)
+
+    return IntoAdapter(run if len(parts) > 1 else run_one)
+
+
 @register_op(
     "Split",
     attrs=SplitAttrs,
@@ -307,6 +376,8 @@ def infer_split(attrs: SplitAttrs, types: Types, values: Values) -> list[TensorT
     inputs=(1, 2),
     outputs=(1, 1 << 16),
     per_sample=axis_not_batch,
+    reference_into=split_into,
+    slabs="outputs",
 )
 def split(attrs: SplitAttrs, x: np.ndarray, sizes: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     axis = normalize_axis(attrs.axis, x.ndim)

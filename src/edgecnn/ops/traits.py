@@ -1,5 +1,6 @@
 """Building blocks for the traits op modules declare at ``register_op`` (per-sample rules, weight
-positions, multiply-accumulate counts), and the graph-level questions answered from them."""
+positions, multiply-accumulate counts, write-into references), and the graph-level questions
+answered from them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.ops.common import normalize_axis
-from edgecnn.ops.registry import MacsFn, StepShapes, find_op
+from edgecnn.ops.registry import IntoAdapter, MacsFn, StepShapes, find_op
 
 
 def each_image(step: StepShapes) -> bool:
@@ -34,6 +35,12 @@ def axis_not_batch(step: StepShapes) -> bool:
 
 def _dims(t: TensorType | None) -> tuple[int, ...] | None:
     return tuple(t.shape) if t is not None and t.is_concrete else None  # type: ignore[arg-type]
+
+
+def one_dtype(*types: TensorType | None) -> bool:
+    """The given types (None: omitted) share one element type: what a ufunc's ``out=`` needs to
+    give the reference's result."""
+    return len({t.dtype for t in types if t is not None}) == 1
 
 
 def numel(t: TensorType | None) -> int:
@@ -109,3 +116,56 @@ def weight_of(node: Node, initializers: Mapping[str, np.ndarray]) -> tuple[str, 
     values = [initializers.get(x) if x else None for x in node.inputs]
     found = definition.weight(node.attrs, values)
     return None if found is None else (node.inputs[found[0]], found[1])
+
+
+def is_view_step(
+    node: Node, in_types: Sequence[TensorType | None], out_types: Sequence[TensorType | None]
+) -> bool:
+    """The step only re-reads its first input with the output's shape (no data changes): its op
+    declares ``view`` and no other output (Dropout's mask) is used."""
+    definition = find_op(node.op)
+    if definition is None or not definition.view or not in_types or not out_types or not node.outputs[0]:
+        return False
+    if any(node.outputs[1:]):
+        return False  # another output is data of its own
+    x, y = in_types[0], out_types[0]
+    if x is None or y is None or not (x.is_concrete and y.is_concrete) or x.dtype != y.dtype:
+        return False
+    return numel(x) == numel(y)
+
+
+def reference_adapter(
+    node: Node, in_types: Sequence[TensorType | None], out_types: Sequence[TensorType | None]
+) -> IntoAdapter | None:
+    """The write-into form of ``node``'s reference kernel (its op's ``reference_into`` trait) for
+    these types, or None: the op declares none, or a type is not concrete."""
+    definition = find_op(node.op)
+    if definition is None or definition.reference_into is None:
+        return None
+    outs = [t for t in out_types if t is not None and t.is_concrete]
+    if len(outs) != len(out_types) or not all(t.is_concrete for t in in_types if t is not None):
+        return None
+    return definition.reference_into(node.attrs, in_types, outs)
+
+
+def slab_offsets(
+    node: Node, in_types: Sequence[TensorType | None], out_types: Sequence[TensorType | None]
+) -> tuple[int, ...]:
+    """For an op that declares ``slabs``, when the parts (its inputs for "inputs", its outputs for
+    "outputs") are contiguous slabs of the whole along ``attrs.axis`` (every dimension before the
+    axis is 1, as for channels at batch 1), each part's byte offset in the whole; () otherwise."""
+    definition = find_op(node.op)
+    if definition is None or definition.slabs is None or not in_types or not out_types:
+        return ()
+    whole, parts = (out_types[0], in_types) if definition.slabs == "inputs" else (in_types[0], out_types)
+    dims = _dims(whole)
+    known = [t for t in parts if t is not None and t.is_concrete]
+    if dims is None or len(known) != len(parts):
+        return ()
+    if any(d != 1 for d in dims[: normalize_axis(node.attrs.axis, len(dims))]):
+        return ()
+    offsets, at = [], 0
+    for t in known:
+        offsets.append(at)
+        at += numel(t) * np.dtype(t.dtype).itemsize
+    return tuple(offsets)
