@@ -1,0 +1,189 @@
+"""Frames from images, folders, videos, a camera or a stream of paths on stdin.
+
+Images are decoded with Pillow; videos and cameras with PyAV (the ``video`` extra): it binds
+FFmpeg's own demuxers and decoders, so every container and codec FFmpeg reads works, frames come
+with their presentation timestamps, and V4L2 cameras open through the same call. OpenCV would add
+a 60 MB wheel and lose the timestamps of variable-rate files. Unreadable inputs become
+:class:`FrameError` items so that a caller can report them and go on.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from edgecnn.errors import EdgeCNNError, InputError
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+IMAGE_SUFFIXES = frozenset(
+    {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
+)
+VIDEO_SUFFIXES = frozenset({".mp4", ".avi", ".mkv", ".mov", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv", ".flv"})
+STDIN = "-"
+VIDEO_EXTRA = "pip install 'edgecnn[video]'"
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One decoded image: RGB pixels, where it came from and when."""
+
+    image: Image.Image
+    source: str  # file path, "camera:0", or the path read from stdin
+    index: int  # frame index within a video or camera stream; 0 for an image
+    timestamp: float | None  # seconds within a video; None for images
+
+
+@dataclass(frozen=True)
+class FrameError:
+    """An input that could not be decoded: reported and skipped unless the caller is strict."""
+
+    source: str
+    index: int
+    message: str
+
+
+Item = Frame | FrameError
+
+
+def import_av() -> Any:
+    """PyAV, or an error naming the extra that installs it."""
+    try:
+        import av
+    except ImportError:
+        raise EdgeCNNError(f"video files and cameras need PyAV: {VIDEO_EXTRA}") from None
+    return av
+
+
+def is_video(path: str | Path) -> bool:
+    return Path(path).suffix.lower() in VIDEO_SUFFIXES
+
+
+def camera_device(camera: str) -> str:
+    """``"0"`` -> ``/dev/video0``; a device path is kept as it is."""
+    return f"/dev/video{camera}" if camera.isdigit() else camera
+
+
+def expand(sources: Sequence[str]) -> list[str]:
+    """Source arguments -> the files they name: folders recursively (sorted), others as given.
+    A missing path is kept, to be reported as a :class:`FrameError` when read."""
+    files: list[str] = []
+    for source in sources:
+        path = Path(source)
+        if source != STDIN and path.is_dir():
+            files.extend(
+                str(p)
+                for p in sorted(path.rglob("*"))
+                if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES | VIDEO_SUFFIXES
+            )
+        else:
+            files.append(source)
+    return files
+
+
+def video_frame_count(path: str) -> int | None:
+    """Frames the container declares for its first video stream, or None when unknown."""
+    av = import_av()
+    try:
+        with av.open(path) as container:
+            frames = int(container.streams.video[0].frames)
+    except (av.error.FFmpegError, IndexError, OSError):
+        return None
+    return frames or None
+
+
+def read_image(path: str) -> Item:
+    """An image file as a :class:`Frame`, or a :class:`FrameError` saying why not."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as img:
+            return Frame(img.convert("RGB"), path, 0, None)
+    except FileNotFoundError:
+        return FrameError(path, 0, "file not found")
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        return FrameError(path, 0, f"not an image Pillow can read ({exc})")
+
+
+def read_video(
+    path: str, *, source: str | None = None, options: dict[str, str] | None = None
+) -> Iterator[Item]:
+    """The frames of a video file (or a device opened with ``options``) in order.
+
+    A frame whose packet fails to decode is reported and skipped; a container that cannot be
+    opened at all is one :class:`FrameError`."""
+    av = import_av()
+    name = source or path
+    try:
+        container = av.open(path, options=options or {}, format="v4l2" if options is not None else None)
+    except (av.error.FFmpegError, OSError) as exc:
+        yield FrameError(name, 0, f"cannot open video ({exc})")
+        return
+    with container:
+        if not container.streams.video:
+            yield FrameError(name, 0, "no video stream")
+            return
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        index = 0
+        for packet in container.demux(stream):
+            try:
+                decoded = packet.decode()
+            except av.error.FFmpegError as exc:
+                yield FrameError(name, index, f"corrupt frame ({exc})")
+                index += 1
+                continue
+            for frame in decoded:
+                timestamp = float(frame.pts * stream.time_base) if frame.pts is not None else None
+                yield Frame(frame.to_image(), name, index, timestamp)
+                index += 1
+
+
+def read_camera(camera: str) -> Iterator[Item]:
+    """Frames of a V4L2 camera (an index such as ``"0"`` or a device path) until it stops."""
+    device = camera_device(camera)
+    return read_video(device, source=f"camera:{camera}", options={})
+
+
+def _read_one(path: str) -> Iterator[Item]:
+    if is_video(path):
+        yield from read_video(path)
+    else:
+        yield read_image(path)
+
+
+def _stdin_paths(lines: Iterable[str]) -> Iterator[str]:
+    for line in lines:
+        path = line.strip()
+        if path:
+            yield path
+
+
+def open_sources(sources: Sequence[str], *, camera: str | None = None, loop: bool = False) -> Iterator[Item]:
+    """Every frame of ``sources`` in order, then of ``camera``: image files, folders (recursive,
+    sorted), video files, and ``"-"`` for image or video paths read from stdin, one per line.
+
+    ``loop=True`` repeats the files and folders forever (stdin and a camera are read once: they
+    do not end or cannot be replayed). Decoding happens as the iterator is advanced."""
+    if not sources and camera is None:
+        raise InputError("no source given: pass image, folder or video paths, '-' for stdin, or a camera")
+    while True:
+        produced = False
+        for source in sources:
+            if source == STDIN:
+                continue
+            for path in expand([source]):
+                for item in _read_one(path):
+                    produced = produced or isinstance(item, Frame)
+                    yield item
+        if not loop or not produced:
+            break
+    if STDIN in sources:
+        for path in _stdin_paths(sys.stdin):
+            yield from _read_one(path)
+    if camera is not None:
+        yield from read_camera(camera)
