@@ -4,6 +4,7 @@ the sampling period, events in time order in the CSV."""
 from __future__ import annotations
 
 import csv
+import itertools
 import time
 from pathlib import Path
 
@@ -79,7 +80,9 @@ def read_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
 
 def test_trace_samples_every_50_ms_and_writes_events_in_time_order(tmp_path: Path) -> None:
     sampler = LoadSampler(
-        cpu_times=FakeTimes(), cpufreq_root=cpufreq_tree(tmp_path / "sys", [800000, 900000]), meter=FakeMeter()
+        cpu_times=FakeTimes(),
+        cpufreq_root=cpufreq_tree(tmp_path / "sys", [800000, 900000]),
+        meter=FakeMeter(),
     )
     trace = tmp_path / "trace.csv"
     recorder = TraceRecorder(sampler, csv_path=trace)
@@ -102,7 +105,7 @@ def test_trace_samples_every_50_ms_and_writes_events_in_time_order(tmp_path: Pat
     sample_times = [float(row["time_s"]) for row in samples]
     assert len(samples) == recorder.count
     assert len(samples) >= 0.65 / 0.05 * 0.7  # about 13 in 0.65 s; this machine may run late
-    gaps = [b - a for a, b in zip(sample_times, sample_times[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(sample_times)]
     assert sorted(gaps)[len(gaps) // 2] == pytest.approx(0.05, abs=0.01)  # the median period
     assert samples[0]["cpu0_pct"] == "100.0" and samples[0]["cpu1_pct"] == "25.0"
     assert samples[0]["cpu0_mhz"] == "800" and samples[0]["frame"] == ""

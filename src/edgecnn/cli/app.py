@@ -22,6 +22,7 @@ from edgecnn.cli import (
     devices_cmd,
     energy_cmd,
     info_cmd,
+    monitor_cmd,
     plan_cmd,
     run_cmd,
     time_cmd,
@@ -105,6 +106,7 @@ for module in (
     compress_cmd,
     train_cmd,
     demo_cmd,
+    monitor_cmd,
 ):
     app.command(name=module.NAME, help=module.command.__doc__)(reports_errors(module.command))
 

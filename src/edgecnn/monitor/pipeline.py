@@ -125,7 +125,7 @@ class InferenceLoop:
                 return
             if isinstance(item, FrameError):
                 errors += 1
-                self.recorder.event("frame_error", getattr(item, "index", -1))
+                self.recorder.event("frame_error", item.index)
                 continue
             started = time.perf_counter()
             self.recorder.event("frame", item.index)

@@ -95,7 +95,7 @@ def build_app(
                 sent = stats.seq
                 head = f"--{BOUNDARY}\r\nContent-Type: image/jpeg\r\nContent-Length: {len(jpeg)}\r\n\r\n"
                 await response.write(head.encode() + jpeg + b"\r\n")
-        except ConnectionResetError:  # the client went away mid-stream
+        except ConnectionError:  # the client went away mid-stream (reset, or lost while draining)
             pass
         return response
 

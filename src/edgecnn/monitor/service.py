@@ -124,9 +124,9 @@ class Monitor:
     async def _serve(self, app: web.Application, sock: socket.socket) -> None:
         from aiohttp import web
 
-        runner = web.AppRunner(app, access_log=None)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
         await runner.setup()
-        await web.SockSite(runner, sock, shutdown_timeout=SHUTDOWN_TIMEOUT_S).start()
+        await web.SockSite(runner, sock).start()
         self._runner = runner
 
     def stop(self) -> None:
