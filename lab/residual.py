@@ -56,7 +56,7 @@ into the output, then one compiled pass `y = act(y + z)` (epilogue.residual_acti
 elements) replaces the Add (a numpy ufunc) and activation steps. The output never shares z's buffer (the
 kernel does not declare in_place). OpenCL and CUDA run their convolution, then add and activate in place
 (two launches); the CUDA path is untested on a GPU. Every kernel is tested against the reference, the
-unfused sequence (tests/kernels/test_conv_residual.py, tests/backends/test_conv_residual.py).
+unfused sequence (tests/kernels/cpu/conv/test_residual.py, tests/kernels/gpu/backends/test_conv_residual.py).
 
 See what it did on a model:
 
@@ -167,7 +167,7 @@ def time_sum_pass(size: int, threads: int, runs: int) -> dict[str, float]:
 
 
 def epilogue_table(threads: int, runs: int) -> list[str]:
-    """The sum pass alone on ResNet's sum sizes (why RESIDUAL_GRAIN keeps them serial)."""
+    """The sum pass alone on ResNet's sum sizes (why CpuTuning.residual_grain keeps them serial)."""
     from edgecnn.kernels.cpu.system.threads import cpu_threads
 
     lines = [

@@ -21,9 +21,9 @@ import numpy as np
 import edgecnn.kernels.cpu  # noqa: F401  (registers every CPU kernel)
 from common import DOCS, machine_line, write_section
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu.sparse import csr as sparse_csr
 from edgecnn.kernels.cpu.sparse.steps import SparseConv, SparseGemm
 from edgecnn.kernels.cpu.system.threads import cpu_threads, max_threads
+from edgecnn.kernels.cpu.tuning_record import DEFAULT_CPU_TUNING
 from edgecnn.kernels.registry import KernelEntry, candidate_kernels
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.dense import GemmAttrs
@@ -163,10 +163,9 @@ def main() -> None:
             against = ", ".join(sorted(dense_names))
             lines.append(f"| {shape.label}, against {against} | " + " | ".join(cells) + f" | {point:.0%} |")
             print(lines[-1], flush=True)
-    constants = {"spmv": "SPMV_CROSSOVER", "spmm": "SPMM_CROSSOVER", "conv": "CONV_CROSSOVER"}
     summary = [
-        f"- `{constants[k]}`: measured {min(v):.2f} (smallest over its shapes); stored "
-        f"{getattr(sparse_csr, constants[k]):.2f}"
+        f"- `{k}_crossover`: measured {min(v):.2f} (smallest over its shapes); stored "
+        f"{getattr(DEFAULT_CPU_TUNING, f'{k}_crossover'):.2f}"
         for k, v in found.items()
     ]
     body = "\n".join(
@@ -182,8 +181,8 @@ def main() -> None:
             "",
             *lines,
             "",
-            "The constants in `src/edgecnn/kernels/cpu/sparse/csr.py` (the runtime chooses the sparse kernel",
-            "below them):",
+            "The `CpuTuning` defaults in `src/edgecnn/kernels/cpu/tuning_record.py` (the runtime chooses",
+            "the sparse kernel below them):",
             "",
             *summary,
         ]

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from edgecnn.train.charts import draw_sensitivity
 from threadpoolctl import threadpool_limits
 
 from edgecnn.bench.machine import blas_library, cpu_model
 from edgecnn.compress import compress, density, prune, sensitivity
+from edgecnn.compress.charts import draw_sensitivity
 from edgecnn.compress.retrain import prune_retrain
 from edgecnn.compress.structured import prune_structured
 from edgecnn.format import save_ecnn
