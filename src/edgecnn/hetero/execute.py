@@ -14,6 +14,7 @@ nothing in between; a consumer elsewhere copies it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 import time
 from collections.abc import Mapping
@@ -190,8 +191,7 @@ class PartitionedModel:
             self._workers[device] = ThreadPoolExecutor(
                 1,
                 thread_name_prefix=f"edgecnn-{device}",
-                initializer=_set_numba_threads if cpu else None,
-                initargs=(self.threads,) if cpu else (),
+                initializer=functools.partial(_set_numba_threads, self.threads) if cpu else None,
             )
         self._lock = threading.Lock()
 
@@ -228,7 +228,7 @@ class PartitionedModel:
     # ------------------------------------------------------------------------ running
     def layers(self) -> list[dict[str, object]]:
         """Each step's placement: node, op and the output-channel range (or "all") per device."""
-        rows = []
+        rows: list[dict[str, object]] = []
         for part in self.steps:
             placement = {
                 p.device: ("all" if p.out_range is None else f"{p.out_range[0]}:{p.out_range[1]}")
@@ -274,8 +274,8 @@ class PartitionedModel:
                 return run_piece(piece, list(args_all), None, self.stats.devices[piece.device])
             except GraphError as exc:
                 raise GraphError(f"node {part.step.node}: {exc}") from exc
-        assert part.out_type is not None and part.out_type.shape is not None
-        out = np.empty(part.out_type.shape, dtype=part.out_type.dtype)  # type: ignore[arg-type]
+        assert part.out_type is not None
+        out = np.empty(part.out_type.dims, dtype=part.out_type.dtype)
         x = self._to_host(args_all[0])  # once, not once per slice
         futures = []
         for piece in part.pieces:

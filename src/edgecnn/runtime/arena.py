@@ -140,7 +140,7 @@ def _on_device(step: Step) -> Callable[..., Any]:
     device), else the host kernel on host copies of its inputs."""
     run_device = getattr(step.kernel.run, "run_device", None)
     if run_device is not None:
-        return run_device  # type: ignore[no-any-return]
+        return run_device
     run = step.kernel.run
 
     def on_host(*args: Any) -> Any:
@@ -217,7 +217,7 @@ class MemoryPlan:
     def _result_modes(self, wanted: tuple[str, ...]) -> tuple[tuple[int, int, np.ndarray | None], ...]:
         """(mode, slot, constant) per requested name, in order: how a run returns each."""
         program, buffers = self.program, self.buffers
-        modes = []
+        modes: list[tuple[int, int, np.ndarray | None]] = []
         claimed: set[int] = set()
         for name in wanted:
             if name in program.constants:

@@ -11,6 +11,7 @@ threading layer does not allow: only ``omp`` and ``tbb`` qualify (``threading_la
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -21,18 +22,18 @@ import numpy as np
 
 from edgecnn.ir.graph import TensorType
 from edgecnn.ops.registry import StepShapes, find_op, op_family
-from edgecnn.runtime.plan import Plan, Step
+from edgecnn.runtime.plan import Plan, Program, Step
 from edgecnn.runtime.serial import plan_macs
 
 
-def _shape(plan: Plan, name: str) -> tuple[int, ...] | None:
+def _shape(plan: Program | Plan, name: str) -> tuple[int, ...] | None:
     t: TensorType | None = plan.types.get(name)
     if t is None or not t.is_concrete:
         return None
     return t.dims
 
 
-def _step_separable(plan: Plan, step: Step) -> bool:
+def _step_separable(plan: Program | Plan, step: Step) -> bool:
     """Whether the step treats every image alone: its op's ``per_sample`` trait, given the step's
     shapes and constant inputs (a step whose output shape is unknown never is)."""
     node = step.node
@@ -49,7 +50,7 @@ def _step_separable(plan: Plan, step: Step) -> bool:
     return definition.per_sample(shapes)
 
 
-def batch_separable(plan: Plan, batch: int) -> bool:
+def batch_separable(plan: Program | Plan, batch: int) -> bool:
     """Whether slices of the batch can run as independent runs of the same model."""
     if batch < 2:
         return False
@@ -126,7 +127,7 @@ def run_split(
         into = {name: array[lo:hi] for name, array in results.items()}
         jobs.append((slice_feeds, into))
     pending: Sequence[Future[Any]] = [
-        _workers().submit(_single_thread, lambda job=job: run_slice(*job)) for job in jobs[1:]
+        _workers().submit(_single_thread, functools.partial(run_slice, *job)) for job in jobs[1:]
     ]
     try:
         _single_thread(lambda: run_slice(*jobs[0]))
@@ -136,7 +137,7 @@ def run_split(
     return results
 
 
-def split_pays(plan: Plan, batch: int, threads: int) -> bool:
+def split_pays(plan: Program | Plan, batch: int, threads: int) -> bool:
     """The "auto" rule (docs/memory.md): split a batch unless its images are tiny or its dense
     layers' weights are large (every slice streams them again, where the whole batch reads them
     once); thresholds from the active CPU tuning record. Convolution-heavy models gain: layers

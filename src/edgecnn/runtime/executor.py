@@ -132,7 +132,8 @@ def _results(memory: MemoryPlan, frame: list[Any], fed: Sequence[np.ndarray]) ->
         if mode == OWN:
             values.append(frame[slot])
         elif mode == CONSTANT:
-            values.append(constant.copy())  # type: ignore[union-attr]
+            assert constant is not None
+            values.append(constant.copy())
         else:
             value = np.asarray(to_host(frame[slot]) if mode == HOST else frame[slot])
             if mode == COPY or not value.flags.owndata or any(value is f for f in fed):
@@ -149,7 +150,7 @@ def _run_split(plan: Plan, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     assert split is not None
     names = tuple(plan.program.input_slots)
     types = plan.program.types
-    shapes = {name: (tuple(types[name].shape), types[name].dtype) for name in plan.wanted}  # type: ignore[arg-type]
+    shapes = {name: (types[name].dims, types[name].dtype) for name in plan.wanted}
 
     def run_slice(slice_feeds: dict[str, np.ndarray], into: dict[str, np.ndarray]) -> None:
         size = next(iter(slice_feeds.values())).shape[0]

@@ -260,13 +260,13 @@ def _batch_parts(
     budget = options.threads if policy == "always" else threads
     if policy == "never" or budget < 2 or not input_types:
         return 1
-    sizes = {int(t.shape[0]) if t.shape else 0 for t in input_types.values()}  # type: ignore[arg-type]
+    sizes = {t.dims[0] if t.shape else 0 for t in input_types.values()}
     batch = sizes.pop() if len(sizes) == 1 else 0
     if batch < 2 or any(name in program.constants for name in wanted):
         return 1
-    if not batch_separable(program, batch):  # type: ignore[arg-type]
+    if not batch_separable(program, batch):
         return 1
-    if policy == "auto" and not split_pays(program, batch, budget):  # type: ignore[arg-type]
+    if policy == "auto" and not split_pays(program, batch, budget):
         return 1
     return min(budget, batch)
 
@@ -281,12 +281,12 @@ def _slice_plans(
     """The plans of a split batch's slices (one per distinct slice size), run whole on one thread each."""
     from edgecnn.runtime.batch import slice_bounds
 
-    batch = int(next(iter(input_types.values())).shape[0])  # type: ignore[index]
+    batch = next(iter(input_types.values())).dims[0]
     sizes = {hi - lo for lo, hi in slice_bounds(batch, parts)}
     whole = dataclasses.replace(options, batch_parallel="never")
     plans = {}
     for size in sorted(sizes):
-        types = {n: TensorType(t.dtype, (size, *t.shape[1:])) for n, t in input_types.items()}  # type: ignore[index, misc]
+        types = {n: TensorType(t.dtype, (size, *t.dims[1:])) for n, t in input_types.items()}
         program = build_program(graph, types, whole)
         plans[size] = plan_program(program, wanted, 1)
     return BatchSplit(parts, plans)

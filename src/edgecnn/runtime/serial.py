@@ -11,10 +11,10 @@ same model can still use every thread.
 
 from __future__ import annotations
 
-from edgecnn.runtime.plan import Program
+from edgecnn.runtime.plan import Plan, Program
 
 
-def plan_macs(plan: Program) -> int:
+def plan_macs(plan: Program | Plan) -> int:
     """Multiply-adds of one run of the plan's compute-bound steps (each op's ``macs`` trait)."""
     from edgecnn.ops.traits import layer_macs
 
