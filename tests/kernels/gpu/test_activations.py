@@ -36,3 +36,9 @@ def test_launch_arguments_of_a_fused_activation() -> None:
     assert (code, low, high) == (ACTIVATION_CODES["clip"], np.float32(0), np.float32(6))
     assert isinstance(slope, np.float32)
     assert activation_params(FusedActivation())[::2] == NO_ACTIVATION[::2]  # code 0, no lower bound
+
+
+def test_hard_sigmoid_launches_its_scale_and_offset() -> None:
+    """HardSigmoid's (scale, offset) go in the slope and low slots its formula reads."""
+    code, scale, offset, _ = activation_params(FusedActivation("hard_sigmoid", scale=0.2, offset=0.5))
+    assert (code, scale, offset) == (ACTIVATION_CODES["hard_sigmoid"], np.float32(0.2), np.float32(0.5))
