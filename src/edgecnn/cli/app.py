@@ -19,6 +19,7 @@ from edgecnn.cli import (
     compress_cmd,
     convert_cmd,
     demo_cmd,
+    detect_cmd,
     devices_cmd,
     energy_cmd,
     info_cmd,
@@ -107,6 +108,7 @@ for module in (
     train_cmd,
     demo_cmd,
     monitor_cmd,
+    detect_cmd,
 ):
     app.command(name=module.NAME, help=module.command.__doc__)(reports_errors(module.command))
 

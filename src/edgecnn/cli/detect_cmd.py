@@ -1,0 +1,219 @@
+"""`edgecnn detect`: objects (or faces) in images, folders, videos, a camera or paths on stdin."""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from edgecnn.cli.console import console, error_console, headline
+from edgecnn.errors import InputError
+from edgecnn.vision.detector import Detection, Detector
+from edgecnn.vision.draw import draw_detections
+from edgecnn.vision.faces import DEFAULT_SCALES
+from edgecnn.vision.pipeline import prepared_frames
+from edgecnn.vision.preprocess import parse_floats
+from edgecnn.vision.sources import STDIN, Frame, FrameError, expand, is_video, open_sources, video_frame_count
+
+NAME = "detect"
+EXIT_INTERRUPTED = 130
+BACKLOG = 8
+"""Annotated frames queued for writing at most: bounds memory when encoding is the slower side."""
+
+
+def frame_record(frame: Frame, detections: list[Detection]) -> dict[str, Any]:
+    """The JSON object of one image or frame."""
+    return {
+        "source": frame.source,
+        "index": frame.index,
+        "timestamp": frame.timestamp,
+        "width": frame.image.width,
+        "height": frame.image.height,
+        "detections": [
+            {
+                "label": d.label,
+                "class_id": d.class_id,
+                "score": round(d.score, 6),
+                "box": [round(v, 2) for v in d.box],
+            }
+            for d in detections
+        ],
+    }
+
+
+def print_table(frame: Frame, detections: list[Detection]) -> None:
+    where = f" frame {frame.index} ({frame.timestamp:.3f} s)" if frame.timestamp is not None else ""
+    console.print(headline(frame.source, f"{where}: {len(detections)} detection(s)"))
+    if not detections:
+        return
+    table = Table(box=None, header_style="bold", padding=(0, 2))
+    for column, justify in (("class", "left"), ("score", "right"), ("x1", "right"), ("y1", "right")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    table.add_column("x2", justify="right")
+    table.add_column("y2", justify="right")
+    for d in detections:
+        table.add_row(d.label, f"{d.score:.3f}", *(f"{v:.1f}" for v in d.box))
+    console.print(table)
+
+
+class Saver:
+    """Annotated outputs under ``directory``: one image per image source, one MP4 per video or
+    camera, written in a thread of their own in arrival order."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self._videos: dict[str, Any] = {}
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="edgecnn-saver")
+        self._pending: list[Future[None]] = []
+
+    def submit(self, frame: Frame, detections: list[Detection]) -> None:
+        """Queue one annotated frame; waits when the writer is more than BACKLOG frames behind."""
+        while self._pending and (self._pending[0].done() or len(self._pending) >= BACKLOG):
+            self._pending.pop(0).result()  # raises the writer's error, if any
+        self._pending.append(self._pool.submit(self._write, frame, detections))
+
+    def _write(self, frame: Frame, detections: list[Detection]) -> None:
+        annotated = draw_detections(frame.image, detections)
+        if frame.timestamp is None and not frame.source.startswith("camera:"):
+            annotated.save(self.directory / Path(frame.source).name)
+            return
+        if frame.source not in self._videos:
+            from edgecnn.vision.video import VideoWriter
+
+            stem = (
+                Path(frame.source).stem
+                if not frame.source.startswith("camera:")
+                else frame.source.replace(":", "_")
+            )
+            self._videos[frame.source] = VideoWriter(self.directory / f"{stem}.mp4")
+        self._videos[frame.source].write(annotated, frame.timestamp)
+
+    def close(self) -> None:
+        """Wait for the queued frames, then finish every video file."""
+        self._pool.shutdown(wait=True)
+        for future in self._pending:
+            future.result()
+        for writer in self._videos.values():
+            writer.close()
+
+
+def total_frames(sources: list[str], camera: str | None) -> int | None:
+    """Frames to expect, for the progress bar; None when a source's length is unknown."""
+    if camera is not None or STDIN in sources:
+        return None
+    total = 0
+    for path in expand(sources):
+        count = video_frame_count(path) if is_video(path) else 1
+        if count is None:
+            return None
+        total += count
+    return total
+
+
+def build_detector(
+    arguments: list[str],
+    faces: bool,
+    options: dict[str, Any],
+    face_options: dict[str, Any],
+) -> tuple[Detector, list[str]]:
+    """The detector and the sources: with --faces every argument is a source, else the first is the model."""
+    if faces:
+        return Detector.faces(**face_options), arguments
+    if not arguments:
+        raise InputError("give a MODEL and at least one SOURCE (or --faces and SOURCEs)")
+    return Detector.load(arguments[0], **options), arguments[1:]
+
+
+def command(
+    arguments: list[str] = typer.Argument(
+        None,
+        metavar="MODEL SOURCE...",
+        help="Model (.cfg, .onnx, .ecnn) then images, folders, videos or '-'.",
+    ),
+    faces: bool = typer.Option(False, "--faces", help="Use the bundled face detector (no MODEL argument)."),
+    weights: str | None = typer.Option(None, help="Darknet .weights file for a .cfg model."),
+    head: str | None = typer.Option(
+        None, help="Head kind: darknet, yolov8, yolov5, yolov3[:anchors], yolov2[:anchors]."
+    ),
+    labels: str | None = typer.Option(None, help="Text file with one class name per line."),
+    score: float | None = typer.Option(None, min=0.0, max=1.0, help="Score threshold [0.25; faces 0.9]."),
+    iou: float | None = typer.Option(None, min=0.0, max=1.0, help="NMS IoU threshold [0.45; faces 0.3]."),
+    resize: str | None = typer.Option(None, help="letterbox or stretch (default: as the model was trained)."),
+    scales: str | None = typer.Option(
+        None, help="Faces: window sides as fractions of the shorter image side."
+    ),
+    stride: float = typer.Option(
+        0.25, min=0.01, max=1.0, help="Faces: window step as a fraction of the window."
+    ),
+    camera: str | None = typer.Option(None, help="Camera index (0) or V4L2 device path (/dev/video0)."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per image/frame (JSON Lines)."),
+    save: Path | None = typer.Option(None, help="Write annotated images and videos to this directory."),
+    strict: bool = typer.Option(False, "--strict", help="Stop at the first unreadable image or frame."),
+    threads: int | None = typer.Option(None, min=1, help="Threads (default: all cores)."),
+) -> None:
+    """Detect objects with a YOLO MODEL (or faces with --faces) in each SOURCE and print the boxes."""
+    options: dict[str, Any] = {"weights": weights, "head": head, "labels": labels, "threads": threads}
+    options["resize"] = resize
+    face_options: dict[str, Any] = {"threads": threads, "stride": stride}
+    face_options["scales"] = parse_floats(scales, "--scales") if scales else DEFAULT_SCALES
+    for key, value in (("score_threshold", score), ("iou_threshold", iou)):
+        if value is not None:
+            options[key] = face_options[key] = value
+    detector, sources = build_detector(list(arguments or []), faces, options, face_options)
+    if not sources and camera is None:
+        raise InputError("no SOURCE given: images, folders, videos, '-' for paths on stdin, or --camera")
+    if not as_json:
+        console.print(headline(detector.description), soft_wrap=True)
+    saver = Saver(save) if save is not None else None
+    done = skipped = 0
+    started = time.perf_counter()
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]:.1f} frames/s"),
+        TimeRemainingColumn(),
+        console=error_console,
+        transient=True,
+        disable=(total := total_frames(sources, camera)) is not None and total < 2,
+    )
+    try:
+        with progress:
+            task = progress.add_task("detecting", total=total, rate=0.0)
+            for item, prepared in prepared_frames(detector, open_sources(sources, camera=camera)):
+                if isinstance(item, FrameError) or prepared is None:
+                    assert isinstance(item, FrameError)
+                    where = f"{item.source} (frame {item.index})" if item.index else item.source
+                    if strict:
+                        raise InputError(f"{where}: {item.message}")
+                    skipped += 1
+                    error_console.print(f"skipped {where}: {item.message}")
+                    if as_json:
+                        print(json.dumps({"source": item.source, "index": item.index, "error": item.message}))
+                    continue
+                detections = detector.detect_prepared([prepared])[0]
+                if as_json:
+                    print(json.dumps(frame_record(item, detections)), flush=True)
+                else:
+                    print_table(item, detections)
+                if saver is not None:
+                    saver.submit(item, detections)
+                done += 1
+                rate = done / (time.perf_counter() - started)
+                progress.update(task, advance=1, rate=rate, description=Path(item.source).name)
+    except KeyboardInterrupt:
+        error_console.print(f"interrupted after {done} frame(s); outputs written so far are complete")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    finally:
+        if saver is not None:
+            saver.close()
+    elapsed = time.perf_counter() - started
+    summary = f"{done} frame(s) in {elapsed:.2f} s ({done / elapsed if elapsed else 0:.1f} frames/s)"
+    error_console.print(summary + (f", {skipped} skipped" if skipped else ""))
