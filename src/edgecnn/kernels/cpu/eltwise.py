@@ -6,7 +6,7 @@ call overhead wins and the reference runs (lab/notes/)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from typing import Any
 
 import numba
 import numpy as np
@@ -53,8 +53,8 @@ def _fused_form(node: Node, values: Sequence[np.ndarray | None]) -> FusedActivat
     parameters are not known when the plan is built (Clip with a bound computed at run time)."""
     trait = next(a for a in get_op(node.op).activations if not a.gated)
     constants = {name: value for name, value in zip(node.inputs, values) if name and value is not None}
-    params = trait.read(node.attrs, node.inputs, constants)
-    return None if params is None else replace(FusedActivation(trait.name), **params)
+    params: dict[str, Any] | None = trait.read(node.attrs, node.inputs, constants)
+    return None if params is None else FusedActivation(trait.name, **params)
 
 
 def when_activation(
