@@ -33,14 +33,14 @@ class FakeDetector:
 
 
 def synthetic_frames(bad_every: int = 0) -> Iterator[Frame | FrameError]:
-    """Endless 64x48 frames whose colour changes with the index (every ``bad_every``-th unreadable)."""
+    """Endless untimed (as fast as the loop takes them) 64x48 frames whose colour changes with the index (every ``bad_every``-th unreadable)."""
     index = 0
     while True:
         if bad_every and index % bad_every == bad_every - 1:
             yield FrameError("synthetic", index, "unreadable on purpose")
         else:
             colour = (index * 37 % 256, index * 91 % 256, 128)
-            yield Frame(Image.new("RGB", (64, 48), colour), "synthetic", index, index / 30)
+            yield Frame(Image.new("RGB", (64, 48), colour), "synthetic", index, None)
         index += 1
 
 
@@ -49,7 +49,7 @@ def noisy_frames() -> Iterator[Frame | FrameError]:
     noise = [Image.effect_noise((640, 480), 64).convert("RGB") for _ in range(4)]
     index = 0
     while True:
-        yield Frame(noise[index % len(noise)], "noise", index, index / 30)
+        yield Frame(noise[index % len(noise)], "noise", index, None)
         index += 1
 
 

@@ -47,9 +47,36 @@ class FrameStats:
     frame_ms: float  # decode to published: inference, drawing and JPEG encoding
     fps: float  # frames published per second, over the last second
     errors: int  # unreadable frames skipped so far
+    dropped: int  # video frames skipped because inference ran behind their timestamps
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
+
+
+class FramePacer:
+    """Holds timed frames (videos) to their timestamps, as a camera delivers them, and drops the
+    ones already late by a frame interval or more (a slow consumer of a camera loses frames too);
+    untimed frames (images) pass at once. A timestamp going back (a looped video) restarts the clock."""
+
+    def __init__(self, sleep: Callable[[float], object]) -> None:
+        self.sleep = sleep
+        self._origin: tuple[float, float] | None = None  # (clock, timestamp) of the clock's start
+        self._last: float | None = None
+
+    def due(self, timestamp: float | None) -> bool:
+        """Waits until the frame is due; False when it is too late to show."""
+        if timestamp is None:
+            return True
+        now = time.perf_counter()
+        interval = timestamp - self._last if self._last is not None and timestamp > self._last else 0.0
+        if self._origin is None or self._last is None or timestamp < self._last:
+            self._origin = (now, timestamp)
+        self._last = timestamp
+        target = self._origin[0] + timestamp - self._origin[1]
+        if target > now:
+            self.sleep(target - now)
+            return True
+        return now - target < max(interval, 1e-3)
 
 
 class LatestFrame:
@@ -119,7 +146,8 @@ class InferenceLoop:
         from edgecnn.vision.sources import FrameError
 
         published: deque[float] = deque()
-        seq = errors = 0
+        pacer = FramePacer(self._stop.wait)
+        seq = errors = dropped = 0
         for item in self.frames():
             if self._stop.is_set():
                 return
@@ -127,6 +155,11 @@ class InferenceLoop:
                 errors += 1
                 self.recorder.event("frame_error", item.index)
                 continue
+            if not pacer.due(item.timestamp):
+                dropped += 1
+                continue
+            if self._stop.is_set():
+                return
             started = time.perf_counter()
             self.recorder.event("frame", item.index)
             self.recorder.event("inference_start", item.index)
@@ -150,6 +183,7 @@ class InferenceLoop:
                     frame_ms=(now - started) * 1e3,
                     fps=(len(published) - 1) / (now - published[0]) if len(published) > 1 else 0.0,
                     errors=errors,
+                    dropped=dropped,
                 ),
             )
 

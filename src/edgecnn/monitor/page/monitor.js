@@ -49,6 +49,7 @@ function showFrame(frame) {
   setText("fps", frame.fps.toFixed(1));
   setText("detections", String(frame.detections));
   setText("frame-index", `${frame.frame} (${frame.seq} shown)`);
+  setText("dropped", String(frame.dropped));
   setText("errors", String(frame.errors));
 }
 
