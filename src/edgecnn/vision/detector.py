@@ -87,10 +87,14 @@ class Placement:
     image_size: tuple[int, int]
 
     def to_image(self, boxes: np.ndarray) -> np.ndarray:
-        """Boxes in network-input pixels -> boxes in source pixels, clipped to the image."""
+        """Boxes in network-input pixels -> boxes in source pixels (not clipped: NMS sees the
+        boxes as the network drew them, as Darknet's does)."""
         corners = (np.asarray(boxes, np.float64).reshape(-1, 2, 2) - self.offset) / self.scale
-        corners = np.clip(corners, 0, self.image_size)
         return corners.reshape(-1, 4)
+
+    def clip(self, boxes: np.ndarray) -> np.ndarray:
+        """Boxes cut to the image's bounds."""
+        return np.clip(boxes.reshape(-1, 2, 2), 0, self.image_size).reshape(-1, 4)
 
 
 class Prepared:
@@ -257,5 +261,9 @@ class YoloDetector(Detector):
                 mapped = Detections(
                     item.placement.to_image(found.boxes).astype(np.float32), found.scores, found.classes
                 )
-                results.append(to_detections(class_nms(mapped, self.iou_threshold), self.labels))
+                kept = class_nms(mapped, self.iou_threshold)
+                clipped = Detections(
+                    item.placement.clip(kept.boxes).astype(np.float32), kept.scores, kept.classes
+                )
+                results.append(to_detections(clipped, self.labels))
         return results

@@ -7,7 +7,7 @@ Formats read (boxes in network-input pixels, before NMS):
   ONNX or .ecnn file converted from such a model.
 * ``yolov8`` (Ultralytics YOLOv8/v9/v10-style exports, anchor-free): one ``[batch, 4 + classes, N]``
   tensor; rows cx, cy, w, h in input pixels, then one score per class, already sigmoided (no
-  objectness). A ``[batch, N, 4 + classes]`` tensor is read too: the shorter axis is the rows.
+  objectness).
 * ``yolov5`` (YOLOv5/v7 exports): one ``[batch, N, 5 + classes]`` tensor; cx, cy, w, h in input
   pixels, objectness, then class probabilities, all already sigmoided; score = objectness x class.
 * ``yolov3`` / ``yolov2`` raw heads in an ONNX file without metadata: the grids of the
@@ -70,8 +70,8 @@ class GridHead:
 
 @dataclass(frozen=True)
 class AnchorFreeHead:
-    """One ``[batch, rows, N]`` (or ``[batch, N, rows]``) tensor of boxes and scores; see the module
-    docstring for the ``yolov8`` and ``yolov5`` row layouts."""
+    """One tensor of boxes and scores: ``[batch, 4 + classes, N]`` (yolov8) or ``[batch, N, 5 +
+    classes]`` (yolov5); see the module docstring."""
 
     output: str
     objectness: bool  # True for yolov5: row 4 is the objectness, class scores follow
@@ -81,12 +81,11 @@ class AnchorFreeHead:
     def decode(self, outputs: Mapping[str, np.ndarray], score_threshold: float) -> list[Detections]:
         raw = np.asarray(outputs[self.output], np.float32)
         rows = 4 + int(self.objectness) + self.classes
-        if raw.ndim != 3 or rows not in raw.shape[1:]:
-            raise ModelFormatError(
-                f"{self.kind} output {self.output} should be [batch, {rows}, N], got {raw.shape}"
-            )
-        if raw.shape[1] != rows or (raw.shape[2] == rows and raw.shape[1] > raw.shape[2]):
-            raw = raw.transpose(0, 2, 1)
+        if self.objectness:
+            raw = raw.transpose(0, 2, 1)  # yolov5: [batch, N, rows] -> [batch, rows, N]
+        if raw.ndim != 3 or raw.shape[1] != rows:
+            layout = f"[batch, N, {rows}]" if self.objectness else f"[batch, {rows}, N]"
+            raise ModelFormatError(f"{self.kind} output {self.output} should be {layout}, got {raw.shape}")
         results = []
         for image in raw:
             cx, cy, w, h = image[:4]
@@ -138,7 +137,7 @@ def _anchor_free(outputs: Sequence[TensorSpec], kind: str) -> AnchorFreeHead:
     dims = _dims(outputs[0], 3) if len(outputs) == 1 else None
     if dims is None or min(dims[1:]) < 1:
         raise not_a_head(outputs, f"{kind} needs one 3-D output with fixed sizes")
-    rows = min(dims[1:])
+    rows = dims[2] if kind == "yolov5" else dims[1]
     extra = 5 if kind == "yolov5" else 4
     if rows <= extra:
         raise not_a_head(outputs, f"{kind} needs more than {extra} values per box")
@@ -193,6 +192,7 @@ def find_head(
     dims = _dims(outputs[0], 3) if len(outputs) == 1 else None
     if dims is None or min(dims[1:]) < 5:
         raise not_a_head(outputs)
+    # Exports have thousands of candidate boxes and fewer values per box: the short axis is the box's.
     return _anchor_free(outputs, "yolov8" if dims[1] < dims[2] else "yolov5")
 
 
