@@ -3,6 +3,7 @@ that names its JSON path (``GRAPH.nodes[3].inputs``), never a KeyError or TypeEr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from edgecnn.format.errors import EcnnFormatError
@@ -34,7 +35,7 @@ class CheckedJson:
             self.fail(f"expected {_KIND[kind]}, got {kind_of(value)}", where)
         return value
 
-    def member(self, obj: dict[str, Any], key: str, kind: type, where: str) -> Any:
+    def member(self, obj: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
         if key not in obj:
             self.fail(f"missing key '{key}'", where)
         return self.expect(obj[key], kind, f"{where}.{key}")

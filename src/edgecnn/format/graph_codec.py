@@ -68,10 +68,10 @@ def encode_graph(
             f"cannot save graph '{graph.name}': the storage plan names tensor(s) it does not hold: "
             f"{', '.join(unplanned)}"
         )
-    for key, value in graph.metadata.items():
-        if not isinstance(key, str) or not isinstance(value, str):
+    for key, text in graph.metadata.items():
+        if not isinstance(key, str) or not isinstance(text, str):
             raise GraphError(
-                f"cannot save graph '{graph.name}': metadata {key!r} -> {value!r} is not str -> str"
+                f"cannot save graph '{graph.name}': metadata {key!r} -> {text!r} is not str -> str"
             )
     document = {
         "producer": producer,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import mmap
 import struct
 import zlib
 from collections.abc import Sequence
@@ -97,7 +98,7 @@ def pack_frame(
     return HEADER.pack(MAGIC, FORMAT_MAJOR, minor, flags, len(sections), file_size, crc) + table
 
 
-def parse_frame(buf: bytes | memoryview, actual_size: int, source: str) -> Header:
+def parse_frame(buf: bytes | memoryview | mmap.mmap, actual_size: int, source: str) -> Header:
     """Check and decode the header and section table of a file of ``actual_size`` bytes.
 
     ``buf`` holds at least the file's first ``min(actual_size, table end)`` bytes. Checks run in an

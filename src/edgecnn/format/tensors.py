@@ -80,7 +80,7 @@ class PlannedTensor:
 
 def as_blob(array: np.ndarray) -> memoryview:
     """The array's bytes without a copy (it must be C-contiguous)."""
-    return memoryview(array.reshape(-1).view(np.uint8))
+    return array.reshape(-1).view(np.uint8).data
 
 
 def chunks_crc(chunks: tuple[tuple[int, np.ndarray], ...], crc: int = 0, start: int = 0) -> tuple[int, int]:

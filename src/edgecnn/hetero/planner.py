@@ -8,6 +8,7 @@ seed's predicted figures (speeds add, powers add) and, when run, measured ones.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -257,7 +258,7 @@ class Planner:
                 if partition is None:
                     single = self.model_on(names[0])
                     got = single.run(self.feeds)
-                    m = measure(lambda model=single: model.run(self.feeds), names, iterations, warmup)
+                    m = measure(functools.partial(single.run, self.feeds), names, iterations, warmup)
                 else:
                     with PartitionedModel(self.base, partition, self.feeds) as runner:
                         got = runner.run(self.feeds)

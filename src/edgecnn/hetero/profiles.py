@@ -56,8 +56,13 @@ class DeviceProfile:
                     f"device {self.name!r}: {joules} J over {seconds} s is {implied:.4g} W, "
                     f"but watts={watts} was given"
                 )
-        object.__setattr__(self, "watts", watts if watts is not None else joules / seconds)
-        object.__setattr__(self, "joules", joules if joules is not None else watts * seconds)
+        if watts is None:
+            assert joules is not None  # one of the two was given (checked above)
+            watts = joules / seconds
+        if joules is None:
+            joules = watts * seconds
+        object.__setattr__(self, "watts", watts)
+        object.__setattr__(self, "joules", joules)
 
     @property
     def power(self) -> float:

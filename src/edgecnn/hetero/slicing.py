@@ -69,8 +69,7 @@ def split_spec(
         channels = int(w.shape[0])
         if group == 1:
             return SplitSpec(units=channels, unit_channels=1)
-        assert x.shape is not None
-        return SplitSpec(units=group, unit_channels=channels // group, unit_inputs=int(x.shape[1]) // group)
+        return SplitSpec(units=group, unit_channels=channels // group, unit_inputs=x.dims[1] // group)
     if op_family(node.op) == "Gemm":
         b = values[1]
         if not isinstance(b, np.ndarray) or b.ndim != 2:

@@ -80,6 +80,10 @@ def conv2d_of(node: Node, types: Types) -> Conv2d:
     geo = conv_geometry(node.attrs, x, w)
     assert geo.pads is not None
     rank = len(geo.kernel)
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pads: tuple[int, ...]
     if rank == 1:  # (N, C, W) as (N, C, 1, W)
         x, w = (*x[:2], 1, x[2]), (*w[:2], 1, w[2])
         kernel, strides, dilations = (1, *geo.kernel), (1, *geo.strides), (1, *geo.dilations)

@@ -43,6 +43,13 @@ def pool_args(
     geo = pool_geometry(node.attrs, x_shape)
     assert geo.pads is not None
     out_shape = (*x_shape[:2], *geo.out)
+    size: tuple[int, ...]
+    out: tuple[int, ...]
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    begins: tuple[int, ...]
+    ends: tuple[int, ...]
     if len(geo.kernel) == 1:
         size, out = (1, x_shape[2]), (1, geo.out[0])
         kernel, strides, dilations = (1, *geo.kernel), (1, *geo.strides), (1, *geo.dilations)

@@ -63,7 +63,7 @@ def is_float32(t: TensorType | None, rank: int | tuple[int, ...] | None = None) 
         return False
     if rank is not None and len(t.shape) not in ((rank,) if isinstance(rank, int) else rank):
         return False
-    return int(np.prod(t.shape, dtype=np.int64)) <= MAX_ELEMENTS
+    return int(np.prod(t.dims, dtype=np.int64)) <= MAX_ELEMENTS
 
 
 def shape_of(t: TensorType | None) -> tuple[int, ...]:

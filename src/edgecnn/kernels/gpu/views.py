@@ -25,7 +25,7 @@ class ViewStep:
 
     __slots__ = ("array_type", "device", "shape")
 
-    def __init__(self, device: Any, array_type: type, shape: tuple[int, ...]) -> None:
+    def __init__(self, device: Any, array_type: type[Any], shape: tuple[int, ...]) -> None:
         self.device = device
         self.array_type = array_type
         self.shape = shape
