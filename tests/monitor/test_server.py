@@ -172,3 +172,13 @@ def test_a_failing_detector_is_reported_not_lost() -> None:
         assert stats(monitor)["status"] == "failed: the fake detector fails on purpose"
         with pytest.raises(RuntimeError, match="on purpose"):
             monitor.serve_until_signal()
+
+
+def test_a_missing_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from edgecnn.monitor.errors import require
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(MonitorError, match=r"needs aiohttp.*pip install 'edgecnn\[monitor\]'"):
+        require("aiohttp")

@@ -64,9 +64,10 @@ def command(
         port=port,
         trace=trace,
         info={"model": str(model or "face detector (bundled SimpleCNN)"), "source": described},
-    ).start()
-    console.print(headline(monitor.url, f"  {described}; Ctrl-C stops"))
-    monitor.serve_until_signal()
+    )
+    monitor.serve_until_signal(
+        lambda running: console.print(headline(running.url, f"  {described}; Ctrl-C stops"))
+    )
     recorder = monitor.recorder
     if trace is not None:
         console.print(

@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import threading
+from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING
 
@@ -157,8 +158,10 @@ class Monitor:
             self._server_thread.join()
         events.close()
 
-    def serve_until_signal(self) -> None:
-        """Runs until SIGINT or SIGTERM (or the loop fails), then stops; raises the loop's failure."""
+    def serve_until_signal(self, ready: Callable[[Monitor], object] | None = None) -> None:
+        """Starts, calls ``ready`` (to print the address), runs until SIGINT or SIGTERM (or the
+        loop fails), then stops; raises the loop's failure. The handlers are in place before the
+        start, so that a signal at any moment stops cleanly."""
         stopping = threading.Event()
 
         def request_stop(signum: int, frame: FrameType | None) -> None:
@@ -166,6 +169,10 @@ class Monitor:
 
         previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
+            if self._loop is None:
+                self.start()
+            if ready is not None:
+                ready(self)
             while not stopping.wait(0.2) and self.inference.failure is None:
                 pass
         finally:
