@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from edgecnn.vision.detector import Detection
     from edgecnn.vision.sources import Frame, FrameError
 
-FPS_WINDOW_S = 1.0
+FPS_WINDOW = 10  # frames the FPS figure averages over
 
 
 class FrameDetector(Protocol):
@@ -45,7 +45,7 @@ class FrameStats:
     detections: int
     inference_ms: float
     frame_ms: float  # decode to published: inference, drawing and JPEG encoding
-    fps: float  # frames published per second, over the last second
+    fps: float  # frames published per second, over the last FPS_WINDOW frames
     errors: int  # unreadable frames skipped so far
     dropped: int  # video frames skipped because inference ran behind their timestamps
 
@@ -145,7 +145,7 @@ class InferenceLoop:
     def _loop(self) -> None:
         from edgecnn.vision.sources import FrameError
 
-        published: deque[float] = deque()
+        published: deque[float] = deque(maxlen=FPS_WINDOW)
         pacer = FramePacer(self._stop.wait)
         seq = errors = dropped = 0
         for item in self.frames():
@@ -169,8 +169,6 @@ class InferenceLoop:
             jpeg = self._encode(self.draw(item.image, detections))
             now = time.perf_counter()
             published.append(now)
-            while published[0] < now - FPS_WINDOW_S:
-                published.popleft()
             seq += 1
             self.board.publish(
                 jpeg,
