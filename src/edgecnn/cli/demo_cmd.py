@@ -47,7 +47,7 @@ def command(
         table.add_column(column)
     for image in images:
         x = preprocess.image(image)
-        scores = softmax(SoftmaxAttrs(axis=-1), net(x))[0]  # type: ignore[arg-type]
+        scores = softmax(SoftmaxAttrs(axis=-1), net(x))[0]
         table.add_row(image.name, *(f"{s:.6f}" for s in scores), CLASSES[int(scores.argmax())])
     console.print(table)
     console.print(

@@ -68,7 +68,7 @@ class Preprocess:
         if self.mean:
             x = x - np.asarray(self.mean, dtype=np.float32)
         if self.std:
-            x = x / np.asarray(self.std, dtype=np.float32)
+            x = np.divide(x, np.asarray(self.std, dtype=np.float32), dtype=np.float32)
         if self.layout == "nchw":
             x = x.transpose(2, 0, 1)
         return np.ascontiguousarray(x, dtype=np.float32)
@@ -92,7 +92,7 @@ def parse_size(text: str) -> tuple[int, int]:
         dims = dims * 2
     if len(dims) != 2:
         raise InputError(f"size must look like HxW (e.g. 224x224), got {text!r}")
-    return dims  # type: ignore[return-value]
+    return dims[0], dims[1]
 
 
 def parse_floats(text: str, label: str) -> tuple[float, ...]:
