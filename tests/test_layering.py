@@ -15,7 +15,7 @@ The layering, bottom to top (``LAYERS``; a package imports its own layer and the
 
 1. ``errors``, ``paths``, ``edgecnn`` -- error types, the cache directory, the package itself
    (which loads only ``errors`` and ``__version__`` at import; ``load`` and ``Model`` lazily)
-2. ``energy``, ``vision`` -- power meters; detection decoders (plain numpy, no graph)
+2. ``energy``, ``detection`` -- power meters; detection heads decoded in plain numpy (no graph)
 3. ``ir`` -- Graph, Node, TensorType
 4. ``ops`` -- operator definitions: attributes, shapes, traits, reference kernels
 5. ``format``, ``devices`` -- the .ecnn file format; device names, discovery, the machine description
@@ -25,10 +25,13 @@ The layering, bottom to top (``LAYERS``; a package imports its own layer and the
 9. ``runtime`` -- RuntimeOptions, shape inference, Plan, the executor
 10. ``passes``, ``analysis``, ``profiling`` -- graph rewrites, static analysis, per-layer timing hooks
 11. ``model`` -- Model: a graph with its cached plans
-12. ``importers`` -- foreign formats to Graph (the ONNX backend-test adapter runs a Model)
-13. ``testing``, ``train``, ``bench`` -- applications on top of Model
-14. ``compress``, ``hetero`` -- applications that use those (retraining; benchmark models)
-15. ``api``, ``cli``, ``__main__`` -- the boundary where options and the environment are read
+12. ``importers``, ``api`` -- foreign formats to Graph (the ONNX backend-test adapter runs a Model);
+    ``edgecnn.load``, where the options and the environment are read for a model
+13. ``testing``, ``train``, ``bench``, ``vision`` -- applications on top of Model (detection: frames,
+    detectors, drawing)
+14. ``compress``, ``hetero``, ``monitor`` -- applications that use those (retraining; benchmark
+    models; the live monitoring page on the detectors)
+15. ``cli``, ``__main__`` -- the command line, which reads its options and the environment
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ Edge = tuple[str, str]
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "paths", "edgecnn"),
-    ("energy", "vision"),
+    ("energy", "detection"),
     ("ir",),
     ("ops",),
     ("format", "devices"),
@@ -57,10 +60,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("runtime",),
     ("passes", "analysis", "profiling"),
     ("model",),
-    ("importers",),
-    ("testing", "train", "bench"),
-    ("compress", "hetero"),
-    ("api", "cli", "__main__"),
+    ("importers", "api"),
+    ("testing", "train", "bench", "vision"),
+    ("compress", "hetero", "monitor"),
+    ("cli", "__main__"),
 )
 """The module docstring's layering, bottom first."""
 

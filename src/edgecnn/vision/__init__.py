@@ -1,5 +1,6 @@
-"""Vision: image preprocessing, detection decoders, NMS, and the detection application's API
-(frames from files, videos and cameras; detectors; drawing)."""
+"""Vision: image preprocessing and the detection application's API (frames from files, videos and
+cameras; detectors on YOLO heads and the face classifier; drawing). The heads' numpy decoding and
+NMS live below the importers, in ``edgecnn.detection``."""
 
 from edgecnn.vision.detector import Detection, Detector
 from edgecnn.vision.draw import draw_detections

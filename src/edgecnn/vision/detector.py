@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from edgecnn.detection.nms import Detections, class_nms
 from edgecnn.errors import InputError, ModelFormatError
 from edgecnn.vision.heads import GridHead, Head, find_head, labels_from_metadata
 from edgecnn.vision.labels import default_labels
-from edgecnn.vision.nms import Detections, class_nms
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -152,9 +152,9 @@ class Detector(abc.ABC):
         resize: str | None = None,
     ) -> Detector:
         """A YOLO detector from a Darknet cfg (+ weights), an ONNX export or an .ecnn file."""
-        import edgecnn
+        from edgecnn.api import load
 
-        net = edgecnn.load(model, weights, threads=threads)
+        net = load(model, weights, threads=threads)
         return YoloDetector(
             net,
             head=head,

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from edgecnn.detection.nms import Detections, class_nms
 from edgecnn.errors import InputError
 from edgecnn.vision.detector import Detection, Detector, Prepared, check_thresholds, to_detections
-from edgecnn.vision.nms import Detections, class_nms
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -123,9 +123,9 @@ class FaceDetector(Detector):
     @classmethod
     def bundled(cls, *, threads: int | None = None, **options: Any) -> FaceDetector:
         """The detector over the classifier shipped with edgecnn."""
-        import edgecnn
+        from edgecnn.api import load
 
-        return cls(batched_model(edgecnn.load(bundled_path(BUNDLED_MODEL), threads=threads)), **options)
+        return cls(batched_model(load(bundled_path(BUNDLED_MODEL), threads=threads)), **options)
 
     def prepare(self, image: Image.Image) -> Pyramid:
         from PIL import Image

@@ -3,7 +3,7 @@
 Formats read (boxes in network-input pixels, before NMS):
 
 * Darknet ``[detection]`` / ``[region]`` / ``[yolo]`` layers: edgecnn's Darknet importer describes
-  them in ``Graph.metadata`` (:func:`edgecnn.vision.yolo.decoders_from_metadata`), and so does an
+  them in ``Graph.metadata`` (:func:`edgecnn.detection.yolo.decoders_from_metadata`), and so does an
   ONNX or .ecnn file converted from such a model.
 * ``yolov8`` (Ultralytics YOLOv8/v9/v10-style exports, anchor-free): one ``[batch, 4 + classes, N]``
   tensor; rows cx, cy, w, h in input pixels, then one score per class, already sigmoided (no
@@ -24,10 +24,10 @@ from typing import Protocol
 
 import numpy as np
 
+from edgecnn.detection.nms import Detections
+from edgecnn.detection.yolo import Decoder, RegionDecoder, YoloV3Decoder, decoders_from_metadata
 from edgecnn.errors import InputError, ModelFormatError
 from edgecnn.ir.graph import TensorSpec
-from edgecnn.vision.nms import Detections
-from edgecnn.vision.yolo import Decoder, RegionDecoder, YoloV3Decoder, decoders_from_metadata
 
 HEAD_KINDS = ("darknet", "yolov8", "yolov5", "yolov3", "yolov2")
 YOLOV3_ANCHORS = (10, 13, 16, 30, 33, 23, 30, 61, 62, 45, 59, 119, 116, 90, 156, 198, 373, 326)

@@ -318,7 +318,7 @@ def test_layer_mix(tmp_path: Path) -> None:
 
 
 def test_route_and_yolo_outputs_carry_decoders(tmp_path: Path) -> None:
-    from edgecnn.vision.yolo import YoloV3Decoder, decoders_from_metadata
+    from edgecnn.detection.yolo import YoloV3Decoder, decoders_from_metadata
 
     text = with_size((FIXTURES / "yolov3-tiny.cfg").read_text(), 64, 64)
     model = check_model(tmp_path, text)

@@ -4,7 +4,7 @@ The graph takes one float32 input ``input`` of shape (batch, channels, height, w
 [0, 1], as Darknet feeds images — and outputs the raw tensors that feed each detection layer
 (``[yolo]``, ``[region]``, ``[detection]``), or the last layer's output for networks without one.
 Each detection output has a decoder description in ``Graph.metadata`` (see
-:func:`edgecnn.vision.yolo.decoders_from_metadata`). Batch normalisation stays as
+:func:`edgecnn.detection.yolo.decoders_from_metadata`). Batch normalisation stays as
 BatchNormalization nodes; a later pass folds them into the convolutions.
 
 ``weights=None`` is an error: a network with made-up weights gives made-up answers. Tests and
@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from edgecnn.detection.yolo import METADATA_PREFIX
 from edgecnn.errors import ModelFormatError
 from edgecnn.importers.darknet.cfg import DarknetCfgWarning, Section, parse_cfg
 from edgecnn.importers.darknet.layers import CONVERTERS, LayerContext, LayerOutput
@@ -29,7 +30,6 @@ from edgecnn.importers.darknet.weights import (
     write_weights,
 )
 from edgecnn.ir.graph import Graph, TensorSpec
-from edgecnn.vision.yolo import METADATA_PREFIX
 
 __all__ = [
     "DarknetCfgWarning",

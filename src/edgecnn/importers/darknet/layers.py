@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from edgecnn.detection.yolo import RegionDecoder, YoloV1Decoder, YoloV3Decoder
 from edgecnn.errors import ModelFormatError
 from edgecnn.importers.darknet import emit
 from edgecnn.importers.darknet.cfg import Section
 from edgecnn.importers.darknet.weights import ParamKind, WeightSource
 from edgecnn.ir.graph import Node
-from edgecnn.vision.yolo import RegionDecoder, YoloV1Decoder, YoloV3Decoder
 
 BN_EPSILON = 1e-6
 """Darknet's CPU batch norm divides by sqrt(variance) + 1e-6 (not sqrt(variance + eps)); the
@@ -67,9 +67,9 @@ class LayerContext:
         self.nodes.append(Node(op, name, inputs, [name], attrs))
         return name
 
-    def constant(self, suffix: str, value: np.ndarray) -> str:
+    def constant(self, suffix: str, value: np.ndarray | np.generic) -> str:
         name = f"{self.prefix}.{suffix}"
-        self.initializers[name] = value
+        self.initializers[name] = np.asarray(value)
         return name
 
     def take(self, kind: ParamKind, shape: tuple[int, ...], *, matrix: bool = False) -> np.ndarray:

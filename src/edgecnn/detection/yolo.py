@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Union
 
 import numpy as np
 
-from edgecnn.vision.nms import Detections, class_nms
+from edgecnn.detection.nms import Detections, class_nms
 
 METADATA_PREFIX = "darknet.detection:"
 """Graph.metadata key prefix; the key's rest is the raw output's tensor name."""

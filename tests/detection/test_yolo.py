@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from edgecnn.vision.nms import Detections
-from edgecnn.vision.yolo import (
+from edgecnn.detection.nms import Detections
+from edgecnn.detection.yolo import (
     METADATA_PREFIX,
     RegionDecoder,
     YoloV1Decoder,

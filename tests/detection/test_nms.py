@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgecnn.vision.nms import Detections, box_iou, class_nms, nms
+from edgecnn.detection.nms import Detections, box_iou, class_nms, nms
 
 
 def iou_scalar(a: list[float], b: list[float]) -> float:
