@@ -8,7 +8,7 @@ ops; the registry imports a module the first time a node of one of its ops is pl
 without LRN or int8 layers never imports (or loads from numba's cache) those kernels, which keeps
 the first inference of a fresh process short (issue 4). To add a kernel: list it in its family in
 selection.py and register it in its module with ``register(name, factory, when=...)``
-(tests/kernels/test_lazy_registration.py checks that the table and the registrations agree).
+(tests/kernels/cpu/test_lazy_registration.py checks that the table and the registrations agree).
 
 Entry points called from Python are compiled with ``nogil=True``: the batch-split runner
 (runtime/batch.py) calls them from several Python threads at once, which the GIL would serialise.

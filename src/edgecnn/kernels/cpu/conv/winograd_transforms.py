@@ -78,7 +78,7 @@ def transform_filters(weights: np.ndarray, m: int) -> np.ndarray:
     the filter rows, then on the columns, one transform row at a time) write U straight into the
     packed layout. Done once per plan, yet on ResNet-50's 512 x 512 layers still the bulk of the
     plan's time (the float64 einsum this replaces cost 0.43 s of the first inference). The float32
-    rounding it adds is far inside the error bounds tests/kernels/test_winograd.py checks."""
+    rounding it adds is far inside the error bounds tests/kernels/cpu/conv/test_winograd.py checks."""
     out_channels, in_channels = weights.shape[0], weights.shape[1]
     t = m + 2
     g = FILTER_TRANSFORMS[m].astype(np.float32)

@@ -9,7 +9,7 @@ SciPy is installed) at once, only to record whether a BLAS is there for ``np.cor
 ``import_arraymath_deferring_scipy`` imports that module with ``scipy.linalg.cython_blas`` hidden,
 then sets the flag to what numba's check would have found. Nothing else changes for other numba
 code in the process: ``np.dot`` and friends import SciPy's BLAS bindings when they are compiled,
-as they always do (tests/kernels/test_numba_start.py checks the flag against numba's own check).
+as they always do (tests/kernels/cpu/system/test_numba_start.py checks the flag against numba's own check).
 """
 
 from __future__ import annotations
