@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 SUPPORTED_DTYPES: tuple[str, ...] = (
     "float32",
@@ -25,9 +26,9 @@ INTEGER_DTYPES: frozenset[str] = frozenset(
 )
 
 
-def dtype_name(dtype: object) -> str:
+def dtype_name(dtype: DTypeLike) -> str:
     """Canonical name of anything numpy understands as a dtype ("float32" for np.float32)."""
-    return np.dtype(dtype).name  # type: ignore[arg-type]
+    return np.dtype(dtype).name
 
 
 def is_float(dtype: str) -> bool:

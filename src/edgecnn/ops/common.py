@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
+from typing import overload
 
 import numpy as np
 
@@ -90,6 +91,10 @@ def broadcast_shapes(*shapes: Shape | None) -> Shape | None:
     return tuple(result)
 
 
+@overload
+def concrete_ints(value: np.ndarray) -> list[int]: ...
+@overload
+def concrete_ints(value: np.ndarray | None) -> list[int] | None: ...
 def concrete_ints(value: np.ndarray | None) -> list[int] | None:
     """A constant integer input (shape, axes, pads...) as a Python list, or None if unknown."""
     return None if value is None else [int(v) for v in np.asarray(value).reshape(-1)]

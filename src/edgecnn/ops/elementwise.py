@@ -11,7 +11,7 @@ from edgecnn.ir.dtypes import SUPPORTED_DTYPES
 from edgecnn.ir.graph import TensorType
 from edgecnn.ops.activation import erf_of
 from edgecnn.ops.common import broadcast_shapes, check, first_type, same_as_first
-from edgecnn.ops.registry import IntoAdapter, NoAttrs, ReferenceIntoFn, register_op
+from edgecnn.ops.registry import IntoAdapter, NoAttrs, ReferenceFn, ReferenceIntoFn, register_op
 from edgecnn.ops.traits import broadcast_per_image, one_dtype
 
 
@@ -134,37 +134,51 @@ def _typed(dtype: np.dtype, value: np.ndarray) -> np.ndarray:
     return np.asarray(value).astype(dtype, copy=False)
 
 
+def _binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> ReferenceFn:
+    def binary(attrs: NoAttrs, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return _typed(a.dtype, fn(a, b))
+
+    return binary
+
+
+def _compare(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> ReferenceFn:
+    def compare(attrs: NoAttrs, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.asarray(fn(a, b))
+
+    return compare
+
+
+def _variadic(fn: Callable[[Sequence[np.ndarray]], np.ndarray]) -> ReferenceFn:
+    def variadic(attrs: NoAttrs, *xs: np.ndarray) -> np.ndarray:
+        return _typed(xs[0].dtype, fn(xs))
+
+    return variadic
+
+
+def _unary(fn: Callable[[np.ndarray], np.ndarray]) -> ReferenceFn:
+    def unary(attrs: NoAttrs, x: np.ndarray) -> np.ndarray:
+        return _typed(x.dtype, fn(x))
+
+    return unary
+
+
 def _register_tables() -> None:
-    for name, fn in BINARY.items():
-
-        def binary(attrs: NoAttrs, a: np.ndarray, b: np.ndarray, fn=fn) -> np.ndarray:
-            return _typed(a.dtype, fn(a, b))
-
+    for name, binary in BINARY.items():
         register_op(
             name,
             infer=infer_arithmetic,
             inputs=2,
             per_sample=broadcast_per_image,
             reference_into=BINARY_INTO[name],
-        )(binary)
-    for name, fn in COMPARISONS.items():
-
-        def compare(attrs: NoAttrs, a: np.ndarray, b: np.ndarray, fn=fn) -> np.ndarray:
-            return np.asarray(fn(a, b))
-
-        register_op(name, infer=infer_comparison, inputs=2, per_sample=broadcast_per_image)(compare)
-    for name, fn in VARIADIC.items():
-
-        def variadic(attrs: NoAttrs, *xs: np.ndarray, fn=fn) -> np.ndarray:
-            return _typed(xs[0].dtype, fn(xs))
-
-        register_op(name, infer=infer_arithmetic, inputs=(1, None), per_sample=broadcast_per_image)(variadic)
-    for name, fn in UNARY.items():
-
-        def unary(attrs: NoAttrs, x: np.ndarray, fn=fn) -> np.ndarray:
-            return _typed(x.dtype, fn(x))
-
-        register_op(name, infer=same_as_first, per_sample=broadcast_per_image)(unary)
+        )(_binary(binary))
+    for name, compare in COMPARISONS.items():
+        register_op(name, infer=infer_comparison, inputs=2, per_sample=broadcast_per_image)(_compare(compare))
+    for name, variadic in VARIADIC.items():
+        register_op(name, infer=infer_arithmetic, inputs=(1, None), per_sample=broadcast_per_image)(
+            _variadic(variadic)
+        )
+    for name, unary in UNARY.items():
+        register_op(name, infer=same_as_first, per_sample=broadcast_per_image)(_unary(unary))
 
 
 _register_tables()

@@ -27,10 +27,11 @@ def infer_batch_norm(attrs: object, types: Sequence[TensorType | None], values: 
     channels = x.shape[1] if x.shape is not None and len(x.shape) > 1 else None
     for role, t in zip(("scale", "bias", "mean", "var"), types[1:]):
         check(t is not None, f"{role} is required")
-        if isinstance(channels, int) and t.shape is not None and all(isinstance(d, int) for d in t.shape):  # type: ignore[union-attr]
+        assert t is not None
+        if isinstance(channels, int) and t.is_concrete:
             check(
-                int(np.prod(t.shape)) == channels,  # type: ignore[union-attr]
-                f"{role} has shape {list(t.shape)} but the input has {channels} channels",  # type: ignore[union-attr]
+                int(np.prod(t.dims)) == channels,
+                f"{role} has shape {list(t.dims)} but the input has {channels} channels",
             )
     return [x]
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from edgecnn.ir.graph import TensorType
 from edgecnn.ops.common import broadcast_shapes, check, first_type, normalize_axis
@@ -43,7 +44,7 @@ def _limits(dtype: np.dtype) -> tuple[int, int]:
     return int(info.min), int(info.max)
 
 
-def saturate(values: np.ndarray, dtype: np.dtype | str) -> np.ndarray:
+def saturate(values: np.ndarray, dtype: DTypeLike) -> np.ndarray:
     """Round half to even and clamp into ``dtype``'s range (ONNX QuantizeLinear's saturation)."""
     lo, hi = _limits(np.dtype(dtype))
     return np.clip(np.rint(values), lo, hi).astype(dtype)
@@ -145,7 +146,7 @@ def dynamic_quantize_linear(attrs: NoAttrs, x: np.ndarray) -> tuple[np.ndarray, 
 
 def centered(q: np.ndarray, zero_point: np.ndarray | None, axis: int | None = None) -> np.ndarray:
     """q - zero_point as float64, exact for 8-bit values, so float matmuls give exact int sums."""
-    zp = np.float64(0) if zero_point is None else np.asarray(zero_point, dtype=np.float64)
+    zp = np.asarray(0.0 if zero_point is None else zero_point, dtype=np.float64)
     if axis is not None and zp.ndim == 1 and zp.size > 1:
         zp = per_axis(zp, q.ndim, axis)
     return q.astype(np.float64) - zp

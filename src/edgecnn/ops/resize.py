@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,13 +69,12 @@ def output_geometry(
         wanted = _full(axes, given, rank, 0)
         out: list[Dim] = [int(wanted[i]) if i in axes else in_shape[i] for i in range(rank)]
         if attrs.keep_aspect_ratio_policy != "stretch":
-            if not all(isinstance(in_shape[a], int) for a in axes):
+            known = {a: d for a in axes if isinstance(d := in_shape[a], int)}
+            if len(known) != len(axes):
                 return [None if i in axes else d for i, d in enumerate(in_shape)], [None] * rank
-            ratios = [wanted[a] / in_shape[a] for a in axes]  # type: ignore[operator]
+            ratios = [wanted[a] / known[a] for a in axes]
             common = min(ratios) if attrs.keep_aspect_ratio_policy == "not_larger" else max(ratios)
-            out = [
-                int(np.floor(common * in_shape[i] + 0.5)) if i in axes else in_shape[i] for i in range(rank)
-            ]  # type: ignore[operator]
+            out = [int(np.floor(common * known[i] + 0.5)) if i in axes else in_shape[i] for i in range(rank)]
             return out, [common if i in axes else 1.0 for i in range(rank)]
         ratio = [
             o / d if isinstance(o, int) and isinstance(d, int) and d else None for o, d in zip(out, in_shape)
@@ -84,7 +83,8 @@ def output_geometry(
     check(
         scales is not None and scales.size == len(axes), "Resize needs either scales or sizes for every axis"
     )
-    full = _full(axes, scales, rank, 1.0)  # type: ignore[arg-type]
+    assert scales is not None  # check() above raised otherwise
+    full = _full(axes, scales, rank, 1.0)
     check(all(s > 0 for s in full), f"scales {full} must be positive")
     out = [int(np.floor(d * s)) if isinstance(d, int) else None for d, s in zip(in_shape, full)]
     return out, list(full)
@@ -135,13 +135,24 @@ def source_coordinates(
     return (x + 0.5) / scale - 0.5  # half_pixel
 
 
+def _round_prefer_floor(c: np.ndarray) -> np.ndarray:
+    return np.ceil(c - 0.5)
+
+
+def _round_prefer_ceil(c: np.ndarray) -> np.ndarray:
+    return np.floor(c + 0.5)
+
+
+_ROUNDING: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "round_prefer_floor": _round_prefer_floor,
+    "round_prefer_ceil": _round_prefer_ceil,
+    "floor": np.floor,
+    "ceil": np.ceil,
+}
+
+
 def nearest_indices(attrs: ResizeAttrs, coords: np.ndarray, in_len: int) -> np.ndarray:
-    rounding = {
-        "round_prefer_floor": lambda c: np.ceil(c - 0.5),
-        "round_prefer_ceil": lambda c: np.floor(c + 0.5),
-        "floor": np.floor,
-        "ceil": np.ceil,
-    }[attrs.nearest_mode]
+    rounding = _ROUNDING[attrs.nearest_mode]
     return np.clip(rounding(coords), 0, in_len - 1).astype(np.int64)
 
 

@@ -59,7 +59,7 @@ def infer_dropout(attrs: object, types: Types, values: Values) -> list[TensorTyp
 )
 def dropout(
     attrs: NoAttrs, x: np.ndarray, ratio: np.ndarray | None = None, training: np.ndarray | None = None
-):
+) -> tuple[np.ndarray, np.ndarray]:
     """Inference: the identity (training mode is not supported)."""
     check(
         training is None or not bool(np.asarray(training).reshape(-1)[0]),
@@ -150,8 +150,8 @@ def infer_reshape(attrs: ReshapeAttrs, types: Types, values: Values) -> list[Ten
     "Reshape", attrs=ReshapeAttrs, infer=infer_reshape, inputs=2, per_sample=broadcast_per_image, view=True
 )
 def reshape(attrs: ReshapeAttrs, x: np.ndarray, shape: np.ndarray) -> np.ndarray:
-    dims = reshape_target(attrs, x.shape, concrete_ints(shape))  # type: ignore[arg-type]
-    return x.reshape(dims).copy()  # type: ignore[arg-type]
+    dims = reshape_target(attrs, x.shape, concrete_ints(shape))
+    return x.reshape(dims).copy()
 
 
 @dataclass(frozen=True)
@@ -251,7 +251,7 @@ def infer_unsqueeze(attrs: object, types: Types, values: Values) -> list[TensorT
 
 @register_op("Unsqueeze", infer=infer_unsqueeze, inputs=2, per_sample=each_image, view=True)
 def unsqueeze(attrs: NoAttrs, x: np.ndarray, axes: np.ndarray) -> np.ndarray:
-    return x.reshape(unsqueezed_shape(x.shape, concrete_ints(axes))).copy()  # type: ignore[arg-type]
+    return x.reshape(unsqueezed_shape(x.shape, concrete_ints(axes))).copy()
 
 
 @dataclass(frozen=True)
@@ -414,6 +414,13 @@ def _slice_inputs(values: Values) -> list[list[int] | None]:
     return [concrete_ints(v) for v in padded[:4]]
 
 
+def _sliced_length(s: slice, dim: Dim) -> Dim:
+    if s == slice(None):
+        return dim
+    assert isinstance(dim, int)  # slice_plan gave up on a sliced axis of unknown size
+    return len(range(*s.indices(dim)))
+
+
 def infer_slice(attrs: object, types: Types, values: Values) -> list[TensorType]:
     x = first_type(types)
     if x.shape is None:
@@ -432,9 +439,9 @@ def infer_slice(attrs: object, types: Types, values: Values) -> list[TensorType]
     return [
         TensorType(
             x.dtype,
-            tuple(len(range(*s.indices(d))) if s != slice(None) else d for s, d in zip(plan, x.shape)),
+            tuple(_sliced_length(s, d) for s, d in zip(plan, x.shape)),
         )
-    ]  # type: ignore[arg-type]
+    ]
 
 
 @register_op("Slice", infer=infer_slice, inputs=(3, 5))
@@ -455,9 +462,8 @@ def infer_gather(attrs: GatherAttrs, types: Types, values: Values) -> list[Tenso
     if x.shape is None or indices.shape is None:  # type: ignore[union-attr]
         return [TensorType(x.dtype, None)]
     axis = normalize_axis(attrs.axis, len(x.shape))
-    idx = values[1]
-    if idx is not None and isinstance(x.shape[axis], int):
-        size = x.shape[axis]
+    idx, size = values[1], x.shape[axis]
+    if idx is not None and isinstance(size, int):
         check(
             bool(np.all((idx >= -size) & (idx < size))),
             f"indices out of range for axis {axis} of size {size}",
@@ -544,7 +550,7 @@ def _shape_input(t: TensorType | None, value: np.ndarray | None, dtype: str) -> 
     infer=lambda attrs, types, values: [_shape_input(types[0], values[0], attrs.dtype)],
 )
 def constant_of_shape(attrs: ConstantOfShapeAttrs, dims: np.ndarray) -> np.ndarray:
-    return np.full(concrete_ints(dims), attrs.value, dtype=attrs.dtype)  # type: ignore[arg-type]
+    return np.full(concrete_ints(dims), attrs.value, dtype=attrs.dtype)
 
 
 def infer_expand(attrs: object, types: Types, values: Values) -> list[TensorType]:
@@ -557,7 +563,7 @@ def infer_expand(attrs: object, types: Types, values: Values) -> list[TensorType
 
 @register_op("Expand", infer=infer_expand, inputs=2)
 def expand(attrs: NoAttrs, x: np.ndarray, dims: np.ndarray) -> np.ndarray:
-    target = np.broadcast_shapes(x.shape, tuple(concrete_ints(dims)))  # type: ignore[arg-type]
+    target = np.broadcast_shapes(x.shape, tuple(concrete_ints(dims)))
     return np.broadcast_to(x, target).copy()
 
 
@@ -573,7 +579,7 @@ def infer_tile(attrs: object, types: Types, values: Values) -> list[TensorType]:
 
 @register_op("Tile", infer=infer_tile, inputs=2)
 def tile(attrs: NoAttrs, x: np.ndarray, repeats: np.ndarray) -> np.ndarray:
-    return np.tile(x, concrete_ints(repeats))  # type: ignore[arg-type]
+    return np.tile(x, concrete_ints(repeats))
 
 
 @dataclass(frozen=True)
@@ -619,7 +625,7 @@ def pad(
     axes: np.ndarray | None = None,
 ) -> np.ndarray:
     """Negative pads crop."""
-    widths = pad_widths(x.ndim, concrete_ints(pads), concrete_ints(axes))  # type: ignore[arg-type]
+    widths = pad_widths(x.ndim, concrete_ints(pads), concrete_ints(axes))
     crop = tuple(slice(max(-b, 0), x.shape[i] - max(-e, 0)) for i, (b, e) in enumerate(widths))
     grow = [(max(b, 0), max(e, 0)) for b, e in widths]
     x = x[crop]

@@ -68,8 +68,8 @@ class AffineFolder:
         if weights.ndim != 2:
             return None
         channels = weights.shape[0] if node.attrs.trans_b else weights.shape[1]
-        vector = gemm_bias_vector(bias, channels, node.attrs.beta)
-        return None if vector is None else LinearLayer(node, weights, vector, channels, 2)
+        gemm_vector = gemm_bias_vector(bias, channels, node.attrs.beta)
+        return None if gemm_vector is None else LinearLayer(node, weights, gemm_vector, channels, 2)
 
     def fold(self, layer: LinearLayer, scale: np.ndarray, shift: np.ndarray, output: str) -> None:
         """Rewrite ``layer`` in place to compute its old output * scale + shift into ``output``.

@@ -197,7 +197,7 @@ class QdqFolder:
             if bias is None:
                 return None
             inputs.append(bias)
-        return Node(FOLDED_OP[node.op], node.name, inputs, list(q.outputs), attrs), q  # type: ignore[arg-type]
+        return Node(FOLDED_OP[node.op], node.name, inputs, list(q.outputs), attrs), q
 
     def _columns(self, tensor: str, axis: int) -> int:
         dq = self.dequantized(tensor)

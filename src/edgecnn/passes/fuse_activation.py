@@ -32,7 +32,7 @@ def _fusable(node: Node, gated: bool) -> FusableActivation | None:
 
 def _read(fusable: FusableActivation, graph: Graph, node: Node) -> FusedActivation | None:
     params = fusable.read(node.attrs, node.inputs, graph.initializers)
-    return None if params is None else FusedActivation(fusable.name, **params)  # type: ignore[arg-type]
+    return None if params is None else FusedActivation(fusable.name, **params)
 
 
 def single_activation(graph: Graph, node: Node, x: str) -> FusedActivation | None:

@@ -85,7 +85,7 @@ def _match(
     candidates = []
     for conv_output, residual in ((a, b), (b, a)):
         conv = producers.get(conv_output)
-        if not _fusible_conv(graph, conv, conv_output, consumers.get(conv_output, [])):
+        if conv is None or not _fusible_conv(graph, conv, conv_output, consumers.get(conv_output, [])):
             continue
         # The Add is the conv output's only reader, so the residual cannot depend on it; a constant
         # residual (a bias in disguise) stays an Add: fold_channel_affine's business.

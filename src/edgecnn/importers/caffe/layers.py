@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 import numpy as np
 
@@ -70,9 +70,10 @@ def one(ctx: Context, op: str, inputs: list[str], attrs: object) -> list[str]:
 
 def channels(ctx: Context, tensor: str, axis: int = 1) -> int:
     shape = ctx.shape(tensor)
-    if len(shape) <= axis or not isinstance(shape[axis], int):
+    size = shape[axis] if len(shape) > axis else None
+    if not isinstance(size, int):
         raise ctx.fail(f"needs a known size on axis {axis} of its input, got {list(shape)}")
-    return shape[axis]
+    return size
 
 
 # ------------------------------------------------------------------ geometry
@@ -102,7 +103,16 @@ def single_or_hw(p: Any, name: str, default: int | None) -> tuple[int, int]:
     return (default, default)
 
 
-def conv_geometry(ctx: Context, p: Any, rank: int) -> dict[str, tuple[int, ...]]:
+class ConvGeometryArgs(TypedDict):
+    """The geometry fields shared by ConvAttrs and ConvTransposeAttrs."""
+
+    kernel_shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    pads: tuple[int, ...]
+    dilations: tuple[int, ...]
+
+
+def conv_geometry(ctx: Context, p: Any, rank: int) -> ConvGeometryArgs:
     try:
         kernel = repeated_or_hw(p, "kernel", rank, 0)
         pads = repeated_or_hw(p, "pad", rank, 0)

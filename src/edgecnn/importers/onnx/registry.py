@@ -40,7 +40,7 @@ class OnnxNode:
             return None
         return self.initializers.get(self.inputs[index])
 
-    def add_constant(self, value: np.ndarray, purpose: str) -> str:
+    def add_constant(self, value: np.ndarray | np.generic, purpose: str) -> str:
         """Create a constant tensor (e.g. an attribute that later opsets made an input); returns its name."""
         name = f"{self.name or self.outputs[0]}::{purpose}"
         self.new_constants[name] = np.asarray(value)
