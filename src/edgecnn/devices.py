@@ -291,7 +291,8 @@ def opencl_device_infos() -> list[DeviceInfo]:
                 compute_units=int(dev.max_compute_units),
                 memory_bytes=int(dev.global_mem_size),
                 platform=dev.platform.name.strip(),
-                device_type=cl.device_type.to_string(dev.type).replace("ALL | ", ""),
+                # pyopencl's stub assigns to_string inside the IntEnum body, so mypy takes it for a member
+                device_type=cl.device_type.to_string(dev.type).replace("ALL | ", ""),  # type: ignore[operator]
                 version=dev.version.strip(),
             )
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
@@ -64,7 +65,7 @@ class NetBuilder:
         self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
         return name
 
-    def _node(self, op: str, inputs: Sequence[str], chw: Chw, **attrs: object) -> str:
+    def _node(self, op: str, inputs: Sequence[str], chw: Chw, **attrs: Any) -> str:
         name = self._name(op.lower())
         self.nodes.append(helper.make_node(op, list(inputs), [name], name=name, **attrs))
         self.shapes[name] = chw
@@ -214,9 +215,9 @@ class NetBuilder:
         producer.output[list(producer.output).index(output)] = OUTPUT_NAME
         chw = self.input_chw
         out = self.shapes[output]
-        out_dims: list[int | str] = [BATCH_DIM, out.channels] + (
-            [out.height, out.width] if out.height else []
-        )
+        out_dims: list[int | str] = [BATCH_DIM, out.channels]
+        if out.height:
+            out_dims += [out.height, out.width]
         graph = helper.make_graph(
             self.nodes,
             self.name,

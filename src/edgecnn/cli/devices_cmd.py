@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Literal
 
 import typer
 from rich.table import Table
@@ -25,7 +26,7 @@ def command(
         return
     table = Table(box=None, header_style="bold")
     for column in ("device", "type", "name", "vendor", "units", "memory", "platform"):
-        justify = "right" if column in ("units", "memory") else "left"
+        justify: Literal["left", "right"] = "right" if column in ("units", "memory") else "left"
         table.add_column(column, justify=justify, no_wrap=column in ("device", "units", "memory"))
     for d in found:
         table.add_row(

@@ -87,7 +87,7 @@ class Histogram:
     """|x| counts over [0, limit) in fixed bins, plus the signed extremes."""
 
     def __init__(self, limit: float, bins: int = HISTOGRAM_BINS) -> None:
-        self.limit = max(float(limit), np.finfo(np.float32).tiny)
+        self.limit = max(float(limit), float(np.finfo(np.float32).tiny))
         self.counts = np.zeros(bins, dtype=np.int64)
 
     def add(self, values: np.ndarray) -> None:

@@ -37,6 +37,24 @@ def _read_int(path: Path) -> int:
         raise DeviceError(f"cannot read the energy counter {path}: {exc}") from None
 
 
+def _int_reader(path: Path) -> Callable[[], int]:
+    """A reader of the integer in ``path`` (an energy counter), bound to that path."""
+
+    def read() -> int:
+        return _read_int(path)
+
+    return read
+
+
+def _microwatt_reader(path: Path) -> Callable[[], float]:
+    """A reader of the power in ``path`` (in µW), converted to watts."""
+
+    def read() -> float:
+        return _read_int(path) * 1e-6
+
+    return read
+
+
 @dataclass
 class WrappingCounter:
     """A monotonic counter that wraps at ``wrap``; accumulates the increments (one wrap between
@@ -71,12 +89,12 @@ class RaplMeter:
         zones = sorted(p for p in Path(root).glob("*rapl:*") if ":" in p.name and p.name.count(":") == 1)
         if not zones:
             raise DeviceError(f"no RAPL zones under {root}")
-        self.counters = []
+        self.counters: list[WrappingCounter] = []
         labels = []
         for zone in zones:
             wrap_path = zone / "max_energy_range_uj"
             wrap = _read_int(wrap_path) if wrap_path.exists() else 2**32
-            self.counters.append(WrappingCounter(lambda z=zone: _read_int(z / "energy_uj"), wrap + 1, 1e-6))
+            self.counters.append(WrappingCounter(_int_reader(zone / "energy_uj"), wrap + 1, 1e-6))
             label = (zone / "name").read_text().strip() if (zone / "name").exists() else zone.name
             labels.append(label)
         self.describes = f"{', '.join(labels)} (RAPL energy counters)"
@@ -118,10 +136,10 @@ class HwmonMeter:
             raise DeviceError(f"no hwmon energy or power sensors under {root}")
         self.sources: list[WrappingCounter | IntegratedPower] = []
         if energy:
-            self.sources = [WrappingCounter(lambda p=p: _read_int(p), 2**63, 1e-6) for p in energy]
+            self.sources = [WrappingCounter(_int_reader(p), 2**63, 1e-6) for p in energy]
             files = energy
         else:
-            self.sources = [IntegratedPower(lambda p=p: _read_int(p) * 1e-6, clock) for p in power]
+            self.sources = [IntegratedPower(_microwatt_reader(p), clock) for p in power]
             files = power
         names = [_sensor_label(f) for f in files]
         kind = "energy counters" if energy else "power sensors, integrated"

@@ -100,7 +100,7 @@ def profile_training(
         logits, tape = network.forward(x, ctx, hooks)
         loss_start = time.perf_counter()
         if labels is None:
-            labels = rng.integers(0, logits.shape[1], size=logits.shape[0])
+            labels = np.asarray(rng.integers(0, logits.shape[1], size=logits.shape[0]))
         _, dlogits = softmax_cross_entropy(logits.reshape(logits.shape[0], -1), labels)
         middle = time.perf_counter()
         network.backward(tape, dlogits.reshape(logits.shape), hooks)

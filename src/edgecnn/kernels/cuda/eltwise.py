@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from edgecnn.ir.graph import Node
+from edgecnn.ir.graph import Node, concrete_dims
 from edgecnn.kernels.cuda.array import CudaArray
 from edgecnn.kernels.cuda.step import CudaStep, constant_on_device, cuda_kernel, device_for_plan
 from edgecnn.kernels.gpu.eltwise import BINARY_OPS, binary_supported
@@ -17,7 +17,7 @@ def _binary(node: Node, types: Types, values: Values) -> CudaStep:
     device = device_for_plan()
     cupy = device.cupy
     ufunc = getattr(cupy, UFUNCS[node.op])
-    out_shape = tuple(broadcast_shapes(shape_of(types[0]), shape_of(types[1])))  # type: ignore[arg-type]
+    out_shape = concrete_dims(broadcast_shapes(shape_of(types[0]), shape_of(types[1])))
     consts = constant_on_device(device, values, 0), constant_on_device(device, values, 1)
 
     def launch(a: CudaArray, b: CudaArray) -> CudaArray:

@@ -115,6 +115,7 @@ def opencl_matmul(node: Node, types: Types, values: Values) -> OpenCLStep:
     variant = choose_variant(m, n, k, values[1] is not None and not b_batched, device.is_cpu)
     a_layout = Operand.row_major(m, k, batched=bool(a_batched))
     a_const = constant_on_device(device, values, 0)
+    b_const: DeviceArray | None
     if values[1] is not None and not b_batched:
         b_const, b_layout = packed_weights(device, values[1].reshape(k, n), False, variant)
     else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from edgecnn.ir.graph import Node
+from edgecnn.ir.graph import Node, concrete_dims
 from edgecnn.kernels.gpu.eltwise import BINARY_OPS, binary_supported
 from edgecnn.kernels.gpu.step import Types, Values, either, shape_of, variable_inputs
 from edgecnn.kernels.opencl.array import DeviceArray
@@ -18,7 +18,7 @@ BINARY_CODES = {op: code for code, op in enumerate(BINARY_OPS)}
 def broadcast_plan(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[list[int], list[int], list[int]]:
     """(dims, a strides, b strides) of the output, in elements, zero where an input broadcasts;
     neighbouring axes along which both inputs step alike are merged (same shapes: one axis)."""
-    out = tuple(broadcast_shapes(a, b))  # type: ignore[arg-type]
+    out = concrete_dims(broadcast_shapes(a, b))
     rank = len(out)
 
     def strides(shape: tuple[int, ...]) -> list[int]:
@@ -49,7 +49,7 @@ def broadcast_plan(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[list[int], l
 def _binary(node: Node, types: Types, values: Values) -> OpenCLStep:
     device = device_for_plan()
     a_shape, b_shape = shape_of(types[0]), shape_of(types[1])
-    out_shape = tuple(broadcast_shapes(a_shape, b_shape))  # type: ignore[arg-type]
+    out_shape = concrete_dims(broadcast_shapes(a_shape, b_shape))
     dims, a_strides, b_strides = broadcast_plan(a_shape, b_shape)
     meta = DeviceArray.upload(device, np.array(dims + a_strides + b_strides, np.int32).view(np.float32))
     consts = constant_on_device(device, values, 0), constant_on_device(device, values, 1)

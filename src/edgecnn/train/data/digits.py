@@ -14,7 +14,9 @@ def upsample(images: np.ndarray, size: int) -> np.ndarray:
     return np.stack(
         [
             np.asarray(
-                Image.fromarray(image.astype(np.float32), mode="F").resize((size, size), Image.BILINEAR)
+                Image.fromarray(image.astype(np.float32), mode="F").resize(
+                    (size, size), Image.Resampling.BILINEAR
+                )
             )
             for image in images
         ]

@@ -18,7 +18,7 @@ def read_image(path: Path, size: tuple[int, int], channels: int) -> np.ndarray:
     try:
         with Image.open(path) as image:
             converted = image.convert("L" if channels == 1 else "RGB").resize(
-                (size[1], size[0]), Image.BILINEAR
+                (size[1], size[0]), Image.Resampling.BILINEAR
             )
     except (UnidentifiedImageError, OSError) as exc:
         raise ModelFormatError(f"{path}: cannot read the image: {exc}") from None

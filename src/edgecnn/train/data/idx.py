@@ -12,7 +12,7 @@ import numpy as np
 from edgecnn.errors import InputError, ModelFormatError
 from edgecnn.train.data.dataset import Dataset
 
-IDX_TYPES = {
+IDX_TYPES: dict[int, np.dtype] = {
     0x08: np.dtype(np.uint8),
     0x09: np.dtype(np.int8),
     0x0B: np.dtype(">i2"),

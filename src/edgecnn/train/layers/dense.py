@@ -13,7 +13,7 @@ from edgecnn.train.registry import Context, Forward, register_grad, unbroadcast
 def gemm_forward(attrs: GemmAttrs, inputs: Sequence[np.ndarray | None], ctx: Context) -> Forward:
     a, b = inputs[0], inputs[1]
     c = inputs[2] if len(inputs) > 2 else None
-    y = gemm(attrs, a, b, c)  # type: ignore[arg-type]
+    y = gemm(attrs, a, b, c)
     return Forward((y,), (a, b, None if c is None else c.shape))
 
 

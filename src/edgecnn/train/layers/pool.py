@@ -48,6 +48,11 @@ def scatter_taps(per_tap: np.ndarray, x_shape: Sequence[int], geo: PoolGeometry)
     return padded[(slice(None), slice(None), *inner)]
 
 
+def _pair(values: Sequence[int]) -> tuple[int, int]:
+    """The two spatial values of a 2-D pooling's geometry."""
+    return values[0], values[1]
+
+
 def max_pool_forward(attrs: MaxPoolAttrs, inputs: Sequence[np.ndarray | None], ctx: Context) -> Forward:
     x = inputs[0]
     assert x is not None
@@ -55,7 +60,9 @@ def max_pool_forward(attrs: MaxPoolAttrs, inputs: Sequence[np.ndarray | None], c
     assert geo.pads is not None
     if x.ndim == 4 and x.dtype.kind == "f":
         begins = (geo.pads[0], geo.pads[1])
-        y, winner = max_pool2d_forward(x, geo.kernel, geo.strides, geo.dilations, begins, tuple(geo.out))
+        y, winner = max_pool2d_forward(
+            x, _pair(geo.kernel), _pair(geo.strides), _pair(geo.dilations), begins, tuple(geo.out)
+        )
         return Forward((y,), ("compiled", winner, geo, x.shape))
     windows = padded_windows(x, geo, -np.inf)
     flat = windows.reshape(*windows.shape[: 2 + len(geo.kernel)], -1)
