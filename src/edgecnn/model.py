@@ -165,7 +165,8 @@ class Model:
             arrays = (feeds,)
         else:
             return None
-        return arrays if all(type(a) is np.ndarray for a in arrays) else None  # type: ignore[return-value]
+        plain = tuple(a for a in arrays if type(a) is np.ndarray)
+        return plain if len(plain) == len(arrays) else None
 
     def _plan(self, key: PlanKey, checked: Mapping[str, np.ndarray]) -> Plan:
         """The cached plan under ``key``, else a new one (the least recently used beyond

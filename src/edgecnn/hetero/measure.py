@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -13,6 +14,9 @@ from edgecnn.hetero.finegrained import LayerCost
 from edgecnn.hetero.profiles import ProfileError
 from edgecnn.hetero.slicing import split_spec
 from edgecnn.model import Model
+
+if TYPE_CHECKING:
+    from edgecnn.energy import EnergyMeter
 
 
 @dataclass(frozen=True)
@@ -57,12 +61,12 @@ def hardware_groups(devices: Sequence[str]) -> dict[str, str]:
     return groups
 
 
-def open_meters(devices: Sequence[str]) -> list[tuple[object, str]]:
+def open_meters(devices: Sequence[str]) -> list[tuple[EnergyMeter, str]]:
     """One meter per distinct source covering ``devices`` (e.g. RAPL once for cpu and a CPU-OpenCL device),
     with a note when a device fell back to the labelled CPU-time estimate."""
     from edgecnn.energy import open_meter
 
-    chosen: dict[str, tuple[object, str]] = {}
+    chosen: dict[str, tuple[EnergyMeter, str]] = {}
     for device in devices:
         try:
             meter, note = open_meter("auto", device), ""
@@ -83,7 +87,7 @@ def measure(run: Callable[[], object], devices: Sequence[str], iterations: int, 
     for _ in range(warmup):
         run()
     meters = open_meters(devices)
-    monitors = [PowerMonitor(meter) for meter, _ in meters]  # type: ignore[arg-type]
+    monitors = [PowerMonitor(meter) for meter, _ in meters]
     for monitor in monitors:
         monitor.__enter__()
     try:
@@ -131,7 +135,7 @@ def layer_costs(
             t = plan.types.get(name)
             if not name or name in plan.constants or t is None or t.shape is None or not t.is_concrete:
                 return 0
-            return int(np.prod(t.shape, dtype=np.int64)) * np.dtype(t.dtype).itemsize  # type: ignore[arg-type]
+            return int(np.prod(t.dims, dtype=np.int64)) * np.dtype(t.dtype).itemsize
 
         spec = split_spec(node, plan.types, plan.constants)
         costs.append(

@@ -49,7 +49,10 @@ class Partition:
 
     def layer_set(self, layer: str) -> tuple[str, ...]:
         """The devices that share ``layer`` (all of them unless overridden)."""
-        return self.layer_devices.get(layer, self.devices)  # type: ignore[return-value]
+        devices = self.layer_devices.get(layer)
+        if devices is None:
+            return self.devices
+        return (devices,) if isinstance(devices, str) else devices  # __post_init__ made it a tuple
 
     def counts(self, layer: str, units: int) -> dict[str, int]:
         """Units of ``layer`` per device: Algorithm 4.2's proportional split among the layer's devices."""

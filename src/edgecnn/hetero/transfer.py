@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -46,12 +48,12 @@ class LinkCost:
         }
 
     @staticmethod
-    def from_json(data: dict[str, object]) -> LinkCost:
+    def from_json(data: Mapping[str, Any]) -> LinkCost:
         bw = data.get("bytes_per_s")
         return LinkCost(
             str(data["device"]),
-            float(data.get("latency_s") or 0.0),  # type: ignore[arg-type]
-            math.inf if bw is None else float(bw),  # type: ignore[arg-type]
+            float(data.get("latency_s") or 0.0),
+            math.inf if bw is None else float(bw),
             bool(data.get("measured", False)),
         )
 

@@ -102,7 +102,7 @@ def _worth_folding(node: Node, values: list[np.ndarray | None], out_types: list[
     if not get_op(node.op).foldable or any(v is None for x, v in zip(node.inputs, values) if x):
         return False
     for t in out_types:
-        if not t.is_concrete or int(np.prod(t.shape, dtype=np.int64)) > FOLD_LIMIT_ELEMENTS:  # type: ignore[arg-type]
+        if not t.is_concrete or int(np.prod(t.dims, dtype=np.int64)) > FOLD_LIMIT_ELEMENTS:
             return False
     return True
 
@@ -111,7 +111,7 @@ def _shape_stand_in(t: TensorType | None) -> np.ndarray | None:
     """A zero-stride array with t's shape: what Shape/Size need, without allocating the tensor."""
     if t is None or not t.is_concrete:
         return None
-    return np.broadcast_to(np.zeros((), t.dtype), t.shape)  # type: ignore[arg-type]
+    return np.broadcast_to(np.zeros((), t.dtype), t.dims)
 
 
 def evaluate(node: Node, values: list[np.ndarray | None]) -> tuple[np.ndarray, ...]:

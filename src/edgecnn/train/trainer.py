@@ -7,7 +7,7 @@ import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -64,19 +64,20 @@ BatchCallback = Callable[[int, int, float], None]
 """on_batch(batch index, batches in the epoch, loss)."""
 
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def blas_threads(method: F) -> F:
+def blas_threads(method: Callable[Concatenate[Trainer, P], R]) -> Callable[Concatenate[Trainer, P], R]:
     """Run ``method`` with BLAS limited to the config's thread count: small training GEMMs gain
     little from threads, and oversubscribed cores make them many times slower."""
 
     @functools.wraps(method)
-    def wrapper(self: Trainer, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: Trainer, *args: P.args, **kwargs: P.kwargs) -> R:
         with threadpool_limits(self.config.threads):
             return method(self, *args, **kwargs)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 class Trainer:

@@ -104,7 +104,7 @@ def conv_supported(node: Node, types: Types, values: Values) -> bool:
     if not applies_activation(node):
         return False
     x, w = types[0], types[1] if len(types) > 1 else None
-    if not (is_float32(x, (3, 4)) and is_float32(w, x.rank)):  # type: ignore[union-attr]
+    if not (is_float32(x, (3, 4)) and is_float32(w, x.rank)):
         return False
     b = types[2] if len(types) > 2 else None
     return b is None or is_float32(b, 1)

@@ -10,7 +10,7 @@ from edgecnn.ops.activation import softmax_axes
 
 
 def lrn_supported(node: Node, types: Types, values: Values) -> bool:
-    return is_float32(types[0]) and (types[0].rank or 0) >= 2 and node.attrs.size >= 1  # type: ignore[union-attr]
+    return is_float32(types[0]) and (types[0].rank or 0) >= 2 and node.attrs.size >= 1
 
 
 def lrn_params(node: Node, shape: tuple[int, ...]) -> tuple[np.int32 | np.float32, ...]:
@@ -21,7 +21,7 @@ def lrn_params(node: Node, shape: tuple[int, ...]) -> tuple[np.int32 | np.float3
 
 
 def softmax_supported(node: Node, types: Types, values: Values) -> bool:
-    return is_float32(types[0]) and (types[0].rank or 0) >= 1  # type: ignore[union-attr]
+    return is_float32(types[0]) and (types[0].rank or 0) >= 1
 
 
 def softmax_lines(node: Node, types: Types) -> tuple[int, int, int]:

@@ -33,7 +33,7 @@ def pool_supported(node: Node, types: Types, values: Values) -> bool:
 
 
 def global_supported(node: Node, types: Types, values: Values) -> bool:
-    return is_float32(types[0]) and (types[0].rank or 0) >= 3  # type: ignore[union-attr]
+    return is_float32(types[0]) and (types[0].rank or 0) >= 3
 
 
 def pool_args(

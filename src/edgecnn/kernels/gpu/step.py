@@ -8,7 +8,7 @@ Inputs that were constants at plan time were uploaded then; the values passed fo
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -57,7 +57,7 @@ def backend_kernel(
     return kernel
 
 
-def is_float32(t: TensorType | None, rank: int | tuple[int, ...] | None = None) -> bool:
+def is_float32(t: TensorType | None, rank: int | tuple[int, ...] | None = None) -> TypeGuard[TensorType]:
     """A float32 tensor of known shape (and of the given rank(s)) that 32-bit indices can address."""
     if t is None or t.dtype != "float32" or t.shape is None or not t.is_concrete:
         return False

@@ -97,4 +97,5 @@ def load_mnist(folder: Path) -> tuple[Dataset, Dataset]:
         labels = read_idx(find_idx(folder, f"{prefix}-labels-idx1-ubyte"))
         parts.append(images_and_labels(images, labels, f"{folder}/{prefix}"))
     classes = max(parts[0].classes, parts[1].classes, key=len)
-    return tuple(Dataset(p.images, p.labels, classes, p.name) for p in parts)  # type: ignore[return-value]
+    train, test = (Dataset(p.images, p.labels, classes, p.name) for p in parts)
+    return train, test
