@@ -59,7 +59,7 @@ def command(
     sample = preprocess.image(images[0])
     print_report(timed(net, {net.inputs[0].name: sample}, iterations, 3, show_progress=True))
     console.print()
-    detect_faces(bundled("simplecnn/samples/scene.jpg"), save)
+    detect_faces(bundled("vision/scene.jpg"), save)
 
 
 def detect_faces(scene_path: Path, save: Path | None) -> None:
