@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import signal
+import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import typer
@@ -104,6 +109,51 @@ class Saver:
             writer.close()
 
 
+class Interruption:
+    """SIGINT handling for the frame loop: a first Ctrl-C during :meth:`deferred` work is noted in
+    ``requested`` and the work finishes; between frames, or at a second Ctrl-C, it raises
+    KeyboardInterrupt as usual. Installed from the main thread only (where Python runs handlers)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._busy = False
+        self._previous: Any = None
+
+    def __enter__(self) -> Interruption:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Work that a first Ctrl-C must not cut in half (a frame's outputs, closing the files)."""
+        self._busy = True
+        try:
+            yield
+        finally:
+            self._busy = False
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self._busy and not self.requested:
+            self.requested = True
+            return
+        raise KeyboardInterrupt
+
+
+def report_skipped(item: FrameError, strict: bool, as_json: bool) -> None:
+    """An unreadable image or frame: fatal with --strict, else reported (and a JSON line) and skipped."""
+    where = f"{item.source} (frame {item.index})" if item.index else item.source
+    if strict:
+        raise InputError(f"{where}: {item.message}")
+    error_console.print(f"skipped {where}: {item.message}")
+    if as_json:
+        print(json.dumps({"source": item.source, "index": item.index, "error": item.message}))
+
+
 def total_frames(sources: list[str], camera: str | None) -> int | None:
     """Frames to expect, for the progress bar; None when a source's length is unknown."""
     if camera is not None or STDIN in sources:
@@ -184,36 +234,39 @@ def command(
         transient=True,
         disable=(total := total_frames(sources, camera)) is not None and total < 2,
     )
-    try:
-        with progress:
-            task = progress.add_task("detecting", total=total, rate=0.0)
-            for item, prepared in prepared_frames(detector, open_sources(sources, camera=camera)):
-                if isinstance(item, FrameError) or prepared is None:
-                    assert isinstance(item, FrameError)
-                    where = f"{item.source} (frame {item.index})" if item.index else item.source
-                    if strict:
-                        raise InputError(f"{where}: {item.message}")
-                    skipped += 1
-                    error_console.print(f"skipped {where}: {item.message}")
-                    if as_json:
-                        print(json.dumps({"source": item.source, "index": item.index, "error": item.message}))
-                    continue
-                detections = detector.detect_prepared([prepared])[0]
-                if as_json:
-                    print(json.dumps(frame_record(item, detections)), flush=True)
-                else:
-                    print_table(item, detections)
-                if saver is not None:
-                    saver.submit(item, detections)
-                done += 1
-                rate = done / (time.perf_counter() - started)
-                progress.update(task, advance=1, rate=rate, description=Path(item.source).name)
-    except KeyboardInterrupt:
+    interrupted = False
+    with Interruption() as interruption:
+        try:
+            with progress:
+                task = progress.add_task("detecting", total=total, rate=0.0)
+                for item, prepared in prepared_frames(detector, open_sources(sources, camera=camera)):
+                    with interruption.deferred():
+                        if isinstance(item, FrameError) or prepared is None:
+                            assert isinstance(item, FrameError)
+                            report_skipped(item, strict, as_json)
+                            skipped += 1
+                        else:
+                            detections = detector.detect_prepared([prepared])[0]
+                            if as_json:
+                                print(json.dumps(frame_record(item, detections)), flush=True)
+                            else:
+                                print_table(item, detections)
+                            if saver is not None:
+                                saver.submit(item, detections)
+                            done += 1
+                            rate = done / (time.perf_counter() - started)
+                            progress.update(task, advance=1, rate=rate, description=Path(item.source).name)
+                    if interruption.requested:
+                        break
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            if saver is not None:
+                with interruption.deferred():
+                    saver.close()
+    if interrupted or interruption.requested:
         error_console.print(f"interrupted after {done} frame(s); outputs written so far are complete")
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-    finally:
-        if saver is not None:
-            saver.close()
+        raise typer.Exit(EXIT_INTERRUPTED)
     elapsed = time.perf_counter() - started
     summary = f"{done} frame(s) in {elapsed:.2f} s ({done / elapsed if elapsed else 0:.1f} frames/s)"
     error_console.print(summary + (f", {skipped} skipped" if skipped else ""))
