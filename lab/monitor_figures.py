@@ -14,10 +14,14 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PIL import Image, ImageDraw, ImageFont
 
 from common import machine_line
+
+if TYPE_CHECKING:
+    from selenium.webdriver.remote.webdriver import WebDriver
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -44,6 +48,7 @@ def record(seconds: float, trace: Path, screenshot: Path) -> None:
                 "--headless",
                 "--no-sandbox",
                 "--disable-gpu",
+                "--hide-scrollbars",
                 "--disable-background-networking",
                 "--disable-component-update",
                 "--no-first-run",
@@ -55,6 +60,7 @@ def record(seconds: float, trace: Path, screenshot: Path) -> None:
             try:
                 driver.get(monitor.url)
                 time.sleep(seconds)
+                fit_page(driver)
                 driver.save_screenshot(str(screenshot))
                 Image.open(screenshot).convert("RGB").quantize(256).save(screenshot, optimize=True)
             finally:
@@ -63,6 +69,14 @@ def record(seconds: float, trace: Path, screenshot: Path) -> None:
         print(
             f"{monitor.recorder.count} samples, {monitor.recorder.missed} periods missed; last frame: {stats}"
         )
+
+
+def fit_page(driver: WebDriver) -> None:
+    """Make the window as tall as the page, so that the screenshot shows all of it (the chart too)."""
+    chrome = driver.execute_script("return window.outerHeight - window.innerHeight")
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(driver.get_window_size()["width"], height + chrome)
+    time.sleep(1)  # the page redraws its chart on resize
 
 
 def plot(trace: Path, out: Path, title: str) -> None:
