@@ -1,0 +1,300 @@
+"""Is `edgecnn detect` on a video as fast as the engine's own `edgecnn time` for the same model?
+
+Issue 31 asks that detect's throughput on a video with a tiny-YOLO-sized model be within 10% of
+`edgecnn time`'s: decoding and pre-processing (the reader thread of edgecnn.vision.pipeline) and
+drawing and encoding (detect's saver thread) should overlap inference, not add to it.
+
+    .venv/bin/python lab/detect_throughput.py [--cfg yolov2-tiny] [--frames 60] [--rounds 3] [--threads N]
+    .venv/bin/python lab/detect_throughput.py --frames 6 --rounds 1          # a smoke test
+
+What it does: copies a Darknet cfg (a fixture name such as yolov2-tiny or yolov3-tiny, or a path)
+at its own input size (416x416 for both), writes seeded weights in Darknet's format beside it
+(``edgecnn.importers.darknet.write_random_weights``), and writes a test video with PyAV
+(edgecnn.vision.video.VideoWriter: moving boxes on a textured background, --size, --frames).
+Then, --rounds times, one after another so that the machine's drift touches every measurement alike,
+it runs four child processes, each with --threads threads:
+
+- `edgecnn time CFG --weights W --json --iterations FRAMES`: the median iteration (that command's
+  Model.profile, per-layer timing hooks included); inference frames/s = 1000 / median ms.
+- Model.run alone, without hooks, on the first video frame prepared by the detector (median ms).
+- `edgecnn detect CFG VIDEO --weights W --json`: frames/s = (frames - 1) / (time from the first
+  JSON line's arrival to the arrival of detect's closing summary line on stderr). Process start-up,
+  model load and the first frame (plan building, compile-cache loading) are left out; the rest of
+  the video, decoded, pre-processed, inferred, decoded to boxes and printed, is in.
+- the same with `--save DIR`: annotated frames drawn and encoded to an MP4 (the summary line comes
+  after the video file is finished, so the encoder's flush is in).
+
+It prints a table of the medians over the rounds (ms per frame, frames/s, the ratio to `edgecnn
+time`, the frames/s of every round) with the command, the machine line, the date and the load.
+Seeded weights find dozens of boxes per frame at detect's default --score; `--score` raises it
+when the drawing cost should look like a real scene's (the table says how many boxes were drawn).
+Run it on a quiet machine: on a shared one the ratio mostly measures the neighbours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from common import REPO, machine_line
+
+FIXTURES = Path("/work/shared/fixtures/darknet")
+if not FIXTURES.is_dir():
+    FIXTURES = REPO / "tests" / "fixtures" / "darknet"
+SEED = 3
+WARMUP = 5  # `edgecnn time`'s default
+SUMMARY = re.compile(r"(\d+) frame\(s\) in ([\d.]+) s \(([\d.]+) frames/s\)")
+
+RUN = """
+import json, statistics, time
+from edgecnn.vision import Detector
+from edgecnn.vision.sources import open_sources
+detector = Detector.load({cfg!r}, weights={weights!r}, threads={threads})
+prepared = detector.prepare(next(iter(open_sources([{video!r}]))).image)
+feeds = {{detector.net.inputs[0].name: prepared.tensor}}
+for _ in range({warmup}):
+    detector.net.run(feeds)
+times = []
+for _ in range({iterations}):
+    start = time.perf_counter()
+    detector.net.run(feeds)
+    times.append((time.perf_counter() - start) * 1e3)
+print(json.dumps({{"median_ms": statistics.median(times)}}))
+"""
+
+
+@dataclass
+class Series:
+    """One measurement's rounds: ms per frame, and for detect the CLI's own rate and the boxes."""
+
+    label: str
+    ms: list[float] = field(default_factory=list)
+    cli_fps: list[float] = field(default_factory=list)
+    boxes_per_frame: list[float] = field(default_factory=list)
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.ms)
+
+
+def model_files(cfg: str, folder: Path) -> tuple[Path, Path]:
+    """The cfg copied into ``folder`` (a fixture name or a path) and seeded Darknet weights for it."""
+    from edgecnn.importers.darknet import write_random_weights
+
+    source = Path(cfg) if Path(cfg).suffix == ".cfg" else FIXTURES / f"{cfg}.cfg"
+    target = folder / source.name
+    target.write_text(source.read_text())
+    weights = target.with_suffix(".weights")
+    write_random_weights(target, weights, seed=SEED)
+    return target, weights
+
+
+def write_video(path: Path, frames: int, size: tuple[int, int]) -> None:
+    """``frames`` frames at 30 frames/s: a fixed seeded texture with three boxes moving across it."""
+    from PIL import Image, ImageDraw
+
+    from edgecnn.vision.video import VideoWriter
+
+    width, height = size
+    rng = np.random.default_rng(SEED)
+    ramp = np.linspace(40, 200, width, dtype=np.float32)[None, :, None]
+    texture = np.clip(ramp + rng.normal(0, 25, (height, width, 3)), 0, 255).astype(np.uint8)
+    colours = [(220, 40, 40), (40, 200, 60), (40, 80, 230)]
+    with VideoWriter(path, rate=30.0) as writer:
+        for index in range(frames):
+            image = Image.fromarray(texture)
+            draw = ImageDraw.Draw(image)
+            for k, colour in enumerate(colours):
+                x = (index * (4 + 3 * k) + k * width // 3) % width
+                y = height // 4 + k * height // 5
+                draw.rectangle((x, y, x + width // 6, y + height // 4), fill=colour)
+            writer.write(image)
+
+
+def edgecnn_command(*arguments: str) -> list[str]:
+    return [sys.executable, "-m", "edgecnn", *arguments]
+
+
+def time_command(cfg: Path, weights: Path, threads: int, iterations: int) -> float:
+    """`edgecnn time --json`'s median iteration, ms."""
+    out = subprocess.run(
+        edgecnn_command(
+            "time",
+            str(cfg),
+            "--weights",
+            str(weights),
+            "--threads",
+            str(threads),
+            "--iterations",
+            str(iterations),
+            "--warmup",
+            str(WARMUP),
+            "--json",
+        ),
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return float(json.loads(out)["median_ms"])
+
+
+def run_alone(cfg: Path, weights: Path, video: Path, threads: int, iterations: int) -> float:
+    """Model.run's median ms on the detector's prepared first frame, in a child process."""
+    code = RUN.format(
+        cfg=str(cfg),
+        weights=str(weights),
+        video=str(video),
+        threads=threads,
+        warmup=WARMUP,
+        iterations=iterations,
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    return float(json.loads(out.strip().splitlines()[-1])["median_ms"])
+
+
+def detect(
+    cfg: Path, weights: Path, video: Path, threads: int, frames: int, save: Path | None, score: float | None
+) -> tuple[float, float, float]:
+    """`edgecnn detect --json [--save]` in a child: (ms per frame from the first JSON line to the
+    closing summary, the CLI's own frames/s, detections per frame)."""
+    command = edgecnn_command(
+        "detect", str(cfg), str(video), "--weights", str(weights), "--threads", str(threads), "--json"
+    )
+    if save is not None:
+        command += ["--save", str(save)]
+    if score is not None:
+        command += ["--score", str(score)]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stderr is not None
+    errors: list[tuple[float, str]] = []
+
+    def read_errors() -> None:
+        assert child.stderr is not None
+        for line in child.stderr:
+            errors.append((time.perf_counter(), line))
+
+    reader = threading.Thread(target=read_errors, daemon=True)
+    reader.start()
+    arrivals, boxes = [], 0
+    for line in child.stdout:
+        arrivals.append(time.perf_counter())
+        boxes += len(json.loads(line)["detections"])
+    code = child.wait()
+    reader.join()
+    if code != 0:
+        raise SystemExit(f"{shlex.join(command)} exited with {code}:\n" + "".join(text for _, text in errors))
+    if len(arrivals) != frames:
+        raise SystemExit(f"edgecnn detect printed {len(arrivals)} JSON lines for {frames} frames")
+    summary = [(at, match) for at, text in errors if (match := SUMMARY.search(text))]
+    if not summary:
+        raise SystemExit("edgecnn detect printed no summary line:\n" + "".join(text for _, text in errors))
+    ended, match = summary[-1]
+    return (ended - arrivals[0]) * 1e3 / (frames - 1), float(match.group(3)), boxes / frames
+
+
+def table(series: list[Series]) -> list[str]:
+    reference = 1000.0 / series[0].median_ms
+    lines = [
+        "| measurement | ms/frame | frames/s | vs `edgecnn time` | frames/s per round | notes |",
+        "|---|---:|---:|---:|---|---|",
+    ]
+    for s in series:
+        fps = 1000.0 / s.median_ms
+        rounds = " ".join(f"{1000.0 / ms:.2f}" for ms in s.ms)
+        notes = ""
+        if s.cli_fps:
+            notes = (
+                f"detect's own summary {statistics.median(s.cli_fps):.2f} frames/s (first frame in); "
+                f"{statistics.median(s.boxes_per_frame):.1f} boxes/frame"
+            )
+        lines.append(
+            f"| {s.label} | {s.median_ms:.1f} | {fps:.2f} | {fps / reference:.1%} | {rounds} | {notes} |"
+        )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cfg", default="yolov2-tiny", help="a Darknet fixture name or a .cfg path")
+    parser.add_argument("--frames", type=int, default=60, help="frames in the test video (at least 2)")
+    parser.add_argument("--size", default="640x360", help="the test video's WIDTHxHEIGHT")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of all measurements")
+    parser.add_argument(
+        "--iterations", type=int, default=None, help="`edgecnn time` iterations per round (default: --frames)"
+    )
+    parser.add_argument("--threads", type=int, default=None, help="threads (default: all cores)")
+    parser.add_argument(
+        "--score",
+        type=float,
+        default=None,
+        help="detect's --score (default: detect's own); seeded weights give many boxes to draw at low ones",
+    )
+    parser.add_argument("--no-save", action="store_true", help="skip the `detect --save DIR` measurement")
+    args = parser.parse_args()
+    if args.frames < 2:
+        parser.error("--frames must be at least 2")
+    from edgecnn.devices import available_cores
+
+    threads = args.threads or available_cores()
+    iterations = args.iterations or args.frames
+    width, height = (int(v) for v in args.size.lower().split("x"))
+    started = datetime.datetime.now().astimezone()
+    load_at_start = os.getloadavg()[0]
+    series = [
+        Series("`edgecnn time` (Model.profile, per-layer hooks)"),
+        Series("Model.run on a prepared frame (no hooks)"),
+        Series("`edgecnn detect --json`"),
+    ]
+    if not args.no_save:
+        series.append(Series("`edgecnn detect --json --save DIR`"))
+    with tempfile.TemporaryDirectory(prefix="edgecnn-detect-throughput-") as tmp:
+        folder = Path(tmp)
+        cfg, weights = model_files(args.cfg, folder)
+        video = folder / "test.mp4"
+        write_video(video, args.frames, (width, height))
+        for number in range(args.rounds):
+            series[0].ms.append(time_command(cfg, weights, threads, iterations))
+            series[1].ms.append(run_alone(cfg, weights, video, threads, iterations))
+            for s, save in zip(series[2:], (None, folder / f"saved-{number}")):
+                ms, cli_fps, boxes = detect(cfg, weights, video, threads, args.frames, save, args.score)
+                s.ms.append(ms)
+                s.cli_fps.append(cli_fps)
+                s.boxes_per_frame.append(boxes)
+            print(f"round {number + 1}/{args.rounds} done", file=sys.stderr)
+    command = shlex.join([".venv/bin/python", "lab/detect_throughput.py", *sys.argv[1:]])
+    ratio = series[0].median_ms / series[2].median_ms
+    bare = series[1].median_ms / series[2].median_ms
+    lines = [
+        f"# `edgecnn detect` on a video against `edgecnn time`: {cfg.name} at its cfg's input size",
+        "",
+        f"Video: {args.frames} frames of {width}x{height} (H.264 or MPEG-4 by PyAV); {threads} thread(s); "
+        f"medians of {args.rounds} interleaved round(s); `edgecnn time` {iterations} iterations after "
+        f"{WARMUP} warm-up; detect timed from its first JSON line to its closing summary.",
+        "",
+        *table(series),
+        "",
+        f"Issue 31's bar (detect within 10% of `edgecnn time`): detect --json runs at {ratio:.1%} of "
+        f"`edgecnn time`'s rate: {'met' if ratio >= 0.9 else 'not met'} ({bare:.1%} of Model.run's without hooks).",
+        "",
+        machine_line(threads) + f" (load {load_at_start:.2f} at start)",
+        f"Run {started:%Y-%m-%d %H:%M %Z}; command: `{command}`",
+    ]
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
