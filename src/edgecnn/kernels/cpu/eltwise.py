@@ -15,7 +15,7 @@ from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.gemm.epilogue import ActivationKind, activate, activation_args
 from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.common import is_float32, shape_of, single_output
-from edgecnn.kernels.cpu.system.threads import call
+from edgecnn.kernels.cpu.system.threads import call, max_threads
 from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning
 from edgecnn.ops.fused import FusedActivation
 from edgecnn.ops.registry import get_op
@@ -78,7 +78,7 @@ class Activation:
         cheap = self.kind in (ActivationKind.RELU, ActivationKind.LEAKY_RELU, ActivationKind.CLIP)
         tuning = active_cpu_tuning()
         self.small = size < (tuning.memory_bound_grain if cheap else tuning.grain)
-        self.chunk = max(CHUNK, -(-size // numba.config.NUMBA_NUM_THREADS))
+        self.chunk = max(CHUNK, -(-size // max_threads()))
 
     def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
         out = np.empty(self.shape, dtype=np.float32)

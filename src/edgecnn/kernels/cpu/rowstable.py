@@ -230,7 +230,12 @@ def when_shared_features(
     """A float32 Gemm with constant 2-D B in which some output feature's weights occur twice."""
     if not (isinstance(node.attrs, GemmAttrs) and single_output(node) and len(types) >= 2):
         return False
-    if not (is_float32(types[0], 2) and constant_float32(node, values, 1) and np.ndim(values[1]) == 2):
+    if not (
+        is_float32(types[0], 2)
+        and constant_float32(node, values, 1)
+        and values[1] is not None
+        and np.ndim(values[1]) == 2
+    ):
         return False
     if not constant_float32(node, values, 2, optional=True):
         return False

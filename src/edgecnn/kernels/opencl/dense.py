@@ -110,7 +110,9 @@ def opencl_matmul(node: Node, types: Types, values: Values) -> OpenCLStep:
     a_shape, b_shape = _matmul_shapes(types)
     (out_type,) = get_op("MatMul").infer(node.attrs, types, values)
     out_shape = shape_of(out_type)
-    batches, a_batched, b_batched = _matmul_batches(a_shape, b_shape)  # type: ignore[misc]
+    batching = _matmul_batches(a_shape, b_shape)
+    assert batching is not None  # matmul_supported
+    batches, a_batched, b_batched = batching
     m, k, n = a_shape[-2], a_shape[-1], b_shape[-1]
     variant = choose_variant(m, n, k, values[1] is not None and not b_batched, device.is_cpu)
     a_layout = Operand.row_major(m, k, batched=bool(a_batched))

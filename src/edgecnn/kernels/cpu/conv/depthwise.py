@@ -17,7 +17,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from edgecnn.kernels.cpu.gemm.epilogue import activate
+from edgecnn.kernels.cpu.gemm.epilogue import F32, activate
 
 FLAT_S2_MAX_WIDTH = 14
 """Widest stride-2 output row computed as one long row (wider rows waste more than they save)."""
@@ -133,7 +133,7 @@ def tap_column(offset: int, stride: int, phase_w: int) -> int:
 def _rows_3x3(
     padded: np.ndarray,
     w: np.ndarray,
-    bias: float,
+    bias: F32,
     stride_h: int,
     stride_w: int,
     dil_h: int,
@@ -226,7 +226,7 @@ def _axpy(a: np.float32, values: np.ndarray, out: np.ndarray) -> None:
 def _rows_any(
     padded: np.ndarray,
     w: np.ndarray,
-    bias: float,
+    bias: F32,
     stride_h: int,
     stride_w: int,
     dil_h: int,

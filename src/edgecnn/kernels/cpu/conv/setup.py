@@ -4,13 +4,13 @@ padding resolved (``ConvSetup``), and the bias and activation of its epilogue (`
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from edgecnn.ir.graph import Node, TensorType
+from edgecnn.ir.graph import Node, TensorType, concrete_dims
 from edgecnn.kernels.cpu.conv.im2col import NO_TAP_TABLE, gathers_columns, tap_table
 from edgecnn.kernels.cpu.gemm.epilogue import activation_args
 from edgecnn.kernels.cpu.system.common import is_float32, shape_of
@@ -74,6 +74,7 @@ def _setup(attrs: ConvAttrs, x: TensorType | None, w: TensorType | None) -> Conv
     out = output_dims(x_shape[2:], geo.kernel, geo.strides, geo.dilations, geo.pads)
     if not all(isinstance(d, int) and d > 0 for d in out):
         return None
+    out_h, out_w = concrete_dims(out)
     top, left, bottom, right = geo.pads
     return ConvSetup(
         batch=x_shape[0],
@@ -85,13 +86,16 @@ def _setup(attrs: ConvAttrs, x: TensorType | None, w: TensorType | None) -> Conv
         strides=(geo.strides[0], geo.strides[1]),
         dilations=(geo.dilations[0], geo.dilations[1]),
         pads=(top, left, bottom, right),
-        out=(int(out[0]), int(out[1])),  # type: ignore[arg-type]
+        out=(out_h, out_w),
         group=attrs.group,
     )
 
 
 class ConvKernel:
     """Shared preparation: geometry, bias, activation, the output shape."""
+
+    run_into: Callable[[np.ndarray, np.ndarray], None]
+    """run_into(out, x): the layer's output written into ``out``; every kernel defines it."""
 
     def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
         setup = conv_setup(node, types)
@@ -131,7 +135,7 @@ class ConvKernel:
     def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
         """The output in a new array: ``run_into``, which every kernel defines, on a fresh buffer."""
         out = np.empty(self.out_shape, dtype=np.float32)
-        self.run_into(out, x)  # type: ignore[attr-defined]
+        self.run_into(out, x)
         return out
 
 

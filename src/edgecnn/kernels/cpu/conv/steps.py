@@ -21,7 +21,7 @@ from edgecnn.kernels.cpu.conv.depthwise import depthwise_conv_2d
 from edgecnn.kernels.cpu.conv.direct import DirectConv
 from edgecnn.kernels.cpu.conv.packed import PackedConv
 from edgecnn.kernels.cpu.conv.pointwise import PointwiseConv
-from edgecnn.kernels.cpu.conv.setup import ConvKernel, conv_setup
+from edgecnn.kernels.cpu.conv.setup import ConvKernel, ConvSetup, conv_setup
 from edgecnn.kernels.cpu.conv.tiled_gemm import conv_gemm_2d, conv_gemm_2d_serial
 from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS, WIDE
 from edgecnn.kernels.cpu.gemm.tiling import Tiling, plan_tiles, prefer_rows
@@ -47,19 +47,28 @@ def micro_kernel_over_blas() -> bool:
     return WIDE if chosen is None else chosen
 
 
-def _compiled(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
-    return (
+def _compiled_setup(
+    node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
+) -> ConvSetup | None:
+    """The layer's setup where compiled code can run it (constant float32 weights), else None."""
+    if not (
         single_output(node)
         and constant_float32(node, values, 1)
         and constant_float32(node, values, 2, optional=True)
-        and conv_setup(node, types) is not None
-    )
+    ):
+        return None
+    return conv_setup(node, types)
+
+
+def _compiled(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
+    return _compiled_setup(node, types, values) is not None
 
 
 def when_depthwise(
     node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
 ) -> bool:
-    return _compiled(node, types, values) and conv_setup(node, types).depthwise  # type: ignore[union-attr]
+    setup = _compiled_setup(node, types, values)
+    return setup is not None and setup.depthwise
 
 
 def when_pointwise(
@@ -68,7 +77,8 @@ def when_pointwise(
     """The BLAS tiles for 1x1 layers, unless the micro-kernel outruns them (micro_kernel_over_blas)."""
     if micro_kernel_over_blas():
         return False
-    return when_blas(node, types, values) and conv_setup(node, types).pointwise  # type: ignore[union-attr]
+    setup = _compiled_setup(node, types, values)
+    return blas.AVAILABLE and setup is not None and setup.pointwise
 
 
 def when_blas(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
@@ -78,7 +88,8 @@ def when_blas(node: Node, types: Sequence[TensorType | None], values: Sequence[n
 
 def can_pack(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
     """The packed-weight GEMM can run the layer (every compiled conv but depthwise)."""
-    return _compiled(node, types, values) and not conv_setup(node, types).depthwise  # type: ignore[union-attr]
+    setup = _compiled_setup(node, types, values)
+    return setup is not None and not setup.depthwise
 
 
 def can_read_in_place(

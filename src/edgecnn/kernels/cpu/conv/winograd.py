@@ -164,10 +164,10 @@ class WinogradConv(ConvKernel):
         self.m = m
         self.points = (m + 2) ** 2
         self.filters = transform_filters(w, m)  # (T, panels of 16 output channels)
-        self.tiles = s.batch * math.ceil(s.out[0] / m) * math.ceil(s.out[1] / m)
+        self.tile_count = s.batch * math.ceil(s.out[0] / m) * math.ceil(s.out[1] / m)
         # the zero-padded channels-last input: every tile's (m+2)^2 pixels inside it
         self.frame = (math.ceil(s.out[0] / m) * m + 2, math.ceil(s.out[1] / m) * m + 2)
-        macs = self.tiles * self.points * s.in_channels * s.out_channels
+        macs = self.tile_count * self.points * s.in_channels * s.out_channels
         self.small = macs < active_cpu_tuning().gemm_grain
         self._chunking: dict[int, tuple[int, int, int]] = {}
 
@@ -176,8 +176,8 @@ class WinogradConv(ConvKernel):
         plan = self._chunking.get(threads)
         if plan is None:
             s = self.setup
-            step, oc_step = chunking(self.points, s.in_channels, s.out_channels, self.tiles, threads)
-            tasks = math.ceil(self.tiles / step) * math.ceil(s.out_channels / oc_step)
+            step, oc_step = chunking(self.points, s.in_channels, s.out_channels, self.tile_count, threads)
+            tasks = math.ceil(self.tile_count / step) * math.ceil(s.out_channels / oc_step)
             plan = (step, oc_step, max(1, min(threads, tasks)))
             self._chunking[threads] = plan
         return plan

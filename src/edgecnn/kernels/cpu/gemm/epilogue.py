@@ -4,12 +4,18 @@ dense layer's output is touched once more at most (seed 004: fuse conv + bias + 
 from __future__ import annotations
 
 import enum
+from typing import TypeAlias
 
 import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node
 from edgecnn.ops.fused import FusedActivation
+
+F32: TypeAlias = float | np.float32
+"""A float parameter of compiled code: callers pass Python floats and float32 scalars alike (numba
+compiles a variant per argument type; annotations do not reach it). numpy's stubs do not make
+np.float32 a float, so the annotation names both."""
 
 
 class ActivationKind(enum.IntEnum):
@@ -48,7 +54,7 @@ def activation_args(attrs: object) -> tuple[int, float, float, float]:
 
 
 @numba.njit(inline="always", cache=True)
-def activate(v: float, kind: int, alpha: float, low: float, high: float) -> np.float32:
+def activate(v: F32, kind: int, alpha: float, low: float, high: float) -> np.float32:
     """One value through activation ``kind``, computed in float32 like the reference."""
     x = np.float32(v)
     zero, one = np.float32(0.0), np.float32(1.0)

@@ -23,12 +23,17 @@ variants; they change together.
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Concatenate, TypeAlias, cast
 
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils, config
+from numba.core.base import BaseContext
 from numba.core.codegen import get_host_cpu_features
+from numba.core.types import Type
+from numba.core.typing import Signature
+from numba.core.typing.context import BaseContext as TypingContext
 from numba.extending import intrinsic
 
 
@@ -36,7 +41,9 @@ def wide_vectors() -> bool:
     """Whether numba compiles for a CPU with 512-bit vectors (AVX-512F): the features numba itself
     targets (NUMBA_CPU_FEATURES where set, else the host's), so that the block shape always matches
     the code in numba's on-disk cache, whose key holds the same CPU name and features."""
-    features = config.CPU_FEATURES if config.CPU_FEATURES is not None else get_host_cpu_features()
+    # set from the environment at numba's start-up, so absent from what mypy reads of numba.config
+    chosen: str | None = config.CPU_FEATURES  # type: ignore[attr-defined]
+    features = chosen if chosen is not None else get_host_cpu_features()
     return "+avx512f" in features.split(",")
 
 
@@ -55,6 +62,18 @@ into 4-float registers on SSE and NEON)."""
 VECTORS = 2
 COLUMNS = LANES * VECTORS
 """Columns of C per call: two vectors."""
+
+Codegen: TypeAlias = Callable[[BaseContext, ir.IRBuilder, Signature, Sequence[ir.Value]], ir.Value]
+"""An intrinsic's code generator: the LLVM code of one call, from its arguments' values."""
+
+Typer: TypeAlias = Callable[Concatenate[TypingContext, ...], tuple[Signature, Codegen]]
+"""An intrinsic's typing function: the numba types of a call's arguments -> its signature and code."""
+
+
+def _intrinsic(typer: Typer) -> Callable[..., None]:
+    """numba's ``intrinsic``, typed as compiled code calls the result: with values where the typer
+    takes their numba types, and without ``typingctx`` (which numba's stubs keep in the call)."""
+    return cast("Callable[..., None]", intrinsic(typer))
 
 
 def _c_offset(builder: ir.IRBuilder, c_off: ir.Value, ldc: ir.Value, row: int, column: int) -> ir.Value:
@@ -81,14 +100,14 @@ def _transpose_stages(builder: ir.IRBuilder, rows: list[ir.Value]) -> list[tuple
     labelled = [(value, [(r, lane) for lane in range(LANES)]) for r, value in enumerate(rows)]
     if ROWS & (ROWS - 1) or LANES % ROWS:
         zero = ir.Constant(ir.VectorType(ir.FloatType(), ROWS), None)
-        columns = []
+        single_columns = []
         for lane in range(LANES):
             column = zero
             for r, value in enumerate(rows):
                 item = builder.extract_element(value, ir.Constant(ir.IntType(32), lane))
                 column = builder.insert_element(column, item, ir.Constant(ir.IntType(32), r))
-            columns.append((column, [lane]))
-        return columns
+            single_columns.append((column, [lane]))
+        return single_columns
     shift = ROWS // 2
     while shift >= 1:
         merged: list[tuple[ir.Value, list[tuple[int, int]]]] = []
@@ -132,7 +151,7 @@ def _codegen(
     transposed: bool = False,
     residual: bool = False,
     prefetching: bool = False,
-):
+) -> Codegen:
     """The kernel's LLVM code: B's row k at b_off + k*ldb, or at b_off + offsets[k] (``offsets``);
     A packed (A[r, k] at a_off + k*ROWS + r), row-major (``strided_a``: at a_off + r*lda + k,
     with ``lda`` the argument after a_off), column-major (``column_a``: at a_off + k*lda + r) or
@@ -149,13 +168,15 @@ def _codegen(
     asks for the cache line of b[ahead + k*ahead_step] to be brought into L2 (a panel of weights
     the caller will read next, spread over the blocks that read this one)."""
 
-    def codegen(context, builder, sig, args):
-        args, types_ = list(args), list(sig.args)
+    def codegen(
+        context: BaseContext, builder: ir.IRBuilder, sig: Signature, arguments: Sequence[ir.Value]
+    ) -> ir.Value:
+        args, types_ = list(arguments), list(sig.args)
         in_place_a = strided_a or column_a or tap_a
         lda_v = args.pop(3) if in_place_a else None
         lda_type = types_.pop(3) if in_place_a else None
         taps_ptr = context.make_array(lda_type)(context, builder, lda_v).data if tap_a else None
-        finish_v = args[12:] if finishing else None
+        finish_v = args[12:]  # with ``finishing``: its five arguments, then the residual's and prefetch's
         depth_v, a_v, a_off_v, b_v, b_off_v, ldb_v, c_v, c_off_v, ldc_v, accumulate_v, count_v, width_v = (
             args[:12]
         )
@@ -386,8 +407,11 @@ def _codegen(
     return codegen
 
 
-@intrinsic
-def micro_kernel(typingctx, depth, a, a_off, b, b_off, ldb, c, c_off, ldc, accumulate, count, width):
+@_intrinsic
+def micro_kernel(
+    typingctx: TypingContext, depth: Type, a: Type, a_off: Type, b: Type, b_off: Type, ldb: Type, c: Type,
+    c_off: Type, ldc: Type, accumulate: Type, count: Type, width: Type,
+) -> tuple[Signature, Codegen]:  # fmt: skip
     """micro_kernel(depth, a, a_off, b, b_off, ldb, c, c_off, ldc, accumulate, count, width): one
     ROWS x COLUMNS block of C = A @ B over ``depth`` steps, added to C if ``accumulate`` else stored;
     only its first ``count`` rows and ``width`` columns are written (a block cut by C's edge is
@@ -398,8 +422,11 @@ def micro_kernel(typingctx, depth, a, a_off, b, b_off, ldb, c, c_off, ldc, accum
     return signature, _codegen(False)
 
 
-@intrinsic
-def micro_kernel_rows(typingctx, depth, a, a_off, b, b_off, rows, c, c_off, ldc, accumulate, count, width):
+@_intrinsic
+def micro_kernel_rows(
+    typingctx: TypingContext, depth: Type, a: Type, a_off: Type, b: Type, b_off: Type, rows: Type, c: Type,
+    c_off: Type, ldc: Type, accumulate: Type, count: Type, width: Type,
+) -> tuple[Signature, Codegen]:  # fmt: skip
     """micro_kernel with B's row k at b[b_off + rows[k]] (``rows``: 1-D int64 array): a convolution
     reads its taps straight from the (padded) image, each tap's run of COLUMNS output pixels
     one contiguous run, without an im2col matrix (conv/direct.py)."""
@@ -407,23 +434,26 @@ def micro_kernel_rows(typingctx, depth, a, a_off, b, b_off, rows, c, c_off, ldc,
     return signature, _codegen(True)
 
 
-def _variant(name: str, doc: str, arguments: int, offsets: bool = False, **flavour: bool) -> Any:
+def _variant(
+    name: str, doc: str, arguments: int, offsets: bool = False, **flavour: bool
+) -> Callable[..., None]:
     """An intrinsic of ``arguments`` arguments whose code is ``_codegen(offsets, **flavour)``: the
     variants that take more than micro_kernel's twelve (see ``_codegen`` for what they add)."""
 
-    def typer(typingctx, *args):
+    def typer(typingctx: TypingContext, *args: Type) -> tuple[Signature, Codegen]:
         return types.void(*args), _codegen(offsets, **flavour)
 
     # numba reads the arity from the signature (``*args`` would reach the code as one tuple)
     positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
     names = ["typingctx", *(f"arg{i}" for i in range(arguments))]
+    # typeshed's FunctionType has no __signature__, the attribute inspect.signature reads first
     typer.__signature__ = inspect.Signature([inspect.Parameter(n, positional) for n in names])  # type: ignore[attr-defined]
     typer.__name__ = typer.__qualname__ = name
     typer.__doc__ = doc
-    return intrinsic(typer)
+    return _intrinsic(typer)
 
 
-def _finishing(offsets: bool, name: str, doc: str) -> Any:
+def _finishing(offsets: bool, name: str, doc: str) -> Callable[..., None]:
     """The intrinsic of micro_kernel (``offsets`` False) or micro_kernel_rows (True) with five more
     arguments after ``width``: bias, bias_off, kind, low, high (see ``_codegen``)."""
     return _variant(name, doc, 17, offsets, finishing=True)
@@ -444,20 +474,22 @@ micro_kernel_rows_finished = _finishing(
 )
 
 
-@intrinsic
+@_intrinsic
 def micro_kernel_strided_a(
-    typingctx, depth, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, accumulate, count, width
-):
+    typingctx: TypingContext, depth: Type, a: Type, a_off: Type, lda: Type, b: Type, b_off: Type, ldb: Type,
+    c: Type, c_off: Type, ldc: Type, accumulate: Type, count: Type, width: Type,
+) -> tuple[Signature, Codegen]:  # fmt: skip
     """micro_kernel with A read in place, row-major: A[r, k] at a[a_off + r*lda + k] (Winograd's
     transformed tiles, one row per tile, multiplied without packing them)."""
     signature = types.void(depth, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, accumulate, count, width)
     return signature, _codegen(False, strided_a=True)
 
 
-@intrinsic
+@_intrinsic
 def micro_kernel_column_a(
-    typingctx, depth, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, accumulate, count, width
-):
+    typingctx: TypingContext, depth: Type, a: Type, a_off: Type, lda: Type, b: Type, b_off: Type, ldb: Type,
+    c: Type, c_off: Type, ldc: Type, accumulate: Type, count: Type, width: Type,
+) -> tuple[Signature, Codegen]:  # fmt: skip
     """micro_kernel with A read in place, column-major: A[r, k] at a[a_off + k*lda + r] (an NCHW
     image as the pixels x channels matrix of a 1x1 layer, conv/pixel_rows.py). All ROWS rows are read
     for every k: the caller keeps a block cut by A's last row inside the array."""
@@ -465,11 +497,12 @@ def micro_kernel_column_a(
     return signature, _codegen(False, column_a=True)
 
 
-@intrinsic
+@_intrinsic
 def micro_kernel_tap_a_transposed(
-    typingctx, depth, a, a_off, taps, b, b_off, ldb, c, c_off, ldc, accumulate, count, width, bias, bias_off,
-    kind, low, high,
-):  # fmt: skip
+    typingctx: TypingContext, depth: Type, a: Type, a_off: Type, taps: Type, b: Type, b_off: Type, ldb: Type,
+    c: Type, c_off: Type, ldc: Type, accumulate: Type, count: Type, width: Type, bias: Type, bias_off: Type,
+    kind: Type, low: Type, high: Type,
+) -> tuple[Signature, Codegen]:  # fmt: skip
     """A block of a direct convolution with output pixels as rows, read from the padded image and
     stored as NCHW: A[r, k] at a[a_off + taps[k] + r] (``taps``: 1-D int64 array; ROWS consecutive
     output pixels of a row as its rows, whatever ``count`` is: the caller's image must reach that
@@ -482,7 +515,7 @@ def micro_kernel_tap_a_transposed(
     return signature, _codegen(False, finishing=True, tap_a=True, transposed=True)
 
 
-def _finished_transposed(column_a: bool, name: str, doc: str) -> Any:
+def _finished_transposed(column_a: bool, name: str, doc: str) -> Callable[..., None]:
     """The intrinsic of micro_kernel_column_a (``column_a``) or micro_kernel_strided_a, finished
     and stored transposed as micro_kernel_tap_a_transposed, with the residual and prefetch
     arguments."""
@@ -520,13 +553,15 @@ def _prefetch(builder: ir.IRBuilder, pointer: ir.Value, locality: int) -> None:
     builder.call(function, [pointer, ir.Constant(i32, 0), ir.Constant(i32, locality), ir.Constant(i32, 1)])
 
 
-@intrinsic
-def prefetch(typingctx, array, index):
+@_intrinsic
+def prefetch(typingctx: TypingContext, array: Type, index: Type) -> tuple[Signature, Codegen]:
     """prefetch(array, index): asks the CPU to bring the cache line of array[index] into L1 ahead of
     its use (x86 prefetcht0; a no-op where the target has no such instruction). For reads whose
     addresses the hardware prefetchers cannot guess: short runs of rows a plane apart."""
 
-    def codegen(context, builder, sig, args):
+    def codegen(
+        context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]
+    ) -> ir.Value:
         data = context.make_array(sig.args[0])(context, builder, args[0]).data
         _prefetch(builder, builder.gep(data, [args[1]]), 3)
         return context.get_dummy_value()

@@ -32,6 +32,7 @@ def when_dense(node: Node, types: Sequence[TensorType | None], values: Sequence[
         and len(types) >= 2
         and is_float32(types[0], 2)
         and constant_float32(node, values, 1)
+        and values[1] is not None
         and np.ndim(values[1]) == 2
         and constant_float32(node, values, 2, optional=True)
     )

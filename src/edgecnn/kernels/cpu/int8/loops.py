@@ -13,7 +13,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from edgecnn.kernels.cpu.gemm.epilogue import activate
+from edgecnn.kernels.cpu.gemm.epilogue import F32, activate
 
 ROW_BLOCK = 4
 COLUMN_BLOCK = 256
@@ -24,7 +24,7 @@ ROUNDING_LIMIT = np.float32(4194304.0)  # 2**22: beyond it every 8-bit result sa
 
 
 @numba.njit(inline="always", cache=True)
-def saturated(v: float, zero_point: int, lo: int, hi: int) -> float:
+def saturated(v: F32, zero_point: int, lo: int, hi: int) -> float:
     """clamp(round_half_even(v) + zero_point, lo, hi) in float32, as np.rint would round (the
     magic-number rounding vectorises; np.rint in compiled loops is a libm call per value)."""
     v = min(max(np.float32(v), -ROUNDING_LIMIT), ROUNDING_LIMIT)

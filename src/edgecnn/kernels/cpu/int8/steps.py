@@ -13,10 +13,11 @@ steady-state run of an int8 model allocates no array memory.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeGuard
 
 import numpy as np
 
-from edgecnn.ir.graph import Node, TensorType
+from edgecnn.ir.graph import Node, TensorType, concrete_dims
 from edgecnn.kernels.cpu.gemm.epilogue import activation_args
 from edgecnn.kernels.cpu.int8.loops import conv_int8, dense_int8, quantize_into
 from edgecnn.kernels.cpu.selection import register
@@ -49,7 +50,7 @@ def byte_scratch(size: int) -> np.ndarray:
     return scratch((size + 3) // 4).view(np.uint8)[:size]
 
 
-def _concrete(t: TensorType | None, rank: int) -> bool:
+def _concrete(t: TensorType | None, rank: int) -> TypeGuard[TensorType]:
     return t is not None and t.is_concrete and t.shape is not None and len(t.shape) == rank
 
 
@@ -63,9 +64,9 @@ def quantized_layer(
     x = types[0] if types else None
     if not (_concrete(x, rank) and w is not None and w.dtype == np.int8):
         return False
-    if x.dtype not in (*QUANT_DTYPES, "float32") or len(node.outputs) != 1:  # type: ignore[union-attr]
+    if x.dtype not in (*QUANT_DTYPES, "float32") or len(node.outputs) != 1:
         return False
-    if x.dtype == "float32" and node.op.startswith("QLinear"):  # type: ignore[union-attr]
+    if x.dtype == "float32" and node.op.startswith("QLinear"):
         return False
     if _given(node, W_ZP) and (w_zp is None or np.any(w_zp != 0)):
         return False
@@ -82,21 +83,21 @@ class QuantizedLayer:
     """What conv and dense share: multipliers, the zero-point-corrected bias, output parameters."""
 
     def __init__(self, node: Node, values: Sequence[np.ndarray | None], weights: np.ndarray, channels: int):
-        x_scale, x_zp = _value(values, X_SCALE), _value(values, X_ZP)
-        assert x_scale is not None and x_zp is not None
+        x_scale, x_zp, w_scale = _value(values, X_SCALE), _value(values, X_ZP), _value(values, W_SCALE)
+        assert x_scale is not None and x_zp is not None and w_scale is not None
         self.x_scale = float(np.float32(x_scale.reshape(())))
         self.x_zp = int(x_zp.reshape(()))
         self.x_dtype = x_zp.dtype
         y_scale, y_zp = _value(values, Y_SCALE), _value(values, Y_ZP)
         self.float_output = y_scale is None
         self.multiplier = np.ascontiguousarray(
-            np.broadcast_to(output_multiplier(x_scale, _value(values, W_SCALE), y_scale), (channels,)),  # type: ignore[arg-type]
+            np.broadcast_to(output_multiplier(x_scale, w_scale, y_scale), (channels,)),
             dtype=np.float32,
         )
         self.y_scale = 1.0 if y_scale is None else float(np.float32(y_scale.reshape(())))
         self.y_zp = 0 if y_zp is None else int(y_zp.reshape(()))
         self.out_dtype = np.dtype(np.float32) if y_zp is None else y_zp.dtype
-        info = np.iinfo(self.out_dtype) if y_zp is not None else np.iinfo(np.int8)
+        info = np.iinfo(y_zp.dtype) if y_zp is not None else np.iinfo(np.int8)
         self.lo, self.hi = int(info.min), int(info.max)
         bias = _value(values, BIAS)
         row_sums = weights.reshape(channels, -1).astype(np.int64).sum(axis=1)
@@ -138,12 +139,12 @@ class Int8ConvKernel(QuantizedLayer):
     def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
         x_type, w = types[X], _value(values, W)
         assert x_type is not None and x_type.shape is not None and w is not None
-        x_shape = tuple(int(d) for d in x_type.shape)  # type: ignore[arg-type]
+        x_shape = x_type.dims
         geo = conv_geometry(node.attrs, x_shape, w.shape)
         assert geo.pads is not None
-        self.out_hw = tuple(
-            int(d) for d in output_dims(x_shape[2:], geo.kernel, geo.strides, geo.dilations, geo.pads)
-        )  # type: ignore[arg-type]
+        self.out_hw = concrete_dims(
+            output_dims(x_shape[2:], geo.kernel, geo.strides, geo.dilations, geo.pads)
+        )
         group = node.attrs.group
         super().__init__(node, values, w, w.shape[0])
         self.geometry = (*geo.kernel, *geo.strides, geo.pads[0], geo.pads[1], *geo.dilations)

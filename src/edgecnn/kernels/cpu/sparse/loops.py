@@ -12,7 +12,7 @@ import numba
 import numpy as np
 
 from edgecnn.kernels.cpu.conv.im2col import im2col_range
-from edgecnn.kernels.cpu.gemm.epilogue import activate
+from edgecnn.kernels.cpu.gemm.epilogue import F32, activate
 
 _FAST = {"reassoc", "contract"}
 """Reordered float32 sums (several accumulators, vector lanes); no assumption about NaN or inf."""
@@ -50,7 +50,7 @@ def _store(
     out: np.ndarray,
     m: int,
     r: int,
-    acc: float,
+    acc: F32,
     addend: np.ndarray,
     has_addend: bool,
     kind: int,

@@ -14,11 +14,14 @@ kernels use ``np.matmul`` instead.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
+from typing import cast
 
 import llvmlite.binding as llvm
 import numba
 import numpy as np
 from numba import types
+from numba.core.typing.templates import Signature
 
 _SUFFIXES = (("scipy_cblas_", "64_"), ("cblas_", "64_"), ("cblas_", "_64"))
 """How ILP64 CBLAS names are spelled: numpy >= 2 wheels (scipy-openblas), numpy 1.x wheels, MKL."""
@@ -51,14 +54,21 @@ def _bind(functions: tuple[str, ...]) -> str | None:
 LIBRARY_SYMBOL = _bind(("sgemm", "sgemv"))
 AVAILABLE = LIBRARY_SYMBOL is not None
 
+
+def _external(symbol: str, signature: Signature) -> Callable[..., None]:
+    """The C function ``symbol`` as compiled code calls it. Typed as that call: numba's stubs give
+    an ExternalFunction the call of every numba type, which builds a signature from types."""
+    return cast("Callable[..., None]", types.ExternalFunction(symbol, signature))
+
+
 _i32, _i64, _f32, _ptr = types.int32, types.int64, types.float32, types.voidptr
-sgemm = types.ExternalFunction(
+sgemm = _external(
     "edgecnn_cblas_sgemm64",
     types.void(_i32, _i32, _i32, _i64, _i64, _i64, _f32, _ptr, _i64, _ptr, _i64, _f32, _ptr, _i64),
 )
 """cblas_sgemm(layout, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)."""
 
-sgemv = types.ExternalFunction(
+sgemv = _external(
     "edgecnn_cblas_sgemv64",
     types.void(_i32, _i32, _i64, _i64, _f32, _ptr, _i64, _ptr, _i64, _f32, _ptr, _i64),
 )

@@ -14,7 +14,6 @@ as they always do (tests/kernels/cpu/system/test_numba_start.py checks the flag 
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import sys
 from pathlib import Path
@@ -39,7 +38,7 @@ def import_arraymath_deferring_scipy() -> None:
         return
     sys.modules[_SCIPY_BLAS] = None  # type: ignore[assignment]  # import raises ImportError at once
     try:
-        arraymath = importlib.import_module(_ARRAYMATH)
+        import numba.np.arraymath as arraymath  # _ARRAYMATH
     finally:
         del sys.modules[_SCIPY_BLAS]
     arraymath._HAVE_BLAS = scipy_blas_installed()

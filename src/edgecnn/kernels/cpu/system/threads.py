@@ -96,7 +96,8 @@ def _pools() -> list[BlasPool]:
 
 def max_threads() -> int:
     """The most threads numba's pool can run (NUMBA_NUM_THREADS, fixed at start-up)."""
-    return int(numba.config.NUMBA_NUM_THREADS)
+    # set from the environment at numba's start-up, so absent from what mypy reads of numba.config
+    return int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
 
 
 def blas_threads() -> int:
