@@ -18,10 +18,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests lab
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -n 2 -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests lab
+	$(BIN)/mypy
 	$(BIN)/ruff format --check src tests lab
 
 format: $(STAMP)
@@ -29,4 +31,4 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix src tests lab
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache .mypy_cache

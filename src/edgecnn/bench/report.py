@@ -133,8 +133,8 @@ def _cell(ratio: float | None) -> str:
 def to_markdown(result: BenchResult, chart_name: str | None, notes: str = "") -> str:
     s = result.settings
     machine = result.machine
-    engines = machine.get("engines", {})
-    assert isinstance(engines, dict)
+    engines, simd = machine.get("engines", {}), machine.get("simd", [])
+    assert isinstance(engines, dict) and isinstance(simd, list)
     lines = [
         "# Benchmarks: edgecnn side by side with other CPU inference engines",
         "",
@@ -147,7 +147,7 @@ def to_markdown(result: BenchResult, chart_name: str | None, notes: str = "") ->
         "",
         f"- Date: {result.date}",
         f"- CPU: {machine.get('cpu')} ({machine.get('usable_cpus')} usable of {machine.get('logical_cpus')} logical CPUs;"
-        f" {', '.join(machine.get('simd', [])) or 'no SIMD flags found'})",  # type: ignore[arg-type]
+        f" {', '.join(simd) or 'no SIMD flags found'})",
         f"- OS: {machine.get('os')}; Python {machine.get('python')}; numpy {machine.get('numpy')} (BLAS: {machine.get('blas')})",
         "- Engines: " + ", ".join(f"{name} {version}" for name, version in engines.items()),
         f"- Load average (1/5/15 min) before / after: {machine.get('load_average_before')} / {machine.get('load_average')}"

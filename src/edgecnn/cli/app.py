@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import ParamSpec, TypeVar
 
 import typer
 
@@ -48,14 +48,15 @@ EXIT_USAGE = 2  # bad option value or missing argument (click's own status for u
 EXIT_INTERNAL = 3  # a bug in edgecnn
 EXIT_INTERRUPTED = 130
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def reports_errors(command: F) -> F:
+def reports_errors(command: Callable[P, R]) -> Callable[P, R]:
     """Turn edgecnn's exceptions into one line on stderr and an exit status (unless --debug)."""
 
     @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         if _settings["debug"]:
             return command(*args, **kwargs)
         try:
@@ -74,7 +75,7 @@ def reports_errors(command: F) -> F:
             )
             raise typer.Exit(EXIT_INTERNAL) from None
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 def _show_version(value: bool) -> None:

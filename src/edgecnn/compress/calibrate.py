@@ -74,7 +74,9 @@ def calibration_inputs(
                     "calibrate with .npy arrays instead of images"
                 )
             if preprocess is None:
-                size = (int(shape[2]), int(shape[3]))  # type: ignore[arg-type]
+                height, width = shape[2], shape[3]
+                assert isinstance(height, int) and isinstance(width, int)  # checked above
+                size = (height, width)
                 preprocess = Preprocess(size=size, grayscale=shape[1] == 1, scale=1 / 255)
             array = preprocess.image(path)
         if rank is not None and array.ndim != rank:

@@ -12,7 +12,7 @@ an Int8Conv/Int8Gemm that multiplies int8 by int8 into int32 (edgecnn.ops.quant)
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -159,14 +159,22 @@ def to_int8(graph: Graph, ranges: Mapping[str, Range]) -> Graph:
     return result
 
 
-def _rewrite(graph: Graph, node: Node, grid, int8_out: bool, initializers: dict[str, np.ndarray]) -> Node:  # type: ignore[no-untyped-def]
+def _rewrite(
+    graph: Graph,
+    node: Node,
+    grid: Callable[[str], tuple[str, str, QuantParams]],
+    int8_out: bool,
+    initializers: dict[str, np.ndarray],
+) -> Node:
     """One layer -> Int8Conv/Int8Gemm reading int8 weights, int32 bias and the activation grids."""
     x_scale, x_zp, x_params = grid(node.inputs[0])
     if op_family(node.op) == "Conv":
         op, weights, bias = "Int8Conv", _constant(graph, node, 1), _constant(graph, node, 2)
     else:
         op = "Int8Gemm"
-        weights, bias = gemm_weights(graph, node)  # type: ignore[misc]
+        gemm = gemm_weights(graph, node)
+        assert gemm is not None  # layers_to_quantize took the layer for it
+        weights, bias = gemm
     assert weights is not None
     q_weights, w_scales = quantize_weights(weights)
     base = node.name or node.outputs[0]

@@ -173,9 +173,7 @@ class YoloV3Decoder(_GridDecoder):
 
 
 Decoder = Union[YoloV1Decoder, RegionDecoder, YoloV3Decoder]
-_DECODERS: dict[str, type[_GridDecoder]] = {
-    cls.kind: cls for cls in (YoloV1Decoder, RegionDecoder, YoloV3Decoder)
-}
+_DECODERS: dict[str, type[Decoder]] = {cls.kind: cls for cls in (YoloV1Decoder, RegionDecoder, YoloV3Decoder)}
 
 
 def decoder_from_metadata(text: str) -> Decoder:
@@ -183,8 +181,10 @@ def decoder_from_metadata(text: str) -> Decoder:
     try:
         record = json.loads(text)
         cls = _DECODERS[record["type"]]
-        fields = {k: tuple(v) if isinstance(v, list) else v for k, v in record["decoder"].items()}
-        return cls(**fields)  # type: ignore[return-value]
+        fields: dict[str, Any] = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in record["decoder"].items()
+        }
+        return cls(**fields)
     except (ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"not a YOLO decoder description: {exc}") from None
 

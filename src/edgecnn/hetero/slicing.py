@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -36,6 +37,9 @@ class SplitSpec:
         return self.units * self.unit_channels
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
 class LayerSlice:
     """One device's part of a split layer: the node to prepare a kernel for, its inputs' types and values,
@@ -48,7 +52,7 @@ class LayerSlice:
     in_range: tuple[int, int] | None
 
 
-def _inputs(node: Node, table: Mapping[str, object]) -> list[object]:
+def _inputs(node: Node, table: Mapping[str, T]) -> list[T | None]:
     return [table.get(x) if x else None for x in node.inputs]
 
 
@@ -100,7 +104,9 @@ def slice_layer(
     attrs = node.attrs
     in_range = None
     if op_family(node.op) == "Conv":
-        values[1] = np.ascontiguousarray(values[1][lo:hi])  # type: ignore[index]
+        w = values[1]
+        assert w is not None
+        values[1] = np.ascontiguousarray(w[lo:hi])
         if len(values) > 2 and values[2] is not None:
             values[2] = np.ascontiguousarray(values[2][lo:hi])
         if spec.unit_inputs:
@@ -121,7 +127,7 @@ def slice_layer(
             in_types[i] = TensorType(str(value.dtype), tuple(int(d) for d in value.shape))
     names = [x if i == 0 or not x else f"{x}[{lo}:{hi}]" for i, x in enumerate(node.inputs)]
     sliced = Node(node.op, f"{node.name}[{lo}:{hi}]", names, [f"{o}[{lo}:{hi}]" for o in node.outputs], attrs)
-    return LayerSlice(sliced, tuple(in_types), tuple(values), (lo, hi), in_range)  # type: ignore[arg-type]
+    return LayerSlice(sliced, tuple(in_types), tuple(values), (lo, hi), in_range)
 
 
 def unit_ranges(counts: Sequence[int]) -> list[tuple[int, int]]:

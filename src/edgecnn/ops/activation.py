@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgecnn.ir.graph import TensorType
-from edgecnn.ops.common import broadcast_shapes, check, first_type, normalize_axis, same_as_first
+from edgecnn.ops.common import broadcast_shapes, check, first_type, input_type, normalize_axis, same_as_first
 from edgecnn.ops.registry import FusableActivation, IntoAdapter, NoAttrs, register_op
 from edgecnn.ops.traits import axis_not_batch, broadcast_per_image, one_dtype
 
@@ -77,10 +77,9 @@ def prelu_slope_shape(x_shape: tuple, slope_shape: tuple) -> tuple:
 
 
 def infer_prelu(attrs: object, types: Sequence[TensorType | None], values: object) -> list[TensorType]:
-    x, slope = first_type(types), types[1]
-    check(slope is not None, "slope is required")
-    if x.shape is not None and slope.shape is not None:  # type: ignore[union-attr]
-        shape = broadcast_shapes(x.shape, prelu_slope_shape(x.shape, slope.shape))  # type: ignore[union-attr]
+    x, slope = first_type(types), input_type(types, 1, "slope")
+    if x.shape is not None and slope.shape is not None:
+        shape = broadcast_shapes(x.shape, prelu_slope_shape(x.shape, slope.shape))
         check(shape is not None and len(shape) == len(x.shape), f"slope {slope} does not broadcast to {x}")
     return [x]
 
@@ -155,7 +154,8 @@ _erf = np.frompyfunc(math.erf, 1, 1)
 
 
 def erf_of(x: np.ndarray) -> np.ndarray:
-    return _erf(x.astype(np.float64)).astype(np.float64)
+    # the ufunc gives a bare float for a 0-d input, an object array for any other
+    return np.asarray(_erf(x.astype(np.float64)), dtype=np.float64)
 
 
 UNARY_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {

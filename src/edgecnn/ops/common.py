@@ -38,6 +38,13 @@ def input_type(types: Sequence[TensorType | None], index: int, role: str) -> Ten
     return t
 
 
+def required_types(types: Sequence[TensorType | None], message: str) -> list[TensorType]:
+    """Every input's type, for ops whose inputs are all required; ValueError ``message`` if one is missing."""
+    present = [t for t in types if t is not None]
+    check(len(present) == len(types), message)
+    return present
+
+
 def same_as_first(attrs: object, types: Sequence[TensorType | None], values: object) -> list[TensorType]:
     """Inference for ops whose single output has the first input's type (activations...)."""
     return [first_type(types)]

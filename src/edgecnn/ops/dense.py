@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgecnn.ir.graph import Dim, TensorType
-from edgecnn.ops.common import broadcast_shapes, check, first_type
+from edgecnn.ops.common import broadcast_shapes, check, first_type, input_type
 from edgecnn.ops.registry import StepShapes, register_op
 from edgecnn.ops.traits import gemm_macs, matmul_macs
 
@@ -29,13 +29,12 @@ def _same_dim(a: Dim, b: Dim, what: str) -> None:
 
 
 def infer_gemm(attrs: GemmAttrs, types: Sequence[TensorType | None], values: object) -> list[TensorType]:
-    a, b = first_type(types), types[1]
-    check(b is not None, "B is required")
-    if a.shape is None or b.shape is None:  # type: ignore[union-attr]
+    a, b = first_type(types), input_type(types, 1, "B")
+    if a.shape is None or b.shape is None:
         return [TensorType(a.dtype, (None, None))]
-    check(len(a.shape) == 2 and len(b.shape) == 2, f"Gemm needs 2-D A and B, got {a} and {b}")  # type: ignore[union-attr]
+    check(len(a.shape) == 2 and len(b.shape) == 2, f"Gemm needs 2-D A and B, got {a} and {b}")
     m, k = reversed(a.shape) if attrs.trans_a else a.shape
-    k2, n = reversed(b.shape) if attrs.trans_b else b.shape  # type: ignore[union-attr]
+    k2, n = reversed(b.shape) if attrs.trans_b else b.shape
     _same_dim(k, k2, "inner dimensions of A and B differ")
     c = types[2] if len(types) > 2 else None
     if c is not None and c.shape is not None:
@@ -78,11 +77,10 @@ def gemm(attrs: GemmAttrs, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = 
 
 
 def infer_matmul(attrs: object, types: Sequence[TensorType | None], values: object) -> list[TensorType]:
-    a, b = first_type(types), types[1]
-    check(b is not None, "B is required")
-    if a.shape is None or b.shape is None:  # type: ignore[union-attr]
+    a, b = first_type(types), input_type(types, 1, "B")
+    if a.shape is None or b.shape is None:
         return [TensorType(a.dtype, None)]
-    sa, sb = list(a.shape), list(b.shape)  # type: ignore[union-attr]
+    sa, sb = list(a.shape), list(b.shape)
     check(bool(sa) and bool(sb), "MatMul inputs must have rank >= 1")
     a_vector, b_vector = len(sa) == 1, len(sb) == 1
     if a_vector:
@@ -91,7 +89,8 @@ def infer_matmul(attrs: object, types: Sequence[TensorType | None], values: obje
         sb = [*sb, 1]
     _same_dim(sa[-1], sb[-2], "inner dimensions differ")
     batch = broadcast_shapes(tuple(sa[:-2]), tuple(sb[:-2]))
-    shape = [*batch, *([] if a_vector else [sa[-2]]), *([] if b_vector else [sb[-1]])]  # type: ignore[misc]
+    assert batch is not None  # None only where a shape is unknown
+    shape = [*batch, *([] if a_vector else [sa[-2]]), *([] if b_vector else [sb[-1]])]
     return [TensorType(a.dtype, tuple(shape))]
 
 

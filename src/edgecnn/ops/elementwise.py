@@ -10,14 +10,14 @@ import numpy as np
 from edgecnn.ir.dtypes import SUPPORTED_DTYPES
 from edgecnn.ir.graph import TensorType
 from edgecnn.ops.activation import erf_of
-from edgecnn.ops.common import broadcast_shapes, check, first_type, same_as_first
+from edgecnn.ops.common import broadcast_shapes, check, first_type, input_type, required_types, same_as_first
 from edgecnn.ops.registry import IntoAdapter, NoAttrs, ReferenceFn, ReferenceIntoFn, register_op
 from edgecnn.ops.traits import broadcast_per_image, one_dtype
 
 
 def broadcast_type(dtype: str, types: Sequence[TensorType | None]) -> TensorType:
-    check(all(t is not None for t in types), "every input is required")
-    return TensorType(dtype, broadcast_shapes(*(t.shape for t in types)))  # type: ignore[union-attr]
+    present = required_types(types, "every input is required")
+    return TensorType(dtype, broadcast_shapes(*(t.shape for t in present)))
 
 
 def _same_dtypes(types: Sequence[TensorType | None]) -> str:
@@ -206,8 +206,8 @@ def mod(attrs: ModAttrs, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def infer_where(attrs: object, types: Sequence[TensorType | None], values: object) -> list[TensorType]:
-    check(all(t is not None for t in types), "Where needs condition, X and Y")
-    check(types[0].dtype == "bool", f"condition must be bool, got {types[0].dtype}")  # type: ignore[union-attr]
+    condition = required_types(types, "Where needs condition, X and Y")[0]
+    check(condition.dtype == "bool", f"condition must be bool, got {condition.dtype}")
     return [broadcast_type(_same_dtypes(types[1:]), types)]
 
 
@@ -232,8 +232,8 @@ def cast(attrs: CastAttrs, x: np.ndarray) -> np.ndarray:
 
 
 def infer_cast_like(attrs: object, types: Sequence[TensorType | None], values: object) -> list[TensorType]:
-    check(types[1] is not None, "target_type is required")
-    return [TensorType(types[1].dtype, first_type(types).shape)]  # type: ignore[union-attr]
+    target = input_type(types, 1, "target_type")
+    return [TensorType(target.dtype, first_type(types).shape)]
 
 
 @register_op("CastLike", infer=infer_cast_like, inputs=2, per_sample=broadcast_per_image)

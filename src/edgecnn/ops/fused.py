@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from edgecnn.ir.graph import Node, Shape, TensorType
-from edgecnn.ops.common import check
+from edgecnn.ops.common import check, input_type
 from edgecnn.ops.conv import ConvAttrs, conv, conv_weight, infer_conv
 from edgecnn.ops.dense import GemmAttrs, gemm, gemm_per_sample, gemm_weight, infer_gemm
 from edgecnn.ops.registry import StepShapes, fusable_activation, fusable_activations, register_op
@@ -135,12 +135,11 @@ def infer_fused_conv_add(
     attrs: FusedConvAttrs, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
 ) -> list[TensorType]:
     (out,) = infer_conv(attrs, types[:3], values[:3])
-    z = types[3]
-    check(z is not None, "the residual input (input 3) is required")
-    check(z.dtype == out.dtype, f"residual {z} does not have the convolution's dtype {out.dtype}")  # type: ignore[union-attr]
-    if z.shape is not None and out.shape is not None:  # type: ignore[union-attr]
+    z = input_type(types, 3, "the residual input (input 3)")
+    check(z.dtype == out.dtype, f"residual {z} does not have the convolution's dtype {out.dtype}")
+    if z.shape is not None and out.shape is not None:
         check(
-            residual_fits(z.shape, out.shape),  # type: ignore[union-attr]
+            residual_fits(z.shape, out.shape),
             f"residual {z} does not broadcast to the convolution's output {out}",
         )
     return [out]

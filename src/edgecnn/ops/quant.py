@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import DTypeLike
 
-from edgecnn.ir.graph import TensorType
-from edgecnn.ops.common import broadcast_shapes, check, first_type, normalize_axis
+from edgecnn.ir.graph import Shape, TensorType
+from edgecnn.ops.common import broadcast_shapes, check, first_type, input_type, normalize_axis
 from edgecnn.ops.conv import ConvAttrs, conv, infer_conv
 from edgecnn.ops.fused import FusedConvAttrs, FusedGemmAttrs
 from edgecnn.ops.registry import NoAttrs, register_op
@@ -191,7 +191,8 @@ def infer_qlinear_conv(
 ) -> list[TensorType]:
     x, w = first_type(types), types[3]
     check(w is not None, "weights are required")
-    check(w.dtype in QUANT_DTYPES, f"weights must be int8 or uint8, got {w.dtype}")  # type: ignore[union-attr]
+    assert w is not None
+    check(w.dtype in QUANT_DTYPES, f"weights must be int8 or uint8, got {w.dtype}")
     shape = infer_conv(attrs, [x, w], values)[0].shape
     y_zp = types[7] if len(types) > 7 else None
     return [TensorType(y_zp.dtype if y_zp is not None else "uint8", shape)]
@@ -235,7 +236,7 @@ def conv_integer(
     return integer_conv(attrs, x, x_zp, w, w_zp).astype(np.int32)
 
 
-def _matmul_shape(a: TensorType, b: TensorType) -> tuple | None:
+def _matmul_shape(a: TensorType, b: TensorType) -> Shape | None:
     if a.shape is None or b.shape is None:
         return None
     check(len(a.shape) >= 1 and len(b.shape) >= 1, "MatMul inputs must have rank >= 1")
@@ -253,10 +254,9 @@ def _matmul_shape(a: TensorType, b: TensorType) -> tuple | None:
 def infer_qlinear_matmul(
     attrs: NoAttrs, types: Sequence[TensorType | None], values: object
 ) -> list[TensorType]:
-    a, b = first_type(types), types[3]
-    check(b is not None, "input B is required")
+    a, b = first_type(types), input_type(types, 3, "input B")
     y_zp = types[7] if len(types) > 7 else None
-    return [TensorType(y_zp.dtype if y_zp is not None else "uint8", _matmul_shape(a, b))]  # type: ignore[arg-type]
+    return [TensorType(y_zp.dtype if y_zp is not None else "uint8", _matmul_shape(a, b))]
 
 
 @register_op("QLinearMatMul", infer=infer_qlinear_matmul, inputs=8, macs=matmul_macs(3))
@@ -280,9 +280,8 @@ def qlinear_matmul(
 def infer_matmul_integer(
     attrs: NoAttrs, types: Sequence[TensorType | None], values: object
 ) -> list[TensorType]:
-    a, b = first_type(types), types[1]
-    check(b is not None, "input B is required")
-    return [TensorType("int32", _matmul_shape(a, b))]  # type: ignore[arg-type]
+    a, b = first_type(types), input_type(types, 1, "input B")
+    return [TensorType("int32", _matmul_shape(a, b))]
 
 
 @register_op("MatMulInteger", infer=infer_matmul_integer, inputs=(2, 4), macs=matmul_macs())
@@ -372,9 +371,10 @@ def infer_int8_gemm(
 ) -> list[TensorType]:
     a, b = first_type(types), types[3]
     check(b is not None, "weights are required")
+    assert b is not None
     check(not attrs.trans_a, "Int8Gemm takes A untransposed")
     rows = a.shape[0] if a.shape is not None else None
-    cols = None if b.shape is None else b.shape[0 if attrs.trans_b else 1]  # type: ignore[union-attr]
+    cols = None if b.shape is None else b.shape[0 if attrs.trans_b else 1]
     y_zp = types[7] if len(types) > 7 else None
     return [TensorType(y_zp.dtype if y_zp is not None else "float32", (rows, cols))]
 

@@ -228,5 +228,9 @@ def resize(
             and attrs.coordinate_transformation_mode != "tf_crop_and_resize"
         ):
             continue
-        y = resize_axis(attrs, y, axis, int(out[axis]), float(ratios[axis]), (starts[axis], ends[axis]))  # type: ignore[arg-type]
+        size, ratio = out[axis], ratios[axis]
+        # out holds ints for an array's shape; a ratio is None only where sizes meet an axis of size 0
+        check(ratio is not None, f"cannot resize axis {axis}: it has size 0")
+        assert isinstance(size, int) and ratio is not None
+        y = resize_axis(attrs, y, axis, size, float(ratio), (starts[axis], ends[axis]))
     return np.asarray(y, order="C").astype(x.dtype, copy=False) if y is not x else x.copy()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from edgecnn.ops.common import (
     dim_mul,
     first_type,
     normalize_axis,
+    required_types,
     same_as_first,
 )
 from edgecnn.ops.registry import IntoAdapter, NoAttrs, StepShapes, register_op
@@ -261,18 +263,18 @@ class ConcatAttrs:
 
 def infer_concat(attrs: ConcatAttrs, types: Types, values: Values) -> list[TensorType]:
     x = first_type(types)
-    check(all(t is not None for t in types), "every input is required")
-    dtypes = {t.dtype for t in types}  # type: ignore[union-attr]
+    present = required_types(types, "every input is required")
+    dtypes = {t.dtype for t in present}
     check(len(dtypes) == 1, f"inputs must share one element type, got {sorted(dtypes)}")
-    shapes = [t.shape for t in types]  # type: ignore[union-attr]
-    if any(s is None for s in shapes):
+    shapes = [t.shape for t in present if t.shape is not None]
+    if len(shapes) != len(present):
         return [_unknown(x.dtype, x.rank)]
-    rank = len(shapes[0])  # type: ignore[arg-type]
-    check(all(len(s) == rank for s in shapes), f"inputs have different ranks: {[list(s) for s in shapes]}")  # type: ignore[arg-type]
+    rank = len(shapes[0])
+    check(all(len(s) == rank for s in shapes), f"inputs have different ranks: {[list(s) for s in shapes]}")
     axis = normalize_axis(attrs.axis, rank)
     result: list[Dim] = []
     for i in range(rank):
-        dims = [s[i] for s in shapes]  # type: ignore[index]
+        dims = [s[i] for s in shapes]
         if i == axis:
             total: Dim = 0
             for d in dims:
@@ -459,7 +461,8 @@ class GatherAttrs:
 def infer_gather(attrs: GatherAttrs, types: Types, values: Values) -> list[TensorType]:
     x, indices = first_type(types), types[1]
     check(indices is not None and indices.dtype in ("int32", "int64"), "indices must be int32 or int64")
-    if x.shape is None or indices.shape is None:  # type: ignore[union-attr]
+    assert indices is not None
+    if x.shape is None or indices.shape is None:
         return [TensorType(x.dtype, None)]
     axis = normalize_axis(attrs.axis, len(x.shape))
     idx, size = values[1], x.shape[axis]
@@ -468,7 +471,7 @@ def infer_gather(attrs: GatherAttrs, types: Types, values: Values) -> list[Tenso
             bool(np.all((idx >= -size) & (idx < size))),
             f"indices out of range for axis {axis} of size {size}",
         )
-    return [TensorType(x.dtype, (*x.shape[:axis], *indices.shape, *x.shape[axis + 1 :]))]  # type: ignore[union-attr]
+    return [TensorType(x.dtype, (*x.shape[:axis], *indices.shape, *x.shape[axis + 1 :]))]
 
 
 def gather_per_sample(step: StepShapes) -> bool:
@@ -587,7 +590,9 @@ class PadAttrs:
     mode: str = "constant"  # constant, reflect, edge, wrap
 
 
-PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
+PadMode = Literal["constant", "reflect", "edge", "wrap"]
+
+PAD_MODES: dict[str, PadMode] = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
 
 
 def pad_widths(rank: int, pads: list[int], axes: list[int] | None) -> list[tuple[int, int]]:
@@ -632,7 +637,7 @@ def pad(
     if attrs.mode == "constant":
         fill = 0 if value is None or value.size == 0 else value.reshape(-1)[0]
         return np.pad(x, grow, mode="constant", constant_values=fill)
-    return np.pad(x, grow, mode=PAD_MODES[attrs.mode])  # type: ignore[call-overload]
+    return np.pad(x, grow, mode=PAD_MODES[attrs.mode])
 
 
 def infer_range(attrs: object, types: Types, values: Values) -> list[TensorType]:

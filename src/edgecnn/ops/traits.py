@@ -34,7 +34,7 @@ def axis_not_batch(step: StepShapes) -> bool:
 
 
 def _dims(t: TensorType | None) -> tuple[int, ...] | None:
-    return tuple(t.shape) if t is not None and t.is_concrete else None  # type: ignore[arg-type]
+    return t.dims if t is not None and t.is_concrete else None
 
 
 def one_dtype(*types: TensorType | None) -> bool:
@@ -47,7 +47,7 @@ def numel(t: TensorType | None) -> int:
     """Elements of a tensor type; 0 when the type or its shape is unknown."""
     if t is None or not t.is_concrete:
         return 0
-    return int(np.prod(t.shape, dtype=np.int64))  # type: ignore[arg-type]
+    return int(np.prod(t.dims, dtype=np.int64))
 
 
 def _operands(

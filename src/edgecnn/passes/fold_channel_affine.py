@@ -156,7 +156,11 @@ def fold_channel_affine(graph: Graph) -> PassResult:
     for node in result.nodes:
         matched = _affine_of(node, result)
         layer = None if matched is None else folder.layer_before(matched[0])
-        vector = None if layer is None else channel_vector(matched[1], layer.output_rank, layer.channels)  # type: ignore[index]
+        vector = (
+            None
+            if matched is None or layer is None
+            else channel_vector(matched[1], layer.output_rank, layer.channels)
+        )
         affine = None if vector is None else _scale_and_shift(node.op, vector)
         if layer is None or affine is None:
             kept.append(node)

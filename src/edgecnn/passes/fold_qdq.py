@@ -192,7 +192,8 @@ class QdqFolder:
         if len(node.inputs) > 2 and node.inputs[2]:
             if node.op == "MatMul":
                 return None
-            channels = w_value.shape[0] if node.op == "Conv" or attrs.trans_b else w_value.shape[1]  # type: ignore[attr-defined]
+            by_rows = node.op == "Conv" or (isinstance(attrs, Int8GemmAttrs) and attrs.trans_b)
+            channels = w_value.shape[0] if by_rows else w_value.shape[1]
             bias = self.bias(node.inputs[2], x, w, channels)
             if bias is None:
                 return None

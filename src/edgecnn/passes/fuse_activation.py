@@ -80,7 +80,9 @@ def activation_reading(
 
 def _fused(node: Node, activation: FusedActivation, output: str) -> Node:
     """``node`` as the op it becomes with ``activation``, writing ``output``."""
-    op = get_op(get_op(node.op).with_activation)  # type: ignore[arg-type]
+    fused_op = get_op(node.op).with_activation
+    assert fused_op is not None  # only nodes of ops that declare one are matched
+    op = get_op(fused_op)
     settings = {f.name: getattr(activation, f.name) for f in fields(FusedActivation)}
     settings.update(
         {f.name: getattr(node.attrs, f.name) for f in fields(node.attrs) if f.name not in _ACTIVATION_FIELDS}

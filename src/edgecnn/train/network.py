@@ -59,10 +59,11 @@ class Network:
         if final is not None and _is_final_softmax(final):
             self.head, self.logits_name = final, final.inputs[0]
         self.nodes = self._needed_nodes(producers)
-        unsupported = [(n.op, n.name) for n in self.nodes if get_grad(n.op) is None]
+        found = [(n, get_grad(n.op)) for n in self.nodes]
+        unsupported = [(n.op, n.name) for n, grad in found if grad is None]
         if unsupported:
             raise UnsupportedOperatorError(unsupported, source=f"training graph '{graph.name}' (no backward)")
-        self.grads: dict[str, GradDef] = {n.name: get_grad(n.op) for n in self.nodes}  # type: ignore[misc]
+        self.grads: dict[str, GradDef] = {n.name: grad for n, grad in found if grad is not None}
         self.values = {name: np.array(a, copy=True) for name, a in self.source.initializers.items()}
         self.parameters = self._find_parameters()
         self._requires = self._requires_grad()

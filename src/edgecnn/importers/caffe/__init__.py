@@ -234,10 +234,10 @@ class LayerContext:
             self._counter += 1
             names = [self.b.fresh(f"{self.name}/{op.lower()}{self._counter}") for _ in range(outputs)]
         node = Node(op, self.b.fresh(self.name) if last else names[0], list(inputs), names, attrs)
-        in_types = [self.b.types[x] for x in inputs]
+        in_types: list[TensorType | None] = [self.b.types[x] for x in inputs]
         in_values = [self.b.initializers.get(x) for x in inputs]
         try:
-            out_types = infer_node(node, in_types, in_values)  # type: ignore[arg-type]
+            out_types = infer_node(node, in_types, in_values)
         except GraphError as exc:
             raise self.fail(str(exc)) from None
         for name, t in zip(names, out_types):

@@ -378,9 +378,10 @@ def scale(ctx: Context) -> list[str]:
     axis = p.axis % rank if rank else 0
     end = rank if p.num_axes == -1 else axis + p.num_axes
     dims = shape[axis:end]
-    if not all(isinstance(d, int) for d in dims) or end > rank:
+    known = [d for d in dims if isinstance(d, int)]
+    if len(known) != len(dims) or end > rank:
         raise ctx.fail(f"axis {p.axis} and num_axes {p.num_axes} do not select known dims of {list(shape)}")
-    blob_shape = tuple(int(d) for d in dims)  # type: ignore[arg-type]
+    blob_shape = tuple(known)
     broadcast = np.asarray([*blob_shape, *([1] * (rank - end))] or [1], np.int64)
     factor = ctx.node(
         "Reshape",
@@ -409,9 +410,10 @@ def flatten(ctx: Context) -> list[str]:
     if axis == 1 and end == rank - 1:
         return one(ctx, "Flatten", [x], FlattenAttrs(axis=1))
     trailing = shape[end + 1 :]
-    if not all(isinstance(d, int) for d in trailing) or end < axis:
+    known = [d for d in trailing if isinstance(d, int)]
+    if len(known) != len(trailing) or end < axis:
         raise ctx.fail(f"axis {p.axis} and end_axis {p.end_axis} do not select known dims of {list(shape)}")
-    target = [0] * axis + [-1] + [int(d) for d in trailing]  # type: ignore[arg-type]
+    target = [0] * axis + [-1] + known
     return one(ctx, "Reshape", [x, ctx.constant("shape", np.asarray(target, np.int64))], ReshapeAttrs())
 
 

@@ -11,11 +11,12 @@ Where Darknet is lax, edgecnn chooses:
 
 from __future__ import annotations
 
+import enum
 import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from edgecnn.errors import ModelFormatError
 
@@ -36,7 +37,13 @@ class DarknetCfgWarning(UserWarning):
     """A cfg oddity edgecnn tolerates (repeated or unused keys)."""
 
 
-_REQUIRED = object()
+class _Required(enum.Enum):
+    """The default of an option that has none: the cfg must set it."""
+
+    REQUIRED = enum.auto()
+
+
+_REQUIRED: Final = _Required.REQUIRED
 
 
 @dataclass
@@ -57,31 +64,31 @@ class Section:
     def has(self, key: str) -> bool:
         return key in self.options
 
-    def _get(self, key: str, default: object, parse: Callable[[str], T], what: str) -> T:
+    def _get(self, key: str, default: T | _Required, parse: Callable[[str], T], what: str) -> T:
         self.used.add(key)
         if key not in self.options:
             if default is _REQUIRED:
                 raise ModelFormatError(f"{self.where()}: missing required option '{key}'")
-            return default  # type: ignore[return-value]
+            return default
         raw = self.options[key][0]
         try:
             return parse(raw)
         except (ValueError, OverflowError):
             raise ModelFormatError(f"{self.where(key)}: expected {what}, got '{raw}'") from None
 
-    def get_int(self, key: str, default: object = _REQUIRED) -> int:
+    def get_int(self, key: str, default: int | _Required = _REQUIRED) -> int:
         return self._get(key, default, int, "an integer")
 
-    def get_float(self, key: str, default: object = _REQUIRED) -> float:
+    def get_float(self, key: str, default: float | _Required = _REQUIRED) -> float:
         return self._get(key, default, _finite_float, "a number")
 
-    def get_str(self, key: str, default: object = _REQUIRED) -> str:
+    def get_str(self, key: str, default: str | _Required = _REQUIRED) -> str:
         return self._get(key, default, str, "a string")
 
-    def get_ints(self, key: str, default: object = _REQUIRED) -> tuple[int, ...]:
+    def get_ints(self, key: str, default: tuple[int, ...] | _Required = _REQUIRED) -> tuple[int, ...]:
         return self._get(key, default, lambda s: tuple(int(v) for v in _items(s)), "integers")
 
-    def get_floats(self, key: str, default: object = _REQUIRED) -> tuple[float, ...]:
+    def get_floats(self, key: str, default: tuple[float, ...] | _Required = _REQUIRED) -> tuple[float, ...]:
         return self._get(key, default, lambda s: tuple(_finite_float(v) for v in _items(s)), "numbers")
 
     def get_bool(self, key: str, default: bool = False) -> bool:

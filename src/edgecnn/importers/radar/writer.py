@@ -105,9 +105,10 @@ class _ChainReader:
             )
         spec = data_inputs[0]
         shape = spec.shape or ()
-        if spec.dtype != "float32" or len(shape) != 3 or not all(isinstance(d, int) for d in shape[1:]):
+        sizes = [d for d in shape[1:] if isinstance(d, int)]
+        if spec.dtype != "float32" or len(shape) != 3 or len(sizes) != 2:
             raise self.fail(None, f"input {spec} must be float32 (N, channels, length) with known sizes")
-        channels, length = int(shape[1]), int(shape[2])  # type: ignore[arg-type]
+        channels, length = sizes
         layers: list[RadarLayer] = []
         params: list[LayerParams] = []
         node = self.next_node(spec.name, None)
