@@ -30,7 +30,9 @@ def ratios(path: Path) -> dict[tuple[str, int], float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--before", type=Path, nargs="+", required=True, help="bench JSON of the old tree")
     parser.add_argument("--after", type=Path, nargs="+", required=True, help="bench JSON of the new tree")
     args = parser.parse_args()
@@ -57,7 +59,9 @@ def main() -> None:
         geo = statistics.geometric_mean(changes)
         print(f"\ngeometric mean of after / before1: {geo:.3f}x over {len(changes)} cases")
     if noises:
-        print(f"median noise between the before runs: {statistics.median(noises):.0%}, largest {max(noises):.0%}")
+        print(
+            f"median noise between the before runs: {statistics.median(noises):.0%}, largest {max(noises):.0%}"
+        )
 
 
 if __name__ == "__main__":

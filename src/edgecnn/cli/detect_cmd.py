@@ -58,10 +58,9 @@ def print_table(frame: Frame, detections: list[Detection]) -> None:
     if not detections:
         return
     table = Table(box=None, header_style="bold", padding=(0, 2))
-    for column, justify in (("class", "left"), ("score", "right"), ("x1", "right"), ("y1", "right")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
-    table.add_column("x2", justify="right")
-    table.add_column("y2", justify="right")
+    table.add_column("class", justify="left")
+    for column in ("score", "x1", "y1", "x2", "y2"):
+        table.add_column(column, justify="right")
     for d in detections:
         table.add_row(d.label, f"{d.score:.3f}", *(f"{v:.1f}" for v in d.box))
     console.print(table)

@@ -118,7 +118,7 @@ class LoadSampler:
     @staticmethod
     def _psutil_cpu_times() -> Callable[[], list[tuple[float, float]]]:
         require("psutil")
-        import psutil  # type: ignore[import-untyped]
+        import psutil
 
         def busy_and_total() -> list[tuple[float, float]]:
             result = []
