@@ -122,13 +122,9 @@ def time_steps(net: Any) -> dict[str, list[tuple[float, float]]]:
     """Wraps every step of ``net``'s prepared run (it must have run once) so that each call appends
     its (wall, process CPU) seconds under "layer (kernel)"; returns that dict, filled by later runs.
 
-    It reaches into the executor's prepared runner (``Model._fast_runs``), as the revisions
-    model_ab.py compares have it; where a revision has no such runner the dict stays empty.
+    It reaches into the prepared actions: the cached plan's ``memory.entries`` (``Model._plans``),
+    or, in revisions before the complete Plan, the executor's runner (``Model._fast_runs``).
     """
-    runs = getattr(net, "_fast_runs", None)
-    if not runs:
-        return {}
-    runner = next(iter(runs.values()))
     samples: dict[str, list[tuple[float, float]]] = {}
 
     def timed(run: Callable[..., Any], label: str) -> Callable[..., Any]:
@@ -140,10 +136,20 @@ def time_steps(net: Any) -> dict[str, list[tuple[float, float]]]:
 
         return call
 
-    runner._entries = tuple(
-        (entry[0], timed(entry[1], f"{entry[-1].node.name} ({entry[-1].kernel.name})"), *entry[2:])
-        for entry in runner._entries
-    )
+    def wrapped(entries: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(
+            (entry[0], timed(entry[1], f"{entry[-1].node.name} ({entry[-1].kernel.name})"), *entry[2:])
+            for entry in entries
+        )
+
+    plans = getattr(net, "_plans", None)
+    runs = getattr(net, "_fast_runs", None)
+    if runs:
+        runner = next(iter(runs.values()))
+        runner._entries = wrapped(runner._entries)
+    elif plans and hasattr(next(iter(plans.values())), "memory"):
+        memory = next(reversed(plans.values())).memory
+        memory.entries = wrapped(memory.entries)
     return samples
 
 
