@@ -4,8 +4,8 @@ LeNet-5) runs on the calling thread alone, whatever ``threads`` asks for.
 Why: the kernels' own grains judge one layer at a time, on a warm pool. A run that follows an idle
 spell (a camera pipeline waiting for its next frame) first waits for the pool's worker to wake,
 which costs more than a second thread saves on a model whose whole run takes a fraction of a
-millisecond. The threshold is ``CpuTuning.serial_model_macs`` (kernels/cpu/tuning_record.py;
-evidence in lab/notes/). The rule is per plan (model and input shapes), so a larger batch of the
+millisecond. The threshold is ``CpuTuning.serial_model_macs`` (kernels/cpu/tuning_record.py).
+The rule is per plan (model and input shapes), so a larger batch of the
 same model can still use every thread.
 """
 

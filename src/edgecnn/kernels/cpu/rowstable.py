@@ -3,20 +3,16 @@
 channel (or feature) that holds it, so identical filters give bit-identical channels.
 
 Why: OpenBLAS's sgemm does not compute every row of its output with the same instruction sequence
-(on Haswell-class CPUs rows 6-11 of each 12-row block are summed differently from rows 0-5), so
-two output channels with the same filter and the same input can differ by an ulp depending on
-where they sit in the weight matrix. That is invisible in trained networks but decides ties: the
-ONNX suite's light SqueezeNet fills every filter with one constant, its 1000 logits should be
-exactly equal (softmax 0.001 each), and an ulp of 1024 at ~1.4e10 turns the softmax into a
-winner-takes-all among the rows one code path happened to round up. Computing a repeated filter
+(rows of one register block can be summed differently from rows of another), so two output channels with the same filter and the same input can differ by an ulp depending on
+where they sit in the weight matrix. That is invisible in trained networks but decides ties: a
+model whose filters are all one constant must give exactly equal logits. Computing a repeated filter
 once makes the repeats equal by construction, and saves their multiply-adds.
 
 Only exact (bitwise) repeats count, within a group-1 convolution or a Gemm with constant B. The
 check runs once, when the plan is built, and costs a few sampled columns per row for weights
 without repeats (trained weights have none, except pruned all-zero rows); the kernels are chosen
 only where repeats exist, so other layers run unchanged. It makes identical rows equal; it does
-not make BLAS's rounding independent of a row's position in general (a GEMM that sums every
-element in the same order, which would, measured well slower than OpenBLAS; lab/notes/).
+not make BLAS's rounding independent of a row's position in general.
 """
 
 from __future__ import annotations

@@ -10,8 +10,7 @@ does not (the llvm.fma intrinsic would become a library call per lane there).
 The block's shape follows the vector registers numba compiles for. With AVX2, 6 x 16 (12
 accumulators of 8 floats, 2 filter vectors, 1 broadcast) fits its 16 registers; LLVM splits the
 8-float vectors in two on 128-bit NEON. With AVX-512, 8 x 32 (16 accumulators of 16 floats) uses
-half of its 32 registers and doubles the multiply-adds per instruction, about twice the rate from
-L1 (measurements: lab/notes/).
+half of its 32 registers and doubles the multiply-adds per instruction.
 
 C[r, j] (+)= sum_k A[a_off + k*ROWS + r] * B[b_off + k*ldb + j] for r < ROWS, j < COLUMNS: A is a
 packed panel (depth-major, ROWS values per step), B any row-major matrix with row stride ``ldb``.

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 COLUMNS_BYTES = 1 << 20
 """Target size of one tile's im2col columns: twice a 512 KiB L2, since wider tiles make wider (more
-efficient) GEMMs (measured faster than a quarter of it; lab/notes/)."""
+efficient) GEMMs."""
 
 REPACK_RATIO = 8
 """A tile's im2col columns may grow to this many times the layer's weights (beyond COLUMNS_BYTES):
 every tile's GEMM packs the whole weight matrix again, which costs more than columns that spill
-from L2 once the weights are large (lab/notes/)."""
+from L2 once the weights are large."""
 
 MIN_COLUMNS = 64
 """Narrowest tile worth a GEMM call (a few of the BLAS micro-kernel's column blocks)."""
@@ -101,5 +101,5 @@ def prefer_rows(rows: int, columns: int, *, im2col: bool) -> bool:
     Every tile's sgemm packs its whole share of both operands: cutting the columns makes each thread
     pack all of the weights (rows x depth), cutting the rows makes each pack all of the input
     (depth x columns). Without im2col to repeat (1x1 layers), the cheaper cut is the rows when
-    rows > columns (measured on SqueezeNet's 1x1 layers; lab/notes/)."""
+    rows > columns."""
     return not im2col and rows > columns

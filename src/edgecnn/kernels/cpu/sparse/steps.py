@@ -3,8 +3,8 @@
 
 The CSR is built from the constant weight when the plan is built, so a pruned model benefits
 whatever file it came from. Each kernel is registered above its dense counterpart but applies only
-when the weight's density is below the measured crossover (``CpuTuning.spmv_crossover`` and its
-siblings; evidence in lab/notes/); above it the dense kernel is faster and is chosen instead.
+when the weight's density is below its crossover (``CpuTuning.spmv_crossover`` and its
+siblings); above it the dense kernel is faster and is chosen instead.
 """
 
 from __future__ import annotations
