@@ -132,28 +132,31 @@ class Model:
         """The prepared plan for these inputs' shapes (built on first use, then cached), on the
         optimised graph or the graph as imported, returning the graph outputs or ``outputs``."""
         checked = self.check_feeds(feeds)
+        request = self._request(outputs, optimized)
+        return self._plan((*request, _shapes_key(tuple(checked.values()))), checked)
+
+    def _request(
+        self, outputs: Sequence[str] | None, optimized: bool = True
+    ) -> tuple[bool, tuple[str, ...] | None]:
+        """(run the optimised graph, the checked requested tensors or None for the graph outputs).
+        Tensors removed by fusion or folding are still inspectable: such requests run the graph as
+        imported."""
         wanted = None if outputs is None else self._check_wanted(outputs)
-        if wanted is not None and not set(wanted) <= self._optimized_tensors:
-            optimized = False
-        return self._plan((optimized, wanted, _shapes_key(tuple(checked.values()))), checked)
+        return optimized and (wanted is None or set(wanted) <= self._optimized_tensors), wanted
 
     def _prepared(self, feeds: Any, outputs: Sequence[str] | None) -> tuple[Plan, tuple[np.ndarray, ...]]:
         """The plan for a run and its inputs in the plan's order. Arrays whose shapes and dtypes
         were checked before skip the checks (their outcome depends on nothing else)."""
-        wanted = None if outputs is None else self._check_wanted(outputs)
-        # Tensors removed by fusion or folding are still inspectable: such requests run the graph as imported.
-        optimized = wanted is None or set(wanted) <= self._optimized_tensors
+        request = self._request(outputs)
         arrays = self._plain_arrays(feeds)
         if arrays is not None:
-            key = (optimized, wanted, _shapes_key(arrays))
             with self._plans_lock:
-                plan = self._plans.get(key)
-                if plan is not None:
-                    self._plans.move_to_end(key)
-                    return plan, arrays
+                plan = self._cached((*request, _shapes_key(arrays)))
+            if plan is not None:
+                return plan, arrays
         checked = self.check_feeds(feeds)
         arrays = tuple(checked.values())
-        return self._plan((optimized, wanted, _shapes_key(arrays)), checked), arrays
+        return self._plan((*request, _shapes_key(arrays)), checked), arrays
 
     def _plain_arrays(self, feeds: Any) -> tuple[np.ndarray, ...] | None:
         """The feeds in input order when every one is a plain ndarray, else None."""
@@ -172,9 +175,8 @@ class Model:
         """The cached plan under ``key``, else a new one (the least recently used beyond
         PLAN_CACHE_SIZE is dropped)."""
         with self._plans_lock:
-            plan = self._plans.get(key)
+            plan = self._cached(key)
             if plan is not None:
-                self._plans.move_to_end(key)
                 return plan
             optimized, wanted, _ = key
             types = {n: TensorType(a.dtype.name, tuple(a.shape)) for n, a in checked.items()}
@@ -184,6 +186,13 @@ class Model:
             if len(self._plans) > PLAN_CACHE_SIZE:
                 self._plans.popitem(last=False)
             return plan
+
+    def _cached(self, key: PlanKey) -> Plan | None:
+        """The plan under ``key``, marked most recently used (the caller holds the lock)."""
+        plan = self._plans.get(key)
+        if plan is not None:
+            self._plans.move_to_end(key)
+        return plan
 
     # ------------------------------------------------------------ validation
     def check_feeds(self, feeds: Any) -> dict[str, np.ndarray]:

@@ -22,6 +22,7 @@ import numpy as np
 
 from edgecnn.ir.graph import TensorType
 from edgecnn.ops.registry import StepShapes, find_op, op_family
+from edgecnn.runtime.options import RuntimeOptions
 from edgecnn.runtime.plan import Plan, Program, Step
 from edgecnn.runtime.serial import plan_macs
 
@@ -155,3 +156,28 @@ def split_pays(plan: Program | Plan, batch: int, threads: int) -> bool:
         plan_macs(plan) >= tuning.split_min_macs_per_image * batch
         and dense_bytes <= tuning.split_max_dense_weight_bytes
     )
+
+
+def batch_parts(
+    program: Program,
+    input_types: Mapping[str, TensorType],
+    wanted: tuple[str, ...],
+    options: RuntimeOptions,
+    threads: int,
+) -> int:
+    """Slices to cut the batch into (1: run it whole, with intra-op threads), by the options'
+    policy: the model must never mix a batch's images (``batch_separable``), and under "auto" the
+    split must pay (``split_pays``)."""
+    policy = options.batch_parallel
+    budget = options.threads if policy == "always" else threads
+    if policy == "never" or budget < 2 or not input_types:
+        return 1
+    sizes = {t.dims[0] if t.shape else 0 for t in input_types.values()}
+    batch = sizes.pop() if len(sizes) == 1 else 0
+    if batch < 2 or any(name in program.constants for name in wanted):
+        return 1
+    if not batch_separable(program, batch):
+        return 1
+    if policy == "auto" and not split_pays(program, batch, budget):
+        return 1
+    return min(budget, batch)

@@ -16,6 +16,7 @@ import numpy as np
 from edgecnn.devices import to_host
 from edgecnn.errors import EdgeCNNError, GraphError
 from edgecnn.runtime.arena import CONSTANT, COPY, HOST, INTO, OPAQUE, OWN, VIEW, FastEntry, MemoryPlan
+from edgecnn.runtime.batch import run_split, threading_layer_is_safe
 from edgecnn.runtime.plan import Plan, Step
 
 
@@ -41,7 +42,7 @@ def run_plan(plan: Plan, inputs: Sequence[np.ndarray], hooks: Sequence[StepHook]
     if not plan.memory.in_arena:
         return run_steps(plan.memory, inputs, hooks)
     with _cpu_threads(plan.threads):
-        if plan.split is not None and not hooks and _threading_layer_is_safe():
+        if plan.split is not None and not hooks and threading_layer_is_safe():
             return _run_split(plan, inputs)
         return run_steps(plan.memory, inputs, hooks)
 
@@ -144,8 +145,6 @@ def _results(memory: MemoryPlan, frame: list[Any], fed: Sequence[np.ndarray]) ->
 
 def _run_split(plan: Plan, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """The batch in slices run side by side (runtime/batch.py), each writing its rows of the outputs."""
-    from edgecnn.runtime.batch import run_split
-
     split = plan.split
     assert split is not None
     names = tuple(plan.program.input_slots)
@@ -169,9 +168,3 @@ def _cpu_threads(n: int) -> Any:
 
     _cpu_threads = cpu_threads
     return cpu_threads(n)
-
-
-def _threading_layer_is_safe() -> bool:
-    from edgecnn.runtime.batch import threading_layer_is_safe
-
-    return threading_layer_is_safe()

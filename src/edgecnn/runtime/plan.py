@@ -238,37 +238,12 @@ def _build_plan(
     threads = run_threads(program, options.threads) if options.device == "cpu" else options.threads
     split = None
     if options.device == "cpu":
-        parts = _batch_parts(program, input_types, names, options, threads)
+        from edgecnn.runtime.batch import batch_parts
+
+        parts = batch_parts(program, input_types, names, options, threads)
         if parts > 1:
             split = _slice_plans(graph, input_types, options, names, parts)
     return plan_program(program, names, threads, split)
-
-
-def _batch_parts(
-    program: Program,
-    input_types: Mapping[str, TensorType],
-    wanted: tuple[str, ...],
-    options: RuntimeOptions,
-    threads: int,
-) -> int:
-    """Slices to cut the batch into (1: run it whole, with intra-op threads), by the options'
-    policy and runtime/batch.py's rules: the model must never mix a batch's images, and under
-    "auto" the split must be measured to pay."""
-    from edgecnn.runtime.batch import batch_separable, split_pays
-
-    policy = options.batch_parallel
-    budget = options.threads if policy == "always" else threads
-    if policy == "never" or budget < 2 or not input_types:
-        return 1
-    sizes = {t.dims[0] if t.shape else 0 for t in input_types.values()}
-    batch = sizes.pop() if len(sizes) == 1 else 0
-    if batch < 2 or any(name in program.constants for name in wanted):
-        return 1
-    if not batch_separable(program, batch):
-        return 1
-    if policy == "auto" and not split_pays(program, batch, budget):
-        return 1
-    return min(budget, batch)
 
 
 def _slice_plans(

@@ -3,7 +3,7 @@
 Numba's pool runs every parallel kernel, on Intel TBB where the ``tbb`` package is installed (a
 dependency, loaded by ``startup.initialize_cpu_runtime``), else on OpenMP; GEMMs are called from its
 threads, tile by tile, with the BLAS library held to one thread (blas.py). Two pools that spin-wait on the same cores — numba's
-OpenMP workers and OpenBLAS's — slow each other down several-fold on a 2-core machine.
+OpenMP workers and OpenBLAS's — slow each other down several-fold.
 
 ``cpu_threads(n)`` sets that budget for the duration of a run (the executor wraps each run in it).
 Kernels whose work is below a grain run on one thread: waking a second thread costs more than it
