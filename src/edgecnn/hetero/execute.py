@@ -19,7 +19,6 @@ import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,8 +32,7 @@ from edgecnn.ir.graph import TensorType
 from edgecnn.kernels.registry import KernelChoice, select_kernel
 from edgecnn.model import Model
 from edgecnn.runtime.executor import run_steps
-from edgecnn.runtime.options import RuntimeOptions
-from edgecnn.runtime.plan import Plan, Step, plan_program
+from edgecnn.runtime.plan import Plan, Step, plan_program, preparing_cpu_kernels
 
 
 @dataclass
@@ -177,7 +175,7 @@ class PartitionedModel:
         checked = self.lead_model.check_feeds(feeds)
         self.input_shapes = {name: tuple(a.shape) for name, a in checked.items()}
         self.plan: Plan = self.lead_model.plan_for(checked)
-        with _cpu_prepared(options, "cpu" in partition.devices):
+        with preparing_cpu_kernels(options, "cpu" in partition.devices):
             self.steps = tuple(self._prepare(step) for step in self.plan.steps)
         kernels = [KernelChoice(part.step.kernel.name, _PartRun(self, part)) for part in self.steps]
         # the lead plan's program with each step dispatched to its pieces, run by the one executor loop
@@ -320,18 +318,6 @@ class PartitionedModel:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _cpu_prepared(options: RuntimeOptions, cpu: bool) -> AbstractContextManager[None]:
-    """Where the CPU runs pieces: its runtime started and its kernels chosen under the options'
-    tuning record, as build_plan does for a CPU plan."""
-    if not cpu:
-        return nullcontext()
-    from edgecnn.kernels.cpu import initialize_cpu_runtime
-    from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning, using_cpu_tuning
-
-    initialize_cpu_runtime(options.bind_threads)
-    return using_cpu_tuning(options.cpu_tuning or active_cpu_tuning())
 
 
 class _PartRun:

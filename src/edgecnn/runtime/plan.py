@@ -208,16 +208,22 @@ def build_plan(
     """Specialise a topologically sorted graph to concrete input types; ``wanted`` names the
     tensors a run returns (graph outputs by default; any intermediate tensor may be named).
 
-    CPU plans start the CPU runtime first (kernels/cpu/system/startup.py: once per process) and
-    are built under the options' tuning record, else the one in effect (kernels/cpu/tuning_record.py)."""
-    if options.device != "cpu":
+    CPU plans are built under ``preparing_cpu_kernels``."""
+    with preparing_cpu_kernels(options, options.device == "cpu"):
         return _build_plan(graph, input_types, options, wanted)
+
+
+def preparing_cpu_kernels(options: RuntimeOptions, cpu: bool) -> AbstractContextManager[None]:
+    """Where CPU kernels are chosen (``cpu``): the CPU runtime started first (once per process,
+    kernels/cpu/system/startup.py) and the options' tuning record in effect, else the one already
+    in effect (kernels/cpu/tuning_record.py). Nothing otherwise: other devices never load numba."""
+    if not cpu:
+        return nullcontext()
     from edgecnn.kernels.cpu import initialize_cpu_runtime
     from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning, using_cpu_tuning
 
     initialize_cpu_runtime(options.bind_threads)
-    with using_cpu_tuning(options.cpu_tuning or active_cpu_tuning()):
-        return _build_plan(graph, input_types, options, wanted)
+    return using_cpu_tuning(options.cpu_tuning or active_cpu_tuning())
 
 
 def _build_plan(
