@@ -29,8 +29,10 @@ The layering, bottom to top (``LAYERS``; a package imports its own layer and the
     ``edgecnn.load``, where the options and the environment are read for a model
 13. ``testing``, ``train``, ``bench``, ``vision`` -- applications on top of Model (detection: frames,
     detectors, drawing)
-14. ``compress``, ``hetero``, ``monitor`` -- applications that use those (retraining; benchmark
-    models; the live monitoring page on the detectors)
+14. ``compress``, ``hetero``, ``monitor``, ``batch``, ``compare``, ``radar``, ``dvfs`` --
+    applications that use those (retraining; benchmark models; the live monitoring page on the
+    detectors; offline batch inference on all cores or Ray; layer-by-layer comparison with other
+    engines; seed 003's radar classifier; frequency control and the scene-aware governor)
 15. ``cli``, ``__main__`` -- the command line, which reads its options and the environment
 """
 
@@ -62,7 +64,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("model",),
     ("importers", "api"),
     ("testing", "train", "bench", "vision"),
-    ("compress", "hetero", "monitor"),
+    ("compress", "hetero", "monitor", "batch", "compare", "radar", "dvfs"),
     ("cli", "__main__"),
 )
 """The module docstring's layering, bottom first."""
