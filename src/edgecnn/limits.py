@@ -1,0 +1,97 @@
+"""The memory budget: sizes that a file, an option or a plan declares are checked before allocating.
+
+A small file can declare a huge tensor (a zlib stream that inflates to gigabytes, a Darknet layer
+with a billion anchors, a Reshape to terabytes). Loaders and the planner add up what they are about
+to allocate in a :class:`Tally` and refuse, with the error type of their layer, as soon as the total
+would pass the budget, so the refusal costs nothing but the arithmetic.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from edgecnn.errors import EdgeCNNError
+
+FALLBACK_MEMORY = 4 << 30
+"""Memory assumed available where the OS does not say (no /proc/meminfo, no sysconf)."""
+
+MIN_DEFAULT_LIMIT = 256 << 20
+"""The default budget never goes below this, so a loaded machine can still run a small model."""
+
+DEFAULT_SHARE = 0.8
+"""The default budget's share of the memory available when a model is loaded."""
+
+
+def available_memory() -> int:
+    """Bytes of memory available now: MemAvailable on Linux, else physical memory, else a fallback."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return FALLBACK_MEMORY
+
+
+def default_memory_limit() -> int:
+    """The budget when none is given: most of the memory available now, at least MIN_DEFAULT_LIMIT."""
+    return max(MIN_DEFAULT_LIMIT, int(available_memory() * DEFAULT_SHARE))
+
+
+def format_bytes(nbytes: float) -> str:
+    """``1.5 GiB``-style sizes for messages."""
+    size = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(size) < 1024 or unit == "PiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """At most ``limit`` bytes for one model's tensors (weights, decoded sections, the arena)."""
+
+    limit: int
+
+    @staticmethod
+    def default() -> MemoryBudget:
+        return MemoryBudget(default_memory_limit())
+
+    def check(self, nbytes: int, what: str, error: type[EdgeCNNError]) -> None:
+        """Raise ``error`` naming ``what`` if ``nbytes`` alone passes the budget."""
+        if nbytes > self.limit:
+            raise error(
+                f"{what} needs {format_bytes(nbytes)}, over the memory limit of {format_bytes(self.limit)}"
+            )
+
+    def tally(self, what: str, error: type[EdgeCNNError]) -> Tally:
+        """A running total for one load or plan (``what``: the file or graph) against this budget."""
+        return Tally(self, what, error)
+
+
+class Tally:
+    """Bytes about to be allocated, added up item by item and refused before the budget is passed."""
+
+    def __init__(self, budget: MemoryBudget, what: str, error: type[EdgeCNNError]) -> None:
+        self.budget = budget
+        self.what = what
+        self.error = error
+        self.total = 0
+
+    def add(self, nbytes: int, item: str) -> None:
+        """Count ``nbytes`` for ``item``; raise before the total passes the budget."""
+        if nbytes < 0:
+            raise self.error(f"{self.what}: {item} declares a negative size")
+        if self.total + nbytes > self.budget.limit:
+            raise self.error(
+                f"{self.what}: {item} needs {format_bytes(nbytes)}, which takes the total to "
+                f"{format_bytes(self.total + nbytes)}, over the memory limit of "
+                f"{format_bytes(self.budget.limit)}"
+            )
+        self.total += nbytes
