@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
-from edgecnn.errors import GraphError, ModelFormatError
+from edgecnn.errors import GraphError, ModelFormatError, ModelNotFoundError
 from edgecnn.limits import (
     MIN_DEFAULT_LIMIT,
     MemoryBudget,
     available_memory,
     default_memory_limit,
     format_bytes,
+    read_file_bounded,
+    regular_file_size,
 )
 
 
@@ -40,3 +45,22 @@ def test_format_bytes_units() -> None:
     assert format_bytes(512) == "512 B"
     assert format_bytes(3 << 30) == "3.0 GiB"
     assert format_bytes(10**18).endswith("PiB")
+
+
+def test_regular_file_checks(tmp_path: Path) -> None:
+    model = tmp_path / "m.bin"
+    model.write_bytes(b"x" * 100)
+    assert regular_file_size(model) == 100
+    assert read_file_bounded(model, MemoryBudget(100)) == b"x" * 100
+    with pytest.raises(ModelFormatError, match="over the memory limit"):
+        read_file_bounded(model, MemoryBudget(99))
+    with pytest.raises(ModelNotFoundError, match="weights file not found"):
+        regular_file_size(tmp_path / "missing", "weights file")
+    with pytest.raises(ModelFormatError, match="is a directory"):
+        regular_file_size(tmp_path)
+    with pytest.raises(ModelFormatError, match="not a regular file"):
+        regular_file_size("/dev/zero")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ModelFormatError, match="not a regular file"):
+        read_file_bounded(fifo, MemoryBudget(1 << 20))

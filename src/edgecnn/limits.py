@@ -9,9 +9,10 @@ would pass the budget, so the refusal costs nothing but the arithmetic.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 
-from edgecnn.errors import EdgeCNNError
+from edgecnn.errors import EdgeCNNError, ModelFormatError, ModelNotFoundError
 
 FALLBACK_MEMORY = 4 << 30
 """Memory assumed available where the OS does not say (no /proc/meminfo, no sysconf)."""
@@ -95,3 +96,36 @@ class Tally:
                 f"{format_bytes(self.budget.limit)}"
             )
         self.total += nbytes
+
+
+def regular_file_size(path: str | os.PathLike[str], role: str = "model file") -> int:
+    """The size of ``path`` after checking it is a regular file (symlinks followed).
+
+    Devices (``/dev/zero``), FIFOs and sockets would be read without bound or block for ever;
+    directories fail later with a bare OSError. ``role`` names the file in messages
+    ("model file", "weights file")."""
+    name = os.fspath(path)
+    try:
+        info = os.stat(name)
+    except FileNotFoundError:
+        raise ModelNotFoundError(f"{role} not found: {name}") from None
+    except OSError as exc:
+        raise ModelFormatError(f"{role} {name}: cannot be read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise ModelFormatError(f"{role} {name} is {kind}")
+    return info.st_size
+
+
+def read_file_bounded(path: str | os.PathLike[str], budget: MemoryBudget, role: str = "model file") -> bytes:
+    """The whole of a regular file, refused before reading if it alone passes ``budget``."""
+    size = regular_file_size(path, role)
+    budget.check(size, f"{role} {os.fspath(path)}", ModelFormatError)
+    try:
+        with open(path, "rb") as file:
+            data = file.read(size + 1)
+    except OSError as exc:
+        raise ModelFormatError(f"{role} {os.fspath(path)}: cannot be read ({exc.strerror or exc})") from None
+    if len(data) > size:
+        raise ModelFormatError(f"{role} {os.fspath(path)} grew while it was read")
+    return data
