@@ -1,0 +1,105 @@
+"""Load traces: the 50 ms sample rows of a monitor ``--trace`` CSV (edgecnn.monitor.trace) as one
+load series in percent, and their resampling onto a regular grid (jittered or missing samples).
+
+The load is the mean busy share of the chosen cores (``cpuN_pct``), what a governor sees of the
+whole system. Traces recorded by the lab also carry ``scene_pct``: the CPU use of the scenario's
+own process tree, as a share of all cores, which is what the system load would be on a machine
+running that scenario alone."""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from edgecnn.errors import InputError
+
+CORE_COLUMN = re.compile(r"cpu(\d+)_pct$")
+SCENE_COLUMN = "scene_pct"
+SOURCES = ("system", "scene")
+
+
+@dataclass(frozen=True)
+class LoadTrace:
+    """Sample times (s) and loads (%), in time order."""
+
+    seconds: np.ndarray
+    load: np.ndarray
+    source: str  # where it comes from, e.g. "trace.csv: mean of cpu0_pct, cpu1_pct"
+
+    def __len__(self) -> int:
+        return len(self.load)
+
+    def between(self, start: float, stop: float) -> LoadTrace:
+        keep = (self.seconds >= start) & (self.seconds < stop)
+        return LoadTrace(self.seconds[keep], self.load[keep], self.source)
+
+
+def read_trace(path: Path, *, source: str = "system", cpus: Sequence[int] | None = None) -> LoadTrace:
+    """The trace's sample rows as one series: ``system`` averages the ``cpuN_pct`` columns (of
+    ``cpus``, default all), ``scene`` reads ``scene_pct``. Unreadable cells become gaps."""
+    if source not in SOURCES:
+        raise InputError(f"unknown load source {source!r} (known: {', '.join(SOURCES)})")
+    try:
+        with open(path, newline="") as handle:
+            rows = list(csv.reader(handle))
+    except OSError as exc:
+        raise InputError(f"cannot read the trace {path}: {exc.strerror or exc}") from None
+    if not rows or rows[0][:2] != ["time_s", "kind"]:
+        raise InputError(f"{path} is not a load trace (its header must start with time_s,kind)")
+    header = rows[0]
+    if source == "scene":
+        if SCENE_COLUMN not in header:
+            raise InputError(f"{path} has no {SCENE_COLUMN} column (only lab recordings do)")
+        columns = [header.index(SCENE_COLUMN)]
+        described = SCENE_COLUMN
+    else:
+        cores = {int(m.group(1)): i for i, name in enumerate(header) if (m := CORE_COLUMN.match(name))}
+        wanted = sorted(cores) if cpus is None else list(cpus)
+        missing = [c for c in wanted if c not in cores]
+        if missing or not wanted:
+            raise InputError(f"{path} has no cpuN_pct column for CPU(s) {missing or 'any'}")
+        columns = [cores[c] for c in wanted]
+        described = "mean of " + ", ".join(f"cpu{c}_pct" for c in wanted)
+    seconds, load = [], []
+    for number, row in enumerate(rows[1:], start=2):
+        if len(row) < len(header) or row[1] != "sample":
+            continue
+        try:
+            seconds.append(float(row[0]))
+        except ValueError:
+            raise InputError(f"{path}:{number}: unreadable time {row[0]!r}") from None
+        try:
+            load.append(float(np.mean([float(row[i]) for i in columns])))
+        except ValueError:
+            load.append(math.nan)
+    if len(load) < 2:
+        raise InputError(f"{path} holds fewer than two load samples")
+    order = np.argsort(seconds, kind="stable")
+    return LoadTrace(
+        np.asarray(seconds)[order], np.asarray(load, dtype=np.float64)[order], f"{path.name}: {described}"
+    )
+
+
+def regular(seconds: np.ndarray, load: np.ndarray, period: float, count: int) -> np.ndarray | None:
+    """The ``count`` loads on a grid of ``period`` ending at the last sample, interpolated from
+    samples that came early, late or not at all; None when the samples do not cover the grid or a
+    gap is longer than a quarter of it (too little left to judge by)."""
+    good = ~np.isnan(load)
+    seconds, load = seconds[good], load[good]
+    if len(seconds) < 2:
+        return None
+    end = seconds[-1]
+    grid = end - period * np.arange(count - 1, -1, -1)
+    if seconds[0] > grid[0] + period / 2:
+        return None
+    inside = seconds[seconds >= grid[0] - period]
+    gaps = np.diff(inside) if len(inside) > 1 else np.array([end - grid[0]])
+    if gaps.max(initial=0.0) > period * max(2.0, count / 4):
+        return None
+    return np.interp(grid, seconds, load)
