@@ -13,8 +13,8 @@ registry is therefore not counted; any other import of ``kernels`` from a backen
 
 The layering, bottom to top (``LAYERS``; a package imports its own layer and the ones below):
 
-1. ``errors``, ``paths``, ``limits``, ``edgecnn`` -- error types, the cache directory, the memory
-   budget, the package itself
+1. ``errors``, ``paths``, ``limits``, ``atomic``, ``edgecnn`` -- error types, the cache directory,
+   the memory budget, atomic file writes, the package itself
    (which loads only ``errors`` and ``__version__`` at import; ``load`` and ``Model`` lazily)
 2. ``energy``, ``detection`` -- power meters; detection heads decoded in plain numpy (no graph)
 3. ``ir`` -- Graph, Node, TensorType
@@ -52,7 +52,7 @@ REGISTRY = "edgecnn.kernels.registry"
 Edge = tuple[str, str]
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "paths", "limits", "edgecnn"),
+    ("errors", "paths", "limits", "atomic", "edgecnn"),
     ("energy", "detection"),
     ("ir",),
     ("ops",),

@@ -87,7 +87,7 @@ class DataSection:
     """The mapped file and where its DATA section lies in it; or, for a blob inside an entropy-coded
     stream, the decoded bytes (``place`` then names that stream in error messages)."""
 
-    buffer: mmap.mmap | bytes
+    buffer: mmap.mmap | bytes | memoryview
     offset: int
     length: int
     place: str = "file byte"

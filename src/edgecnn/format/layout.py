@@ -17,9 +17,12 @@ from edgecnn.format.errors import EcnnChecksumError, EcnnFormatError, EcnnUnsupp
 
 MAGIC = b"ECNN"
 FORMAT_MAJOR = 1
-FORMAT_MINOR = 2
-"""1.1 added the storages float16, int8 and csr, 1.2 the entropy coders zlib and lzma; the writer
-marks each file with the lowest version that has every storage it uses (1.0 for raw only)."""
+FORMAT_MINOR = 3
+"""1.1 added the storages float16, int8 and csr, 1.2 the entropy coders zlib and lzma, 1.3
+encrypted and signed files; the writer marks each file with the lowest version that has every
+feature it uses (1.0 for raw only)."""
+PROTECTED_MINOR = 3
+"""The minor version of files that are encrypted or signed."""
 ALIGNMENT = 64
 """Every section and every tensor blob starts at a multiple of this many bytes from the file start."""
 
@@ -29,6 +32,8 @@ SECTION_ENTRY = struct.Struct("<IIQQII")
 """kind, section flags, offset, length, CRC-32, reserved."""
 HEADER_CRC_AT = 24
 """Byte offset of the header CRC field (taken as zero while computing it)."""
+ENTRY_CRC_AT = 24
+"""Byte offset of the CRC field inside a section table entry."""
 DIGEST_SIZE = 32
 """The file ends with the SHA-256 of every byte before it."""
 MIN_FILE_SIZE = HEADER.size + SECTION_ENTRY.size + DIGEST_SIZE
@@ -36,8 +41,10 @@ MAX_SECTIONS = 64
 
 REQUIRED_FLAGS_MASK = 0x0000FFFF
 """Header flag bits a reader must understand to read the file; the upper 16 bits are optional hints."""
-KNOWN_REQUIRED_FLAGS = 0x0
-"""Required flags this reader implements (format 1.0 defines none)."""
+FLAG_ENCRYPTED = 0x1
+"""Required flag (format 1.3): the GRAPH and DATA sections are encrypted (an ENCRYPTION section says how)."""
+KNOWN_REQUIRED_FLAGS = FLAG_ENCRYPTED
+"""Required flags this reader implements."""
 SECTION_REQUIRED = 0x1
 """Section flag: a reader that does not know this section's kind must refuse the file."""
 
@@ -45,6 +52,14 @@ SECTION_REQUIRED = 0x1
 class SectionKind(enum.IntEnum):
     GRAPH = 1
     DATA = 2
+    ENCRYPTION = 3
+    """format 1.3, required: the key derivation salt and scheme of an encrypted file."""
+    SIGNATURE = 4
+    """format 1.3, optional: an Ed25519 signature of every byte before it (the last section)."""
+
+
+REQUIRED_ONCE = (SectionKind.GRAPH, SectionKind.DATA)
+AT_MOST_ONCE = (SectionKind.ENCRYPTION, SectionKind.SIGNATURE)
 
 
 @dataclass(frozen=True)
@@ -70,6 +85,13 @@ class Header:
 
     def section(self, kind: SectionKind) -> SectionInfo:
         return next(s for s in self.sections if s.kind == kind)
+
+    def find(self, kind: SectionKind) -> SectionInfo | None:
+        return next((s for s in self.sections if s.kind == kind), None)
+
+    @property
+    def encrypted(self) -> bool:
+        return bool(self.flags & FLAG_ENCRYPTED)
 
 
 def align(offset: int) -> int:
@@ -155,7 +177,9 @@ def parse_frame(buf: bytes | memoryview | mmap.mmap, actual_size: int, source: s
             "byte 8",
         )
     sections = _parse_table(table, count, file_size, source)
-    return Header(major, minor, flags, file_size, header_crc, sections)
+    header = Header(major, minor, flags, file_size, header_crc, sections)
+    check_protection_sections(header, source)
+    return header
 
 
 def _parse_table(table: bytes, count: int, file_size: int, source: str) -> tuple[SectionInfo, ...]:
@@ -188,8 +212,37 @@ def _parse_table(table: bytes, count: int, file_size: int, source: str) -> tuple
             raise EcnnFormatError(source, f"sections {before.name} and {after.name} overlap", "section table")
     for kind in SectionKind:
         found = sum(s.kind == kind for s in sections)
-        if found != 1:
+        if kind in REQUIRED_ONCE and found != 1:
             raise EcnnFormatError(
                 source, f"expected exactly one {kind.name} section, found {found}", "section table"
             )
+        if kind in AT_MOST_ONCE and found > 1:
+            raise EcnnFormatError(
+                source, f"expected at most one {kind.name} section, found {found}", "section table"
+            )
     return tuple(sections)
+
+
+def check_protection_sections(header: Header, source: str) -> None:
+    """An ENCRYPTION section exactly when the encrypted flag is set; a SIGNATURE section last,
+    ending where the digest starts (so that every other byte is signed)."""
+    encryption = header.find(SectionKind.ENCRYPTION)
+    if header.encrypted != (encryption is not None):
+        state = "is set but there is no" if header.encrypted else "is not set but there is an"
+        raise EcnnFormatError(source, f"the encrypted flag {state} ENCRYPTION section", "byte 8")
+    signature = header.find(SectionKind.SIGNATURE)
+    if signature is not None and signature.offset + signature.length != header.file_size - DIGEST_SIZE:
+        raise EcnnFormatError(
+            source, "the SIGNATURE section must end where the SHA-256 digest starts", "section table"
+        )
+
+
+def authenticated_frame(header: bytes | memoryview | mmap.mmap, count: int) -> bytes:
+    """The header and section table with every CRC field taken as zero: what an encrypted file's
+    sections authenticate as associated data (the CRCs depend on the ciphertext, the rest does not)."""
+    frame = bytearray(header[: table_end(count)])
+    frame[HEADER_CRC_AT : HEADER_CRC_AT + 4] = bytes(4)
+    for i in range(count):
+        at = HEADER.size + i * SECTION_ENTRY.size + ENTRY_CRC_AT
+        frame[at : at + 4] = bytes(4)
+    return bytes(frame)

@@ -33,6 +33,7 @@ from edgecnn.format.entropy_codec import LzmaCodec, ZlibCodec
 from edgecnn.format.errors import EcnnUnsupportedError
 from edgecnn.format.layout import ALIGNMENT, align
 from edgecnn.ir.dtypes import SUPPORTED_DTYPES
+from edgecnn.limits import Tally
 
 __all__ = ["DataSection", "TensorEntry", "little_endian"]
 
@@ -207,15 +208,23 @@ def parse_entry(value: Any, where: str, data_length: int, check: CheckedJson) ->
 
 
 def read_tensor_table(
-    value: Any, data: DataSection, verify: bool, check: CheckedJson
+    value: Any, data: DataSection, verify: bool, check: CheckedJson, tally: Tally
 ) -> dict[str, np.ndarray]:
-    """Every tensor of the table by name: raw ones mapped from the file, the others decoded."""
-    entries = check.expect(value, list, "GRAPH.tensors")
-    tensors: dict[str, np.ndarray] = {}
-    for i, item in enumerate(entries):
+    """Every tensor of the table by name: raw ones mapped from the file, the others decoded.
+
+    Every entry is checked and the memory of every decoded tensor added to ``tally`` before the
+    first is decoded, so a small file that declares gigabytes is refused without decoding any."""
+    items = check.expect(value, list, "GRAPH.tensors")
+    entries: dict[str, TensorEntry] = {}
+    for i, item in enumerate(items):
         entry = parse_entry(item, f"GRAPH.tensors[{i}]", data.length, check)
-        if entry.name in tensors:
+        if entry.name in entries:
             check.fail(f"tensor name '{entry.name}' appears twice", entry.where)
+        if STORAGE_READERS[entry.storage].decodes:
+            tally.add(entry.count * np.dtype(entry.dtype).itemsize, f"tensor '{entry.name}' ({entry.where})")
+        entries[entry.name] = entry
+    tensors: dict[str, np.ndarray] = {}
+    for entry in entries.values():
         if verify:
             check_blob_crc(entry, data, check)
         tensors[entry.name] = STORAGE_READERS[entry.storage].read(entry, data, check)

@@ -1,27 +1,35 @@
-"""``save_ecnn``: write a Graph as one .ecnn file (header, GRAPH JSON, aligned DATA blobs, SHA-256)."""
+"""``save_ecnn``: write a Graph as one .ecnn file (header, GRAPH JSON, aligned DATA blobs, SHA-256),
+encrypted and signed on request (format 1.3)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-import tempfile
 import zlib
-from collections.abc import Mapping
-from pathlib import Path
-from typing import BinaryIO
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, BinaryIO
 
+from edgecnn.atomic import atomic_write
+from edgecnn.errors import ModelFormatError
+from edgecnn.format import signature
 from edgecnn.format.codec import StorageChoice
-from edgecnn.format.graph_codec import encode_graph
+from edgecnn.format.graph_codec import EncodedGraph, encode_graph
+from edgecnn.format.keys import KeyLike, key_source, signing_key
 from edgecnn.format.layout import (
     DIGEST_SIZE,
+    FLAG_ENCRYPTED,
+    PROTECTED_MINOR,
     SectionInfo,
     SectionKind,
     align,
+    authenticated_frame,
     pack_frame,
     section_name,
     table_end,
 )
+from edgecnn.format.sealing import Sealer, sealed_length
 from edgecnn.format.tensors import as_blob, chunks_crc, required_minor
 from edgecnn.ir.graph import Graph
 
@@ -48,7 +56,9 @@ class _HashingWriter:
 
 
 def _section(kind: SectionKind, offset: int, length: int, crc32: int) -> SectionInfo:
-    return SectionInfo(int(kind), section_name(kind), offset, length, crc32, required=True)
+    return SectionInfo(
+        int(kind), section_name(kind), offset, length, crc32, required=kind != SectionKind.SIGNATURE
+    )
 
 
 def _producer() -> str:
@@ -57,54 +67,140 @@ def _producer() -> str:
     return f"edgecnn {__version__}"
 
 
+def _data_pieces(encoded: EncodedGraph) -> Iterator[bytes | memoryview]:
+    """The DATA section's bytes in order: each blob's parts and the zero padding before them."""
+    position = 0
+    for tensor in encoded.tensors:
+        for at, array in tensor.chunks:
+            start = tensor.offset + at
+            if start > position:
+                yield bytes(start - position)
+            blob = as_blob(array)
+            yield blob
+            position = start + len(blob)
+    if encoded.data_length > position:
+        yield bytes(encoded.data_length - position)
+
+
+@dataclass
+class _Body:
+    """One section as it will be written: its kind, stored length, CRC-32 and bytes (in pieces)."""
+
+    kind: SectionKind
+    length: int
+    crc32: int
+    pieces: Iterable[bytes | memoryview]
+
+
+def _plain_bodies(encoded: EncodedGraph, graph_bytes: bytes) -> list[_Body]:
+    data_crc, end = 0, 0
+    for tensor in encoded.tensors:  # the DATA CRC covers the padding between blobs too
+        data_crc, end = chunks_crc(
+            tuple((tensor.offset + at, array) for at, array in tensor.chunks), data_crc, end
+        )
+    return [
+        _Body(SectionKind.GRAPH, len(graph_bytes), zlib.crc32(graph_bytes), [graph_bytes]),
+        _Body(SectionKind.DATA, encoded.data_length, data_crc, _data_pieces(encoded)),
+    ]
+
+
+def _layout(bodies: list[_Body]) -> tuple[list[SectionInfo], int]:
+    """Section entries at aligned offsets and the file size. A SIGNATURE section (always the last
+    body) is placed so that it ends where the digest starts."""
+    count = len(bodies)
+    offset = align(table_end(count))
+    sections = []
+    for body in bodies:
+        sections.append(_section(body.kind, offset, body.length, body.crc32))
+        offset = align(offset + body.length)
+    if bodies and bodies[-1].kind == SectionKind.SIGNATURE:
+        return sections, sections[-1].offset + signature.SECTION_BYTES + DIGEST_SIZE
+    return sections, offset + DIGEST_SIZE
+
+
+def _seal(bodies: list[_Body], sealer: Sealer, minor: int) -> tuple[list[_Body], list[SectionInfo], int]:
+    """The GRAPH and DATA bodies encrypted. The associated data is the final table, whose lengths
+    do not depend on the ciphertext: it is laid out first with the CRCs still zero (they are not
+    authenticated), then laid out again with the ciphertext's CRCs."""
+    sized = [
+        _Body(b.kind, sealed_length(b.length, sealer.chunk), 0, ())
+        if b.kind in (SectionKind.GRAPH, SectionKind.DATA)
+        else b
+        for b in bodies
+    ]
+    sections, file_size = _layout(sized)
+    frame = authenticated_frame(pack_frame(FLAG_ENCRYPTED, file_size, sections, minor), len(sections))
+    sealed = []
+    for plain, body in zip(bodies, sized, strict=True):
+        if body is plain:
+            sealed.append(plain)
+            continue
+        stored = list(sealer.seal(int(plain.kind), plain.pieces, frame))
+        crc = 0
+        for piece in stored:
+            crc = zlib.crc32(piece, crc)
+        sealed.append(_Body(plain.kind, body.length, crc, stored))
+    sections, sealed_size = _layout(sealed)
+    assert sealed_size == file_size, "sealed sections differ from their computed lengths"
+    return sealed, sections, file_size
+
+
 def save_ecnn(
-    graph: Graph, path: str | os.PathLike[str], storage: Mapping[str, str | StorageChoice] | None = None
+    graph: Graph,
+    path: str | os.PathLike[str],
+    storage: Mapping[str, str | StorageChoice] | None = None,
+    *,
+    encrypt: KeyLike | None = None,
+    sign: Any = None,
 ) -> None:
     """Write ``graph`` to ``path``; GraphError if the graph cannot be stored.
 
     ``storage`` chooses how named tensors are stored ("float16", "int8", "int8:axis=1", "csr",
     "csr:float16", "csr:int8", any of them + "+zlib" or "+lzma"; see docs/formats/ecnn.md); every
     other tensor is "raw". A file is marked with the lowest format version whose readers know all its
-    storages: 1.0 for raw only, so older readers take it; 1.1 with float16/int8/csr; 1.2 with zlib/lzma.
+    features: 1.0 for raw only, so older readers take it; 1.1 with float16/int8/csr; 1.2 with
+    zlib/lzma; 1.3 when encrypted or signed.
 
-    The file is written beside ``path`` and renamed over it, so a reader that has the old file
-    memory-mapped keeps seeing the old bytes, and a failed save leaves no half-written file.
+    ``encrypt`` (a model key: bytes, a key file, a callback or a KeySource) encrypts the graph and
+    the weights with AES-256-GCM; ``sign`` (an Ed25519 private key or its PEM file) signs the file.
+    Both need the ``crypto`` extra. The file is written beside ``path`` and renamed over it
+    (edgecnn.atomic): a reader that has the old file mapped keeps the old bytes, a failed save
+    leaves the old file, and a write error is a ModelFormatError naming ``path``.
     """
     encoded = encode_graph(graph, _producer(), storage)
     graph_bytes = json.dumps(
         encoded.document, ensure_ascii=False, allow_nan=False, separators=(",", ":")
     ).encode("utf-8")
-    data_crc, end = 0, 0
-    for tensor in encoded.tensors:  # the DATA CRC covers the padding between blobs too
-        data_crc, end = chunks_crc(
-            tuple((tensor.offset + at, array) for at, array in tensor.chunks), data_crc, end
-        )
-    graph_offset = align(table_end(2))
-    data_offset = align(graph_offset + len(graph_bytes))
-    digest_offset = align(data_offset + encoded.data_length)
-    file_size = digest_offset + DIGEST_SIZE
-    sections = [
-        _section(SectionKind.GRAPH, graph_offset, len(graph_bytes), zlib.crc32(graph_bytes)),
-        _section(SectionKind.DATA, data_offset, encoded.data_length, data_crc),
-    ]
-    target = Path(path)
-    fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            out = _HashingWriter(file)
-            minor = required_minor(encoded.tensors)
-            out.write(pack_frame(0, file_size, sections, minor))
-            out.pad_to(graph_offset)
-            out.write(graph_bytes)
-            out.pad_to(data_offset)
-            for tensor in encoded.tensors:
-                for at, array in tensor.chunks:
-                    out.pad_to(data_offset + tensor.offset + at)
-                    out.write(as_blob(array))
-            out.pad_to(digest_offset)
-            file.write(out.sha256.digest())
-        os.chmod(temp_name, target.stat().st_mode & 0o7777 if target.exists() else 0o644)
-        os.replace(temp_name, target)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
+    signer = signing_key(sign) if sign is not None else None
+    minor = required_minor(encoded.tensors)
+    if encrypt is not None or signer is not None:
+        minor = max(minor, PROTECTED_MINOR)
+    bodies = _plain_bodies(encoded, graph_bytes)
+    sealer = Sealer(key_source(encrypt).key()) if encrypt is not None else None
+    if sealer is not None:
+        record = sealer.record()
+        bodies.append(_Body(SectionKind.ENCRYPTION, len(record), zlib.crc32(record), [record]))
+    if signer is not None:
+        record = signature.unsigned_record(signer)
+        bodies.append(_Body(SectionKind.SIGNATURE, len(record), zlib.crc32(record), [record]))
+    flags = FLAG_ENCRYPTED if sealer is not None else 0
+    if sealer is not None:
+        bodies, sections, file_size = _seal(bodies, sealer, minor)
+    else:
+        sections, file_size = _layout(bodies)
+
+    def write(file: BinaryIO) -> None:
+        out = _HashingWriter(file)
+        out.write(pack_frame(flags, file_size, sections, minor))
+        for section, body in zip(sections, bodies, strict=True):
+            out.pad_to(section.offset)
+            if section.kind == SectionKind.SIGNATURE:
+                out.write(signature.unsigned_record(signer)[: signature.PUBLIC_KEY_BYTES])
+                out.write(signature.sign(signer, out.sha256.copy().digest()))
+                continue
+            for piece in body.pieces:
+                out.write(piece)
+        out.pad_to(file_size - DIGEST_SIZE)
+        file.write(out.sha256.digest())
+
+    atomic_write(path, write, error=ModelFormatError, what="model file")
