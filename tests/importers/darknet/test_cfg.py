@@ -121,7 +121,7 @@ def test_value_errors_name_file_line_and_key() -> None:
     assert net.get_floats("anchors") == (1.0, 2.0)
     with pytest.raises(ModelFormatError, match="expected a number"):
         net.get_float("ratio")
-    with pytest.raises(ModelFormatError, match="expected integers, got '1,x'"):
+    with pytest.raises(ModelFormatError, match="expected integers in int32's range, got '1,x'"):
         net.get_ints("layers")
     with pytest.raises(ModelFormatError, match="missing required option 'height'"):
         net.get_int("height")

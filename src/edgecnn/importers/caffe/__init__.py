@@ -17,6 +17,7 @@ parameter and MAC counts are right. Loading without weights stays an error every
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,6 @@ import numpy as np
 from edgecnn.errors import EdgeCNNError, GraphError, ModelFormatError, UnsupportedOperatorError
 from edgecnn.importers.caffe.layers import CONVERTERS
 from edgecnn.importers.caffe.reader import (
-    MAX_BLOB_ELEMENTS,
     CaffeFormatWarning,
     blob_from_array,
     blob_to_array,
@@ -35,8 +35,10 @@ from edgecnn.importers.caffe.reader import (
     read_caffemodel,
 )
 from edgecnn.importers.caffe.schema import V1_LAYER_TYPES, NetParameter
+from edgecnn.importers.darknet.layers import FLOAT_BYTES
 from edgecnn.importers.darknet.weights import ParamKind, RandomWeights
 from edgecnn.ir.graph import Graph, Node, Shape, TensorSpec, TensorType
+from edgecnn.limits import MemoryBudget, Tally, regular_file_size
 from edgecnn.runtime.shapes import infer_node, type_of_value
 
 __all__ = [
@@ -132,8 +134,6 @@ class RandomBlobs:
         self.blobs: dict[str, dict[int, np.ndarray]] = {}
 
     def take(self, layer: str, index: int, kind: ParamKind, shape: tuple[int, ...]) -> np.ndarray:
-        if int(np.prod(shape, dtype=object)) > MAX_BLOB_ELEMENTS:
-            raise ModelFormatError(f"layer '{layer}' blob {index}: shape {list(shape)} is implausibly large")
         values = self._random.take(layer, kind, shape)
         if kind is ParamKind.SCALES and shape == (1,):
             values = np.ones(1, np.float32)  # BatchNorm's scale factor: statistics stored as they are
@@ -145,8 +145,6 @@ class ZeroBlobs:
     """Zero-filled blobs of the shapes the layers ask for: structure without weights."""
 
     def take(self, layer: str, index: int, kind: ParamKind, shape: tuple[int, ...]) -> np.ndarray:
-        if int(np.prod(shape, dtype=object)) > MAX_BLOB_ELEMENTS:
-            raise ModelFormatError(f"layer '{layer}' blob {index}: shape {list(shape)} is implausibly large")
         return np.zeros(shape, np.float32)  # untouched pages of zeros cost no memory until written
 
 
@@ -157,9 +155,10 @@ WeightSource = FileBlobs | RandomBlobs | ZeroBlobs
 class GraphBuilder:
     """Collects nodes and constants, tracks each tensor's type, maps blob names to tensors."""
 
-    def __init__(self, source: str, weights: WeightSource) -> None:
+    def __init__(self, source: str, weights: WeightSource, tally: Tally) -> None:
         self.source = source
         self.weights = weights
+        self.tally = tally
         self.nodes: list[Node] = []
         self.initializers: dict[str, np.ndarray] = {}
         self.types: dict[str, TensorType] = {}
@@ -211,6 +210,7 @@ class LayerContext:
         return t.shape
 
     def blob_value(self, index: int, kind: ParamKind, shape: tuple[int, ...]) -> np.ndarray:
+        self.b.tally.add(FLOAT_BYTES * math.prod(shape), f"layer '{self.name}' blob {index} ({kind.value})")
         return self.b.weights.take(self.name, index, kind, shape)
 
     def blob(self, index: int, kind: ParamKind, shape: tuple[int, ...]) -> str:
@@ -241,9 +241,19 @@ class LayerContext:
         except GraphError as exc:
             raise self.fail(str(exc)) from None
         for name, t in zip(names, out_types):
+            check_image_size(self.b.tally.budget, f"{self.b.source}: layer '{self.name}' output '{name}'", t)
             self.b.types[name] = t
         self.b.nodes.append(node)
         return names
+
+
+def check_image_size(budget: MemoryBudget, what: str, t: TensorType) -> None:
+    """One image's worth of ``t`` (the batch, or any symbolic dimension, taken as 1) must fit
+    ``budget``: the planner adds up whole batches, the importer refuses what can never fit."""
+    if t.shape is None:
+        return
+    count = math.prod(d if isinstance(d, int) else 1 for d in t.shape)
+    budget.check(count * np.dtype(t.dtype).itemsize, f"{what} of shape {list(t.shape)}", ModelFormatError)
 
 
 def declared_inputs(net: Any, layers: list[CaffeLayer], source: str) -> list[tuple[str, tuple[int, ...]]]:
@@ -298,18 +308,23 @@ def give_blob_names_to_final_versions(builder: GraphBuilder, inputs: set[str]) -
                     builder.blob_tensor[name] = new
 
 
-def build_graph(net: Any, weights: WeightSource, source: str) -> Graph:
-    """Convert a parsed NetParameter, taking blobs from ``weights``."""
+def build_graph(net: Any, weights: WeightSource, source: str, tally: Tally | None = None) -> Graph:
+    """Convert a parsed NetParameter, taking blobs from ``weights``.
+
+    Every blob is added to ``tally`` (default: a fresh one of :meth:`MemoryBudget.default`) before
+    it is read or made, and every tensor's size for one image must fit its budget."""
+    tally = tally or MemoryBudget.default().tally(source, ModelFormatError)
     layers = [layer for layer in network_layers(net) if in_test_phase(layer.message)]
     unsupported = [
         (layer.type, layer.name) for layer in layers if layer.type != "Input" and layer.type not in CONVERTERS
     ]
     if unsupported:
         raise UnsupportedOperatorError(unsupported, source)
-    builder = GraphBuilder(source, weights)
+    builder = GraphBuilder(source, weights, tally)
     specs = []
     for name, shape in declared_inputs(net, layers, source):
         spec = TensorSpec(name, "float32", (BATCH, *shape[1:]))
+        check_image_size(tally.budget, f"{source}: input '{name}'", spec.type)
         builder.declare(name, spec.type)
         specs.append(spec)
     for layer in layers:
@@ -341,20 +356,28 @@ def load_caffe(
     *,
     random_seed: int | None = None,
     structure_only: bool = False,
+    budget: MemoryBudget | None = None,
 ) -> Graph:
     """Read a prototxt and its caffemodel; see the module docstring for ``random_seed`` and
-    ``structure_only`` (which applies only when neither a caffemodel nor the prototxt holds weights)."""
+    ``structure_only`` (which applies only when neither a caffemodel nor the prototxt holds weights).
+
+    ``budget`` bounds the files read and the blobs and tensors the layers declare (default: most
+    of the memory available now)."""
     path = Path(path)
-    net = parse_prototxt(path)
+    budget = budget or MemoryBudget.default()
+    tally = budget.tally(str(path), ModelFormatError)
+    net = parse_prototxt(path, budget)
+    tally.add(path.stat().st_size, "the prototxt")
     source: WeightSource
     if weights is not None:
-        source = FileBlobs([(str(weights), read_caffemodel(Path(weights))), (str(path), net)])
+        tally.add(regular_file_size(weights, "weights file"), "the weights file")
+        source = FileBlobs([(str(weights), read_caffemodel(Path(weights), budget)), (str(path), net)])
     elif random_seed is not None:
         source = RandomBlobs(random_seed)
     elif any(layer.message.blobs for layer in network_layers(net)):
         source = FileBlobs([(str(path), net)])
     elif structure_only:
-        graph = build_graph(net, ZeroBlobs(), str(path))
+        graph = build_graph(net, ZeroBlobs(), str(path), tally)
         graph.metadata.update(STRUCTURE_ONLY)
         return graph
     else:
@@ -363,7 +386,7 @@ def load_caffe(
             f"the command line; `edgecnn info` reads the structure alone; tests and benchmarks may "
             f"call load_caffe(..., random_seed=N) for random weights)"
         )
-    return build_graph(net, source, str(path))
+    return build_graph(net, source, str(path), tally)
 
 
 def is_structure_only(graph: Graph) -> bool:

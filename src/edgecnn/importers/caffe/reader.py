@@ -13,6 +13,8 @@ from google.protobuf.message import DecodeError
 
 from edgecnn.errors import ModelFormatError
 from edgecnn.importers.caffe.schema import BlobProto, NetParameter
+from edgecnn.importers.darknet.cfg import excerpt
+from edgecnn.limits import MemoryBudget, read_file_bounded
 
 MAX_BLOB_ELEMENTS = 1 << 34
 """No Caffe blob legitimately holds more than 16 G elements; larger shapes are damage."""
@@ -22,32 +24,43 @@ class CaffeFormatWarning(UserWarning):
     """A prototxt uses fields edgecnn does not read (training settings, other forks' layers)."""
 
 
-def parse_prototxt(path: Path) -> Any:
-    """The NetParameter of a text prototxt. Unknown fields are skipped with a warning."""
+def parse_prototxt(path: Path, budget: MemoryBudget | None = None) -> Any:
+    """The NetParameter of a text prototxt (a regular file within ``budget``, default
+    :meth:`MemoryBudget.default`). Unknown fields are skipped with a warning."""
+    data = read_file_bounded(path, budget or MemoryBudget.default(), "prototxt")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ModelFormatError(f"{path}: not a text prototxt ({exc.reason} at byte {exc.start})") from None
-    net = NetParameter()
     try:
-        text_format.Parse(text, net)
-        return net
+        return _parse_text(text, path, strict=True)
     except text_format.ParseError as exc:
-        strict_error = str(exc)
-    net = NetParameter()
+        strict_error = excerpt(str(exc), 200)
     try:
-        text_format.Parse(text, net, allow_unknown_field=True)
+        net = _parse_text(text, path, strict=False)
     except text_format.ParseError as exc:
-        raise ModelFormatError(f"{path}:{exc}") from None
+        raise ModelFormatError(f"{path}:{excerpt(str(exc), 200)}") from None
     warnings.warn(
         f"{path}:{strict_error} — fields edgecnn does not read are skipped", CaffeFormatWarning, stacklevel=3
     )
     return net
 
 
-def read_caffemodel(path: Path) -> Any:
-    """The NetParameter of a binary caffemodel (layers with their blobs)."""
-    data = path.read_bytes()
+def _parse_text(text: str, path: Path, *, strict: bool) -> Any:
+    """protobuf's text parser recurses once per nested message: damage can nest deeper than
+    Python's stack allows, and that is a damaged file, not a crash."""
+    net = NetParameter()
+    try:
+        text_format.Parse(text, net, allow_unknown_field=not strict)
+    except RecursionError:
+        raise ModelFormatError(f"{path}: messages nested too deeply for a Caffe prototxt") from None
+    return net
+
+
+def read_caffemodel(path: Path, budget: MemoryBudget | None = None) -> Any:
+    """The NetParameter of a binary caffemodel (layers with their blobs), a regular file within
+    ``budget`` (default :meth:`MemoryBudget.default`)."""
+    data = read_file_bounded(path, budget or MemoryBudget.default(), "weights file")
     net = NetParameter()
     try:
         net.ParseFromString(data)

@@ -14,13 +14,14 @@ weights), or write a weights file with :func:`write_random_weights`.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
 from edgecnn.detection.yolo import METADATA_PREFIX
 from edgecnn.errors import ModelFormatError
 from edgecnn.importers.darknet.cfg import DarknetCfgWarning, Section, parse_cfg
-from edgecnn.importers.darknet.layers import CONVERTERS, LayerContext, LayerOutput
+from edgecnn.importers.darknet.layers import CONVERTERS, FLOAT_BYTES, LayerContext, LayerOutput
 from edgecnn.importers.darknet.weights import (
     FileWeights,
     ParamKind,
@@ -30,6 +31,7 @@ from edgecnn.importers.darknet.weights import (
     write_weights,
 )
 from edgecnn.ir.graph import Graph, TensorSpec
+from edgecnn.limits import MemoryBudget, Tally, read_file_bounded
 
 __all__ = [
     "DarknetCfgWarning",
@@ -46,13 +48,22 @@ __all__ = [
 ]
 
 INPUT_NAME = "input"
+
+
+def check_output(budget: MemoryBudget, what: str, shape: tuple[int, int, int]) -> None:
+    """One image's float32 tensor of ``shape`` must fit ``budget`` (the planner adds them up)."""
+    budget.check(FLOAT_BYTES * math.prod(shape), f"{what} ({'x'.join(map(str, shape))})", ModelFormatError)
+
+
 QUIET_SECTIONS = frozenset({"yolo", "region", "detection", "cost", "dropout"})
 """Sections full of training-only options: their unknown keys are not warned about."""
 
 
-def read_cfg(path: Path) -> list[Section]:
+def read_cfg(path: Path, budget: MemoryBudget | None = None) -> list[Section]:
+    """The sections of the cfg file at ``path`` (a regular file no larger than ``budget``)."""
+    data = read_file_bounded(path, budget or MemoryBudget.default(), "cfg file")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ModelFormatError(f"{path}: not a text file ({exc.reason} at byte {exc.start})") from None
     return parse_cfg(text, str(path))
@@ -63,11 +74,17 @@ def build_graph(
     weights: WeightSource,
     input_size: tuple[int, int] | None = None,
     name: str = "darknet",
+    tally: Tally | None = None,
 ) -> Graph:
     """Convert parsed sections, taking parameters from ``weights`` in Darknet's order.
 
-    ``input_size`` (width, height) overrides the cfg's, as Darknet's resize does.
+    ``input_size`` (width, height) overrides the cfg's, as Darknet's resize does. Every layer's
+    parameters are added to ``tally`` (default: a fresh one of :meth:`MemoryBudget.default`) before
+    they are read, and each layer's output for one image must fit its budget, so a cfg cannot
+    declare gigabytes.
     """
+    tally = tally or MemoryBudget.default().tally(name, ModelFormatError)
+    budget = tally.budget
     net = sections[0]
     width, height = input_size or (net.get_int("width", 0), net.get_int("height", 0))
     channels = net.get_int("channels", 0)
@@ -78,6 +95,7 @@ def build_graph(
     if len(sections) < 2:
         raise ModelFormatError(f"{net.where()}: the network has no layers")
     previous = LayerOutput(INPUT_NAME, (channels, height, width))
+    check_output(budget, f"{net.where()}: the input", previous.shape)
     layers: list[LayerOutput] = []
     graph = Graph([TensorSpec(INPUT_NAME, "float32", ("batch", channels, height, width))], [], [], name=name)
     for index, section in enumerate(sections[1:]):
@@ -85,11 +103,11 @@ def build_graph(
         if convert is None:
             known = ", ".join(sorted(CONVERTERS))
             raise ModelFormatError(
-                f"{section.where()}: layer {index}: unsupported Darknet layer type [{section.kind}] "
-                f"(supported: {known})"
+                f"{section.where()}: layer {index}: unsupported Darknet layer type {section.label()} (supported: {known})"
             )
-        ctx = LayerContext(index, section, layers, previous, weights, (width, height))
+        ctx = LayerContext(index, section, layers, previous, weights, (width, height), tally)
         previous = convert(ctx)
+        check_output(budget, f"{section.where()}: layer {index}: the output", previous.shape)
         if section.kind not in QUIET_SECTIONS:
             section.warn_unused()
         graph.nodes.extend(ctx.nodes)
@@ -108,13 +126,18 @@ def load_darknet(
     *,
     random_seed: int | None = None,
     input_size: tuple[int, int] | None = None,
+    budget: MemoryBudget | None = None,
 ) -> Graph:
-    """Read a Darknet cfg and its weights file; see the module docstring for ``random_seed``."""
+    """Read a Darknet cfg and its weights file; see the module docstring for ``random_seed``.
+
+    ``budget`` bounds the files read and what the layers declare (default: most of the memory
+    available now)."""
     path = Path(path)
-    sections = read_cfg(path)
+    budget = budget or MemoryBudget.default()
+    sections = read_cfg(path, budget)
     source: FileWeights | RandomWeights
     if weights is not None:
-        source = FileWeights.from_path(Path(weights))
+        source = FileWeights.from_path(Path(weights), budget)
     elif random_seed is not None:
         source = RandomWeights(random_seed)
     else:
@@ -122,7 +145,10 @@ def load_darknet(
             f"{path}: a Darknet cfg has no weights; pass weights='<name>.weights' "
             f"(tests and benchmarks may call load_darknet(..., random_seed=N) for random weights)"
         )
-    graph = build_graph(sections, source, input_size, name=path.stem)
+    tally = budget.tally(str(path), ModelFormatError)
+    if isinstance(source, FileWeights):
+        tally.add(source.size, "the weights file")
+    graph = build_graph(sections, source, input_size, name=path.stem, tally=tally)
     if isinstance(source, FileWeights):
         source.finish()
     return graph

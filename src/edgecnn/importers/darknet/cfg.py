@@ -30,6 +30,9 @@ SECTION_ALIASES = {
 }
 """Darknet's alternative section names -> the names edgecnn uses."""
 
+INT_RANGE = range(-(1 << 31), 1 << 31)
+"""Darknet reads options into C ints; values outside int32 are damage, not networks."""
+
 T = TypeVar("T")
 
 
@@ -57,9 +60,14 @@ class Section:
     used: set[str] = field(default_factory=set)
 
     def where(self, key: str | None = None) -> str:
+        """``file:line: [kind], option 'key'`` for messages."""
         line = self.options[key][1] if key in self.options else self.line
-        suffix = f", option '{key}'" if key else ""
-        return f"{self.source}:{line}: [{self.kind}]{suffix}"
+        return f"{self.source}:{line}: {self.label(key)}"
+
+    def label(self, key: str | None = None) -> str:
+        """``[kind], option 'key'``: :meth:`where` without the place in the file."""
+        suffix = f", option '{excerpt(key)}'" if key else ""
+        return f"[{excerpt(self.kind)}]{suffix}"
 
     def has(self, key: str) -> bool:
         return key in self.options
@@ -74,10 +82,10 @@ class Section:
         try:
             return parse(raw)
         except (ValueError, OverflowError):
-            raise ModelFormatError(f"{self.where(key)}: expected {what}, got '{raw}'") from None
+            raise ModelFormatError(f"{self.where(key)}: expected {what}, got '{excerpt(raw)}'") from None
 
     def get_int(self, key: str, default: int | _Required = _REQUIRED) -> int:
-        return self._get(key, default, int, "an integer")
+        return self._get(key, default, _c_int, "an integer in int32's range")
 
     def get_float(self, key: str, default: float | _Required = _REQUIRED) -> float:
         return self._get(key, default, _finite_float, "a number")
@@ -86,7 +94,9 @@ class Section:
         return self._get(key, default, str, "a string")
 
     def get_ints(self, key: str, default: tuple[int, ...] | _Required = _REQUIRED) -> tuple[int, ...]:
-        return self._get(key, default, lambda s: tuple(int(v) for v in _items(s)), "integers")
+        return self._get(
+            key, default, lambda s: tuple(_c_int(v) for v in _items(s)), "integers in int32's range"
+        )
 
     def get_floats(self, key: str, default: tuple[float, ...] | _Required = _REQUIRED) -> tuple[float, ...]:
         return self._get(key, default, lambda s: tuple(_finite_float(v) for v in _items(s)), "numbers")
@@ -99,10 +109,15 @@ class Section:
         unused = [k for k in self.options if k not in self.used]
         if unused:
             warnings.warn(
-                f"{self.where()}: ignoring unknown option(s) {', '.join(unused)}",
+                f"{self.where()}: ignoring unknown option(s) {excerpt(', '.join(unused), 200)}",
                 DarknetCfgWarning,
                 stacklevel=3,
             )
+
+
+def excerpt(text: str, limit: int = 60) -> str:
+    """``text`` cut to ``limit`` characters for a message: a damaged line can be megabytes long."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _items(text: str) -> list[str]:
@@ -111,6 +126,13 @@ def _items(text: str) -> list[str]:
     if items and items[-1] == "" and len(items) > 1:
         items.pop()
     return items
+
+
+def _c_int(text: str) -> int:
+    value = int(text)
+    if value not in INT_RANGE:
+        raise ValueError(text)
+    return value
 
 
 def _finite_float(text: str) -> float:
@@ -130,15 +152,17 @@ def parse_cfg(text: str, source: str = "<cfg>") -> list[Section]:
         line = line.split("#", 1)[0]
         if line.startswith("["):
             if not line.endswith("]") or len(line) < 3:
-                raise ModelFormatError(f"{source}:{number}: malformed section header '{raw.strip()}'")
+                raise ModelFormatError(
+                    f"{source}:{number}: malformed section header '{excerpt(raw.strip())}'"
+                )
             kind = line[1:-1].lower()
             sections.append(Section(SECTION_ALIASES.get(kind, kind), number, source))
             continue
         key, sep, value = line.partition("=")
         if not sep or not key:
-            raise ModelFormatError(f"{source}:{number}: expected 'key=value', got '{raw.strip()}'")
+            raise ModelFormatError(f"{source}:{number}: expected 'key=value', got '{excerpt(raw.strip())}'")
         if not sections:
-            raise ModelFormatError(f"{source}:{number}: option '{key}' appears before any [section]")
+            raise ModelFormatError(f"{source}:{number}: option '{excerpt(key)}' appears before any [section]")
         section = sections[-1]
         if key in section.options:
             warnings.warn(

@@ -16,9 +16,14 @@ import numpy as np
 from edgecnn.detection.yolo import RegionDecoder, YoloV1Decoder, YoloV3Decoder
 from edgecnn.errors import ModelFormatError
 from edgecnn.importers.darknet import emit
-from edgecnn.importers.darknet.cfg import Section
+from edgecnn.importers.darknet.cfg import Section, excerpt
 from edgecnn.importers.darknet.weights import ParamKind, WeightSource
 from edgecnn.ir.graph import Node
+from edgecnn.limits import Tally
+
+FLOAT_BYTES = 4
+ANCHOR_BYTES = 16
+"""What one anchor value costs while loading: its slot in a tuple and its text in the metadata."""
 
 BN_EPSILON = 1e-6
 """Darknet's CPU batch norm divides by sqrt(variance) + 1e-6 (not sqrt(variance + eps)); the
@@ -45,6 +50,7 @@ class LayerContext:
     preceding: LayerOutput
     weights: WeightSource
     input_size: tuple[int, int]  # network input (width, height)
+    tally: Tally  # the load's memory: parameters are counted before they are read
     nodes: list[Node] = field(default_factory=list)
     initializers: dict[str, np.ndarray] = field(default_factory=dict)
 
@@ -73,6 +79,9 @@ class LayerContext:
         return name
 
     def take(self, kind: ParamKind, shape: tuple[int, ...], *, matrix: bool = False) -> np.ndarray:
+        self.tally.add(
+            FLOAT_BYTES * math.prod(shape), f"layer {self.index} {self.section.label()} {kind.value}"
+        )
         return self.weights.take(f"{self.index} [{self.section.kind}]", kind, shape, matrix=matrix)
 
     def layer_at(self, key: str, value: int) -> LayerOutput:
@@ -336,6 +345,16 @@ def _channels_must_be(ctx: LayerContext, expected: int) -> None:
     raise ctx.fail(f"expects {expected} input {what} from its options, the previous layer gives {have}")
 
 
+def _anchors(ctx: LayerContext, num: int) -> tuple[float, ...]:
+    """The layer's ``anchors`` (0.5 each by default), at least ``num`` (w, h) pairs, counted in
+    the load's memory before a default of ``num`` pairs is made."""
+    ctx.tally.add(ANCHOR_BYTES * 2 * num, f"layer {ctx.index} {ctx.section.label('num')}: {num} anchors")
+    anchors = ctx.section.get_floats("anchors", (0.5,) * (2 * num))
+    if len(anchors) < 2 * num:
+        raise ctx.fail(f"needs {2 * num} anchor values, got {len(anchors)}", "anchors")
+    return anchors
+
+
 def _options(section: Section) -> dict[str, str]:
     return {key: value for key, (value, _) in section.options.items()}
 
@@ -346,11 +365,13 @@ def convert_yolo(ctx: LayerContext) -> LayerOutput:
     ctx.reject(new_coords=0)
     num = _positive(ctx, "num", 1)
     classes = _positive(ctx, "classes", 20)
-    mask = s.get_ints("mask", tuple(range(num)))
-    anchors = s.get_floats("anchors", (0.5,) * (2 * num))
-    if len(anchors) < 2 * num or any(not 0 <= m < len(anchors) // 2 for m in mask):
-        raise ctx.fail(f"mask {mask} does not index the {len(anchors) // 2} anchors", "mask")
-    _channels_must_be(ctx, len(mask) * (classes + 5))
+    pairs = len(s.get_floats("anchors")) // 2 if s.has("anchors") else num
+    given = s.get_ints("mask") if s.has("mask") else None
+    if given is not None and any(not 0 <= m < pairs for m in given):
+        raise ctx.fail(f"mask {excerpt(str(given))} does not index the {pairs} anchors", "mask")
+    _channels_must_be(ctx, (num if given is None else len(given)) * (classes + 5))
+    anchors = _anchors(ctx, num)
+    mask = tuple(range(num)) if given is None else given
     decoder = YoloV3Decoder(
         ctx.input_size, anchors=anchors, mask=mask, classes=classes, scale_x_y=s.get_float("scale_x_y", 1.0)
     )
@@ -363,10 +384,10 @@ def convert_region(ctx: LayerContext) -> LayerOutput:
     ctx.reject(tree=0, map=0)
     num, classes = _positive(ctx, "num", 1), _positive(ctx, "classes", 20)
     coords = _positive(ctx, "coords", 4)
-    anchors = s.get_floats("anchors", (0.5,) * (2 * num))
-    if len(anchors) < 2 * num or coords < 4:
-        raise ctx.fail(f"needs {2 * num} anchor values and coords >= 4", "anchors")
+    if coords < 4:
+        raise ctx.fail(f"needs coords >= 4, got {coords}", "coords")
     _channels_must_be(ctx, num * (coords + 1 + classes))
+    anchors = _anchors(ctx, num)
     decoder = RegionDecoder(
         ctx.input_size,
         anchors=anchors[: 2 * num],

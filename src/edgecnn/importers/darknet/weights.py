@@ -22,6 +22,7 @@ from typing import Protocol
 import numpy as np
 
 from edgecnn.errors import ModelFormatError
+from edgecnn.limits import MemoryBudget, read_file_bounded
 
 FLOAT = np.dtype("<f4")
 
@@ -91,8 +92,14 @@ class FileWeights:
         self._offset = self.header.size
 
     @classmethod
-    def from_path(cls, path: Path) -> FileWeights:
-        return cls(path.read_bytes(), str(path))
+    def from_path(cls, path: Path, budget: MemoryBudget | None = None) -> FileWeights:
+        """The file at ``path``: a regular file within ``budget`` (default :meth:`MemoryBudget.default`)."""
+        return cls(read_file_bounded(path, budget or MemoryBudget.default(), "weights file"), str(path))
+
+    @property
+    def size(self) -> int:
+        """Bytes of the file held in memory."""
+        return len(self._data)
 
     def take(
         self, layer: str, kind: ParamKind, shape: tuple[int, ...], *, matrix: bool = False
