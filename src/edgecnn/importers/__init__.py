@@ -8,6 +8,7 @@ from pathlib import Path
 
 from edgecnn.errors import ModelFormatError, ModelNotFoundError
 from edgecnn.ir.graph import Graph
+from edgecnn.limits import regular_file_size
 
 GraphLoader = Callable[[Path, "Path | None"], Graph]
 
@@ -35,6 +36,8 @@ def sniff_format(path: Path) -> str:
         return "darknet"
     if suffix == ".bin":
         return "radar"
+    if suffix == ".tflite" or head[4:8] == b"TFL3":  # FlatBuffers file identifier
+        return "tflite"
     from edgecnn.importers.radar import looks_like_radar
 
     if looks_like_radar(path):  # no magic: the header must parse and predict the exact file size
@@ -64,6 +67,14 @@ def _load_ecnn(path: Path, weights: Path | None) -> Graph:
     return load_ecnn(path)
 
 
+def _load_tflite(path: Path, weights: Path | None) -> Graph:
+    from edgecnn.importers.tflite import load_tflite
+
+    if weights is not None:
+        raise ModelFormatError(f"{path}: .tflite files carry their weights; do not pass weights=")
+    return load_tflite(path)
+
+
 def _load_radar(path: Path, weights: Path | None) -> Graph:
     from edgecnn.importers.radar import load_radar
 
@@ -78,19 +89,17 @@ LOADERS: dict[str, GraphLoader] = {
     "darknet": _load_darknet,
     "ecnn": _load_ecnn,
     "radar": _load_radar,
+    "tflite": _load_tflite,
 }
 
 
 def load_graph(path: str | os.PathLike[str], weights: str | os.PathLike[str] | None = None) -> Graph:
     """Read a model file (and its separate weights, for formats that have them) into a Graph."""
     model_path = Path(path)
-    if not model_path.exists():
-        raise ModelNotFoundError(f"model file not found: {model_path}")
-    if model_path.is_dir():
-        raise ModelFormatError(f"{model_path} is a directory, not a model file")
+    regular_file_size(model_path)  # devices, FIFOs, sockets and directories refused before any read
     weights_path = None if weights is None else Path(weights)
-    if weights_path is not None and not weights_path.exists():
-        raise ModelNotFoundError(f"weights file not found: {weights_path}")
+    if weights_path is not None:
+        regular_file_size(weights_path, "weights file")
     kind = sniff_format(model_path)
     loader = LOADERS.get(kind)
     if loader is None:
