@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from edgecnn.errors import ModelFormatError, ModelNotFoundError
+from edgecnn.errors import ModelFormatError
 from edgecnn.ir.graph import Graph
 from edgecnn.limits import regular_file_size
 
