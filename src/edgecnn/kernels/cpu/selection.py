@@ -32,6 +32,7 @@ FAMILIES: dict[str, Family] = {
     "conv": Family(
         ("Conv", "FusedConv"),
         (
+            ("conv_1d", "conv.conv1d"),  # (N, C, L) inputs: taps along the row, read in place
             ("depthwise", "conv.steps"),  # one filter per channel: the direct depthwise loop
             ("sparse_conv", "sparse.steps"),  # pruned weights: only the nonzero taps
             # repeated filters (pruned weights keep sparse_conv): run the distinct ones, copy rows
@@ -64,7 +65,8 @@ FAMILIES: dict[str, Family] = {
     "quantize": Family(("QuantizeLinear",), (("quantize_int8", "int8.steps"),)),
     "lrn": Family(("LRN",), (("lrn", "lrn"),)),
     "pool": Family(
-        ("MaxPool", "AveragePool", "FusedMaxPool", "FusedAveragePool"), (("pool_2d", "pool.steps"),)
+        ("MaxPool", "AveragePool", "FusedMaxPool", "FusedAveragePool"),
+        (("pool_1d", "pool.pool1d"), ("pool_2d", "pool.steps")),
     ),
     "global_pool": Family(("GlobalAveragePool", "GlobalMaxPool"), (("global_pool", "pool.steps"),)),
 }
