@@ -15,6 +15,7 @@ import typer
 
 from edgecnn import __version__
 from edgecnn.cli import (
+    batch_cmd,
     bench_cmd,
     compress_cmd,
     convert_cmd,
@@ -110,6 +111,7 @@ for module in (
     demo_cmd,
     monitor_cmd,
     detect_cmd,
+    batch_cmd,
 ):
     app.command(name=module.NAME, help=module.command.__doc__)(reports_errors(module.command))
 
