@@ -9,10 +9,14 @@ would pass the budget, so the refusal costs nothing but the arithmetic.
 from __future__ import annotations
 
 import os
+import re
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
-from edgecnn.errors import EdgeCNNError, ModelFormatError, ModelNotFoundError
+from edgecnn.errors import ConfigurationError, EdgeCNNError, ModelFormatError, ModelNotFoundError
 
 FALLBACK_MEMORY = 4 << 30
 """Memory assumed available where the OS does not say (no /proc/meminfo, no sysconf)."""
@@ -54,6 +58,21 @@ def format_bytes(nbytes: float) -> str:
     raise AssertionError("unreachable")
 
 
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str, what: str) -> int:
+    """A byte count written as ``1073741824``, ``512M``, ``2G`` or ``1.5GiB`` (binary units);
+    anything else, or a size under one byte, is a ConfigurationError naming ``what``."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([kmgt]?)(?:i?b)?\s*", text, re.IGNORECASE)
+    if match is None:
+        raise ConfigurationError(f"{what} must be a size such as 512M or 2G, got {text!r}")
+    size = int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
+    if size < 1:
+        raise ConfigurationError(f"{what} must be at least one byte, got {text!r}")
+    return size
+
+
 @dataclass(frozen=True)
 class MemoryBudget:
     """At most ``limit`` bytes for one model's tensors (weights, decoded sections, the arena)."""
@@ -62,7 +81,10 @@ class MemoryBudget:
 
     @staticmethod
     def default() -> MemoryBudget:
-        return MemoryBudget(default_memory_limit())
+        """The budget of the load in progress (``using_budget``: ``edgecnn.load``'s memory_limit),
+        else most of the memory available now. Loaders take ``budget=None`` to mean this one."""
+        active = _ACTIVE_BUDGET.get()
+        return active if active is not None else MemoryBudget(default_memory_limit())
 
     def check(self, nbytes: int, what: str, error: type[EdgeCNNError]) -> None:
         """Raise ``error`` naming ``what`` if ``nbytes`` alone passes the budget."""
@@ -74,6 +96,20 @@ class MemoryBudget:
     def tally(self, what: str, error: type[EdgeCNNError]) -> Tally:
         """A running total for one load or plan (``what``: the file or graph) against this budget."""
         return Tally(self, what, error)
+
+
+_ACTIVE_BUDGET: ContextVar[MemoryBudget | None] = ContextVar("edgecnn_memory_budget", default=None)
+
+
+@contextmanager
+def using_budget(budget: MemoryBudget) -> Iterator[None]:
+    """``MemoryBudget.default()`` is ``budget`` inside the block (this thread or task only), so
+    that every loader a load reaches uses the budget its caller chose."""
+    token = _ACTIVE_BUDGET.set(budget)
+    try:
+        yield
+    finally:
+        _ACTIVE_BUDGET.reset(token)
 
 
 class Tally:

@@ -103,26 +103,38 @@ def plan_buffers(
     produced: list[int] = []
     offset: dict[int, int] = {}
     elided: set[int] = set()
+    # root -> the last step that reads any of its members (past the end if one is pinned): kept up
+    # to date as members join, so that the in-place test costs O(1) however long a chain grows
+    reach: dict[int, int] = {}
+
+    def reach_of(slot: int) -> int:
+        return end + 1 if slot in pinned else last_read.get(slot, -1)
+
+    def join(r: int, slot: int) -> None:
+        root[slot] = r
+        members[r].append(slot)
+        reach[r] = max(reach[r], reach_of(slot))
 
     def new_root(slot: int, index: int, root_kind: RootKind) -> None:
         root[slot] = slot
         kind[slot] = root_kind
         members[slot] = [slot]
         produced_at[slot] = index
+        reach[slot] = reach_of(slot)
+
+    for s in sources:
+        reach[s] = reach_of(s)
 
     def free_after(r: int, index: int) -> bool:
         """Whether root r's buffer is read by nobody after step ``index``."""
-        if kind.get(r) != "arena" or r in referenced:
-            return False
-        return all(m not in pinned and last_read.get(m, -1) <= index for m in members[r])
+        return kind.get(r) == "arena" and r not in referenced and reach[r] <= index
 
     for index, step in enumerate(steps):
         produced.extend(s for s in step.outputs if s >= 0)
         if step.mode == "view":
             r = root[step.inputs[0]]
             out = step.outputs[0]
-            root[out] = r
-            members[r].append(out)
+            join(r, out)
             if step.inputs[0] in offset:
                 offset[out] = offset[step.inputs[0]]
         elif step.mode == "into":
@@ -138,8 +150,7 @@ def plan_buffers(
                         break
             if chosen is not None:
                 r = root[step.inputs[chosen]]
-                root[out] = r
-                members[r].append(out)
+                join(r, out)
                 in_place[index] = chosen
                 if step.inputs[chosen] in offset:
                     offset[out] = offset[step.inputs[chosen]]
@@ -150,17 +161,15 @@ def plan_buffers(
             ):
                 new_root(out, min(produced_at[x] for x in step.inputs), "arena")
                 for slot, at in zip(step.inputs, step.concat_offsets):
-                    del kind[slot], members[slot], produced_at[slot]
-                    root[slot] = out
-                    members[out].append(slot)
+                    del kind[slot], members[slot], produced_at[slot], reach[slot]
+                    join(out, slot)
                     offset[slot] = at
                 elided.add(index)
             elif step.split_offsets and _viewable_split(step, root, kind, referenced | pinned):
                 r = root[step.inputs[0]]
                 base = offset.get(step.inputs[0], 0)
                 for slot, at in zip(step.outputs, step.split_offsets):
-                    root[slot] = r
-                    members[r].append(slot)
+                    join(r, slot)
                     offset[slot] = base + at
                 elided.add(index)
             else:

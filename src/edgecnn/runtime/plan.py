@@ -128,7 +128,7 @@ def _preparing_weights(device: str) -> AbstractContextManager[None]:
 def build_program(graph: Graph, input_types: Mapping[str, TensorType], options: RuntimeOptions) -> Program:
     """Infer types (once), fold constants, choose and prepare a kernel per remaining node, number
     the tensors into slots. ``graph`` must be topologically sorted."""
-    inferred = infer_graph(graph, input_types, fold=True)
+    inferred = infer_graph(graph, input_types, fold=True, budget=options.budget)
     slots: dict[str, int] = {}
 
     def slot(name: str) -> int:
@@ -249,7 +249,28 @@ def _build_plan(
         parts = batch_parts(program, input_types, names, options, threads)
         if parts > 1:
             split = _slice_plans(graph, input_types, options, names, parts)
-    return plan_program(program, names, threads, split)
+    plan = plan_program(program, names, threads, split)
+    check_plan_memory(plan, graph.name, options)
+    return plan
+
+
+def plan_bytes(plan: Plan) -> int:
+    """What a plan holds and a run of it allocates: its constants (about what their prepared
+    forms take again), one arena and the tensors a run keeps outside it, and its slices' plans."""
+    constants = sum(value.nbytes for value in plan.constants.values())
+    total = constants + plan.memory.arena_bytes + plan.memory.outside_arena_bytes
+    if plan.split is not None:
+        total += sum(plan.split.parts * p.memory.arena_bytes for p in plan.split.plans.values())
+    return total
+
+
+def check_plan_memory(plan: Plan, graph_name: str, options: RuntimeOptions) -> None:
+    """GraphError, before any arena exists, if a plan needs more than the memory limit."""
+    from edgecnn.errors import GraphError
+
+    options.budget.check(
+        plan_bytes(plan), f"graph '{graph_name}': the plan for these input shapes", GraphError
+    )
 
 
 def _slice_plans(

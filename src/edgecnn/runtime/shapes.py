@@ -6,6 +6,7 @@ exporters write them) become constants here, so every tensor gets a concrete typ
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -14,6 +15,7 @@ import numpy as np
 from edgecnn.errors import EdgeCNNError, GraphError
 from edgecnn.ir.dtypes import dtype_name
 from edgecnn.ir.graph import Graph, Node, TensorType
+from edgecnn.limits import MemoryBudget
 from edgecnn.ops.registry import get_op, known_ops
 
 FOLD_LIMIT_ELEMENTS = 1 << 24
@@ -29,6 +31,11 @@ class InferenceResult:
 
 def type_of_value(value: np.ndarray) -> TensorType:
     return TensorType(dtype_name(value.dtype), tuple(int(d) for d in value.shape))
+
+
+def type_nbytes(t: TensorType) -> int:
+    """Bytes of a tensor of concrete type ``t`` (exact: no int64 wrap-around on huge shapes)."""
+    return math.prod(t.dims) * np.dtype(t.dtype).itemsize
 
 
 def node_context(node: Node, types: list[TensorType | None]) -> str:
@@ -53,18 +60,28 @@ def infer_node(
         out = opdef.infer(node.attrs, types, values)
     except EdgeCNNError:
         raise
-    except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError) as exc:
+    except (ValueError, TypeError, IndexError, KeyError, ArithmeticError, RecursionError) as exc:
         raise GraphError(f"{node_context(node, types)}: {exc}") from None
     if len(out) < len(node.outputs):
         raise GraphError(f"node {node}: has {len(node.outputs)} outputs, the operator defines {len(out)}")
     return list(out)
 
 
-def infer_graph(graph: Graph, input_types: Mapping[str, TensorType], *, fold: bool = True) -> InferenceResult:
+def infer_graph(
+    graph: Graph,
+    input_types: Mapping[str, TensorType],
+    *,
+    fold: bool = True,
+    budget: MemoryBudget | None = None,
+) -> InferenceResult:
     """Infer every tensor's type, given the graph's input types; fold constant nodes if ``fold``.
 
-    The graph must be topologically sorted.
+    Every tensor of known size is checked against ``budget`` (default: ``MemoryBudget.default()``)
+    and folded constants are added up, before anything is evaluated: a GraphError names the node,
+    the tensor and the size. The graph must be topologically sorted.
     """
+    budget = budget or MemoryBudget.default()
+    folded = budget.tally(f"graph '{graph.name}': constants folded at plan time", GraphError)
     result = InferenceResult()
     result.types.update(input_types)
     for name, value in graph.initializers.items():
@@ -83,7 +100,11 @@ def infer_graph(graph: Graph, input_types: Mapping[str, TensorType], *, fold: bo
         if fold and get_op(node.op).shape_only:
             values = [v if v is not None else _shape_stand_in(t) for v, t in zip(values, types)]
         out_types = infer_node(node, types, values)
+        for name, t in zip(node.outputs, out_types):
+            if name and t.is_concrete:
+                budget.check(type_nbytes(t), f"node {node}: tensor '{name}' ({t})", GraphError)
         if fold and _worth_folding(node, values, out_types):
+            folded.add(sum(type_nbytes(t) for t in out_types), f"node {node}")
             outputs = evaluate(node, values)
             result.folded_nodes.add(id(node))
             for name, value in zip(node.outputs, outputs):
@@ -101,10 +122,7 @@ def _worth_folding(node: Node, values: list[np.ndarray | None], out_types: list[
     """Fold when every input is constant and every output is known to be small."""
     if not get_op(node.op).foldable or any(v is None for x, v in zip(node.inputs, values) if x):
         return False
-    for t in out_types:
-        if not t.is_concrete or int(np.prod(t.dims, dtype=np.int64)) > FOLD_LIMIT_ELEMENTS:
-            return False
-    return True
+    return all(t.is_concrete and math.prod(t.dims) <= FOLD_LIMIT_ELEMENTS for t in out_types)
 
 
 def _shape_stand_in(t: TensorType | None) -> np.ndarray | None:
@@ -122,6 +140,6 @@ def evaluate(node: Node, values: list[np.ndarray | None]) -> tuple[np.ndarray, .
         outputs = opdef.run_reference(node.attrs, values)
     except EdgeCNNError:
         raise
-    except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError) as exc:
+    except (ValueError, TypeError, IndexError, KeyError, ArithmeticError, RecursionError) as exc:
         raise GraphError(f"{node_context(node, types)}: {exc}") from None
     return tuple(np.asarray(o) for o in outputs)
