@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -13,19 +12,15 @@ import numpy as np
 
 from edgecnn.errors import GraphError, InputError
 from edgecnn.ir.graph import Graph, TensorSpec, TensorType, format_shape
+from edgecnn.limits import using_budget
 from edgecnn.ops.registry import known_ops
 from edgecnn.passes import optimize
 from edgecnn.profiling.layer_timer import LayerTimer, Profile
 from edgecnn.runtime.executor import run_plan
 from edgecnn.runtime.options import RuntimeOptions
 from edgecnn.runtime.plan import Plan, build_plan
+from edgecnn.runtime.plan_cache import PlanCache
 from edgecnn.runtime.shapes import infer_graph
-
-PLAN_CACHE_SIZE = 8
-"""Plans a Model keeps (least recently used dropped first). Each holds its kernels' prepared weights
-(about the model's size again) and up to MAX_IDLE_ARENAS arenas, so the cache is kept small; eight
-covers what a deployment meets (a few batch sizes or resolutions, plus debugging requests for
-intermediate tensors) without growing without bound when every call has a new shape."""
 
 
 class Model:
@@ -35,17 +30,18 @@ class Model:
         graph.verify(known_ops())
         self.graph = graph.topologically_sorted()
         self.options = options or RuntimeOptions.resolve()
-        if self.options.optimize:
-            self.optimized_graph, self.pass_reports = optimize(self.graph)
-        else:
-            self.optimized_graph, self.pass_reports = self.graph, []
-        self._optimized_tensors = tensor_names(self.optimized_graph)
-        self._graph_tensors = tensor_names(self.graph)
-        self._plans: OrderedDict[PlanKey, Plan] = OrderedDict()
-        self._plans_lock = threading.Lock()
-        self._inputs = [s for s in self.graph.inputs if s.name not in self.graph.initializers]
-        self._input_names = tuple(s.name for s in self._inputs)
-        self._outputs = self._infer_output_specs()
+        with using_budget(self.options.budget):  # what the passes fold and infer is checked against it
+            if self.options.optimize:
+                self.optimized_graph, self.pass_reports = optimize(self.graph)
+            else:
+                self.optimized_graph, self.pass_reports = self.graph, []
+            self._optimized_tensors = tensor_names(self.optimized_graph)
+            self._graph_tensors = tensor_names(self.graph)
+            self._plans = PlanCache(self.options.memory_limit)
+            self._plans_lock = threading.Lock()
+            self._inputs = [s for s in self.graph.inputs if s.name not in self.graph.initializers]
+            self._input_names = tuple(s.name for s in self._inputs)
+            self._outputs = self._infer_output_specs()
 
     # ----------------------------------------------------------------- specs
     @property
@@ -119,14 +115,23 @@ class Model:
                 on_iteration()
         return Profile(layers=timer.layers(), iteration_ms=iteration_ms)
 
-    def save(self, path: str | os.PathLike[str], storage: Mapping[str, str] | None = None) -> None:
-        """Write the model as it was imported (before optimisation) to an ``.ecnn`` file.
+    def save(
+        self,
+        path: str | os.PathLike[str],
+        storage: Mapping[str, str] | None = None,
+        *,
+        encrypt: Any = None,
+        sign: Any = None,
+    ) -> None:
+        """Write the model as it was imported (before optimisation) to an ``.ecnn`` file, atomically.
 
         ``storage`` maps tensor names to compressed storages ("float16", "int8", "csr", ...; see
-        edgecnn.compress); every other tensor is stored raw (memory-mapped on load)."""
+        edgecnn.compress); every other tensor is stored raw (memory-mapped on load). ``encrypt``
+        (a model key, its file or a callback) encrypts the file; ``sign`` (an Ed25519 private key
+        or its PEM file) signs it (docs/security.md)."""
         from edgecnn.format import save_ecnn
 
-        save_ecnn(self.graph, path, storage)
+        save_ecnn(self.graph, path, storage, encrypt=encrypt, sign=sign)
 
     def plan_for(self, feeds: Any, *, optimized: bool = True, outputs: Sequence[str] | None = None) -> Plan:
         """The prepared plan for these inputs' shapes (built on first use, then cached), on the
@@ -172,8 +177,8 @@ class Model:
         return plain if len(plain) == len(arrays) else None
 
     def _plan(self, key: PlanKey, checked: Mapping[str, np.ndarray]) -> Plan:
-        """The cached plan under ``key``, else a new one (the least recently used beyond
-        PLAN_CACHE_SIZE is dropped)."""
+        """The cached plan under ``key``, else a new one (runtime/plan_cache.py drops the least
+        recently used beyond its count and the memory limit)."""
         with self._plans_lock:
             plan = self._cached(key)
             if plan is not None:
@@ -182,17 +187,17 @@ class Model:
             types = {n: TensorType(a.dtype.name, tuple(a.shape)) for n, a in checked.items()}
             graph = self.optimized_graph if optimized else self.graph
             plan = build_plan(graph, types, self.options, wanted)
-            self._plans[key] = plan
-            if len(self._plans) > PLAN_CACHE_SIZE:
-                self._plans.popitem(last=False)
+            self._plans.put(key, plan)
             return plan
 
     def _cached(self, key: PlanKey) -> Plan | None:
         """The plan under ``key``, marked most recently used (the caller holds the lock)."""
-        plan = self._plans.get(key)
-        if plan is not None:
-            self._plans.move_to_end(key)
-        return plan
+        return self._plans.get(key)
+
+    def clear_cache(self) -> None:
+        """Drop every prepared plan (their prepared weights and arenas); the next run plans again."""
+        with self._plans_lock:
+            self._plans.clear()
 
     # ------------------------------------------------------------ validation
     def check_feeds(self, feeds: Any) -> dict[str, np.ndarray]:
@@ -201,7 +206,9 @@ class Model:
         ``feeds`` is a dict, or a bare array for a one-input model; array-likes are converted to the
         declared dtype, arrays must already have it. Raises InputError naming the input and axis for
         unknown or missing names, a wrong dtype or rank, or a shape that contradicts the declared
-        one (symbolic dimensions must agree across inputs). Public so that executors outside Model
+        one. Symbolic dimensions constrain nothing here, as in onnxruntime: exporters name unknown
+        sizes '?' or reuse one name on unrelated axes, and sizes the graph needs to agree are
+        caught by shape inference when the plan is built. Public so that executors outside Model
         (testing.run_node, hetero.execute) validate inputs exactly as run() does."""
         names = [s.name for s in self._inputs]
         if not isinstance(feeds, Mapping):
@@ -218,14 +225,13 @@ class Model:
         missing = [n for n in names if n not in feeds]
         if missing:
             raise InputError(f"missing input(s): {', '.join(missing)}")
-        checked: dict[str, np.ndarray] = {}
-        bindings: dict[str, tuple[int, str]] = {}
-        for spec in self._inputs:
-            checked[spec.name] = self._check_one(spec, feeds[spec.name], bindings)
-        return checked
+        return {
+            spec.name: self._check_one(spec, _plain_native(spec.name, feeds[spec.name]))
+            for spec in self._inputs
+        }
 
     @staticmethod
-    def _check_one(spec: TensorSpec, value: Any, bindings: dict[str, tuple[int, str]]) -> np.ndarray:
+    def _check_one(spec: TensorSpec, value: Any) -> np.ndarray:
         if isinstance(value, np.ndarray):
             array = value
             if array.dtype.name != spec.dtype:
@@ -252,13 +258,6 @@ class Model:
                 raise InputError(
                     f"input '{spec.name}': expected shape {expected}, got {list(array.shape)} (axis {axis})"
                 )
-            if isinstance(want, str):
-                bound = bindings.setdefault(want, (got, spec.name))
-                if bound[0] != got:
-                    raise InputError(
-                        f"input '{spec.name}': dimension '{want}' is {got} on axis {axis}, "
-                        f"but {bound[0]} in input '{bound[1]}'"
-                    )
         return array
 
     def _check_wanted(self, outputs: Sequence[str]) -> tuple[str, ...]:
@@ -288,6 +287,19 @@ class Model:
 ShapesKey = tuple[tuple[tuple[int, ...], "np.dtype[Any]"], ...]
 PlanKey = tuple[bool, "tuple[str, ...] | None", ShapesKey]
 """(optimised graph, requested tensors or None for the graph outputs, (shape, dtype) per input)."""
+
+
+def _plain_native(name: str, value: Any) -> Any:
+    """Arrays as the kernels take them: a plain ndarray (subclasses viewed as one; masked arrays
+    refused, their mask would be ignored) in the machine's byte order (big-endian data converted)."""
+    if not isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, np.ma.MaskedArray):
+        raise InputError(f"input '{name}': masked arrays are not supported; pass .filled(value)")
+    array = np.asarray(value)
+    if array.dtype.fields is None and not array.dtype.isnative:
+        array = array.astype(array.dtype.newbyteorder("="))
+    return array
 
 
 def _shapes_key(arrays: Sequence[np.ndarray]) -> ShapesKey:

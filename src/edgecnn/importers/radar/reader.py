@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgecnn.errors import InputError, ModelFormatError, ModelNotFoundError
+from edgecnn.errors import InputError, ModelFormatError
 from edgecnn.importers.radar.header import (
     FLOAT,
     MAX_LAYERS,
@@ -25,6 +25,7 @@ from edgecnn.importers.radar.header import (
     parse_header,
 )
 from edgecnn.ir.graph import Graph, Node, TensorSpec
+from edgecnn.limits import MemoryBudget, read_file_bounded
 from edgecnn.ops.activation import SoftmaxAttrs
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.dense import GemmAttrs
@@ -56,16 +57,14 @@ def looks_like_radar(path: str | os.PathLike[str]) -> bool:
         return False
 
 
-def load_radar(path: str | os.PathLike[str], *, input_length: int | None = None) -> Graph:
+def load_radar(
+    path: str | os.PathLike[str], *, input_length: int | None = None, budget: MemoryBudget | None = None
+) -> Graph:
     """Read a seed-003 ``.bin`` model. The file does not store the input length: ``input_length``
-    picks one; by default the patent's 150 when the header allows it, else the shortest allowed."""
+    picks one; by default the patent's 150 when the header allows it, else the shortest allowed.
+    Only a regular file within ``budget`` (default: MemoryBudget.default()) is read."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ModelNotFoundError(f"model file not found: {path}") from None
-    except OSError as exc:
-        raise ModelFormatError(f"{path}: cannot read ({exc.strerror})") from None
+    data = read_file_bounded(path, budget or MemoryBudget.default())
     return read_radar(data, str(path), input_length=input_length, name=path.stem)
 
 

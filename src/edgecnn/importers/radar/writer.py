@@ -8,10 +8,11 @@ Anything else raises ModelFormatError naming the first node that does not fit.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
+from edgecnn.atomic import atomic_write
 from edgecnn.errors import ModelFormatError
 from edgecnn.importers.radar.header import (
     FLOAT,
@@ -33,16 +34,20 @@ _POOLS = {"AveragePool": PoolKind.AVERAGE, "MaxPool": PoolKind.MAX}
 
 
 def save_radar(graph_or_model: Any, path: str | os.PathLike[str]) -> None:
-    """Write a Graph (or a Model's graph) in the seed-003 format."""
+    """Write a Graph (or a Model's graph) in the seed-003 format, atomically (edgecnn.atomic): a
+    failed write leaves the old file as it was, and is a ModelFormatError naming ``path``."""
     graph = graph_or_model if isinstance(graph_or_model, Graph) else getattr(graph_or_model, "graph", None)
     if not isinstance(graph, Graph):
         raise TypeError(f"save_radar needs a Graph or a Model, got {type(graph_or_model).__name__}")
     layers, params = radar_layers(graph)
-    with open(path, "wb") as f:
+
+    def write(f: BinaryIO) -> None:
         f.write(pack_header(layers))
         for p in params:
             f.write(np.ascontiguousarray(p.weights, FLOAT).tobytes())
             f.write(np.ascontiguousarray(p.bias, FLOAT).tobytes())
+
+    atomic_write(path, write, error=ModelFormatError, what="radar model file")
 
 
 def radar_layers(graph: Graph) -> tuple[list[RadarLayer], list[LayerParams]]:
