@@ -1,4 +1,5 @@
-"""A labelled image set in memory (float32 NCHW in 0..1, int64 labels) and its seeded splits."""
+"""A labelled image set in memory (float32 NCHW in 0..1, or NCL signals; int64 labels) and its seeded
+splits."""
 
 from __future__ import annotations
 
@@ -12,15 +13,15 @@ from edgecnn.errors import InputError
 
 @dataclass(frozen=True)
 class Dataset:
-    images: np.ndarray  # float32 (N, C, H, W)
+    images: np.ndarray  # float32 (N, C, H, W), or (N, C, L) for 1-D signals such as radar returns
     labels: np.ndarray  # int64 (N,)
     classes: tuple[str, ...]
     name: str = "dataset"
 
     def __post_init__(self) -> None:
-        if self.images.ndim != 4 or self.labels.shape != (self.images.shape[0],):
+        if self.images.ndim not in (3, 4) or self.labels.shape != (self.images.shape[0],):
             raise InputError(
-                f"{self.name}: expected images (N, C, H, W) and labels (N,), "
+                f"{self.name}: expected images (N, C, H, W) or signals (N, C, L) and labels (N,), "
                 f"got {list(self.images.shape)} and {list(self.labels.shape)}"
             )
         if self.labels.size and (self.labels.min() < 0 or self.labels.max() >= len(self.classes)):

@@ -15,6 +15,12 @@ from edgecnn.ops.pool import (
     pool_geometry,
 )
 from edgecnn.ops.spatial import pad_spatial
+from edgecnn.train.layers.pool1d_kernels import (
+    average_pool1d_backward,
+    average_pool1d_forward,
+    max_pool1d_backward,
+    max_pool1d_forward,
+)
 from edgecnn.train.layers.pool2d_kernels import max_pool2d_backward, max_pool2d_forward
 from edgecnn.train.registry import Context, Forward, register_grad
 
@@ -48,6 +54,12 @@ def scatter_taps(per_tap: np.ndarray, x_shape: Sequence[int], geo: PoolGeometry)
     return padded[(slice(None), slice(None), *inner)]
 
 
+def _line(geo: PoolGeometry) -> tuple[int, int, int, int]:
+    """(taps, stride, dilation, begin padding) of a 1-D pooling's geometry."""
+    assert geo.pads is not None
+    return geo.kernel[0], geo.strides[0], geo.dilations[0], geo.pads[0]
+
+
 def _pair(values: Sequence[int]) -> tuple[int, int]:
     """The two spatial values of a 2-D pooling's geometry."""
     return values[0], values[1]
@@ -64,6 +76,9 @@ def max_pool_forward(attrs: MaxPoolAttrs, inputs: Sequence[np.ndarray | None], c
             x, _pair(geo.kernel), _pair(geo.strides), _pair(geo.dilations), begins, tuple(geo.out)
         )
         return Forward((y,), ("compiled", winner, geo, x.shape))
+    if x.ndim == 3 and x.dtype.kind == "f":
+        y, winner = max_pool1d_forward(x, *_line(geo), int(geo.out[0]))
+        return Forward((y,), ("compiled_1d", winner, geo, x.shape))
     windows = padded_windows(x, geo, -np.inf)
     flat = windows.reshape(*windows.shape[: 2 + len(geo.kernel)], -1)
     winner = flat.argmax(axis=-1)
@@ -77,6 +92,8 @@ def max_pool_backward(
     path, winner, geo, x_shape = cache
     if path == "compiled":
         return [max_pool2d_backward(np.ascontiguousarray(dy), winner, x_shape[2], x_shape[3])]
+    if path == "compiled_1d":
+        return [max_pool1d_backward(np.ascontiguousarray(dy), winner, x_shape[2])]
     taps = int(np.prod(geo.kernel))
     one_hot = winner[..., None] == np.arange(taps)
     per_tap = (one_hot * dy[..., None]).reshape(*dy.shape, *geo.kernel)
@@ -105,13 +122,18 @@ def average_pool_forward(
     x = inputs[0]
     assert x is not None
     geo = pool_geometry(attrs, x.shape)
-    return Forward((average_pool(attrs, x),), (geo, x.shape))
+    if x.ndim == 3 and x.dtype.kind == "f":
+        counts = window_counts(attrs, x.shape, geo).reshape(-1)
+        return Forward((average_pool1d_forward(x, *_line(geo), counts),), (geo, x.shape, counts))
+    return Forward((average_pool(attrs, x),), (geo, x.shape, None))
 
 
 def average_pool_backward(
     attrs: AveragePoolAttrs, cache: tuple, dy: np.ndarray, needed: Sequence[bool]
 ) -> list[np.ndarray | None]:
-    geo, x_shape = cache
+    geo, x_shape, counts = cache
+    if counts is not None:
+        return [average_pool1d_backward(np.ascontiguousarray(dy), *_line(geo), counts, x_shape[2])]
     share = (dy / window_counts(attrs, x_shape, geo)).astype(dy.dtype)
     per_tap = np.broadcast_to(share.reshape(*share.shape, *([1] * len(geo.kernel))), (*dy.shape, *geo.kernel))
     # Taps in the padding land outside the inner region and are dropped by scatter_taps.

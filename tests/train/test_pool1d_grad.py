@@ -1,0 +1,79 @@
+"""The compiled 1-D pooling of training (train/layers/pool1d_kernels.py): gradients against finite
+differences, and forward and backward equal to the numpy window path on the same input, ties
+included."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from train_helpers import check_op_gradients
+
+from edgecnn.ops.pool import (
+    AveragePoolAttrs,
+    MaxPoolAttrs,
+    average_pool,
+    max_pool,
+    padded_windows,
+    pool_geometry,
+)
+from edgecnn.train.layers.pool import (
+    average_pool_backward,
+    average_pool_forward,
+    max_pool_backward,
+    max_pool_forward,
+    scatter_taps,
+    window_counts,
+)
+from edgecnn.train.registry import Context
+
+rng = np.random.default_rng(11)
+
+GEOMETRIES = [
+    {"kernel_shape": (5,), "strides": (2,)},  # seed 003's pools
+    {"kernel_shape": (3,), "strides": (2,), "pads": (1, 2)},
+    {"kernel_shape": (2,), "strides": (3,), "ceil_mode": True},
+    {"kernel_shape": (3,), "dilations": (2,), "pads": (2, 1)},
+]
+
+
+@pytest.mark.parametrize("fields", GEOMETRIES)
+def test_max_pool_1d_gradient(fields: dict) -> None:
+    x = rng.permutation(2 * 3 * 13).reshape(2, 3, 13) / 10.0  # distinct: no ties
+    result = max_pool_forward(MaxPoolAttrs(**fields), [x], Context())
+    assert result.cache[0] == "compiled_1d"
+    check_op_gradients("MaxPool", MaxPoolAttrs(**fields), [x], (0,))
+
+
+@pytest.mark.parametrize("include_pad", [False, True])
+@pytest.mark.parametrize("fields", GEOMETRIES)
+def test_average_pool_1d_gradient(fields: dict, include_pad: bool) -> None:
+    attrs = AveragePoolAttrs(**fields, count_include_pad=include_pad)
+    check_op_gradients("AveragePool", attrs, [rng.standard_normal((2, 3, 13))], (0,))
+
+
+@pytest.mark.parametrize("fields", GEOMETRIES)
+def test_compiled_1d_matches_the_window_path(fields: dict) -> None:
+    x = rng.integers(0, 4, (3, 2, 14)).astype(np.float32)  # many equal maxima
+    dy = rng.standard_normal((3, 2, pool_geometry(MaxPoolAttrs(**fields), x.shape).out[0])).astype(np.float32)
+
+    attrs = MaxPoolAttrs(**fields)
+    result = max_pool_forward(attrs, [x], Context())
+    np.testing.assert_array_equal(result.outputs[0], max_pool(attrs, x))
+    geo = pool_geometry(attrs, x.shape)
+    windows = padded_windows(x, geo, -np.inf)
+    winner = windows.reshape(*windows.shape[:3], -1).argmax(axis=-1)
+    taps = (winner[..., None] == np.arange(geo.kernel[0])) * dy[..., None]
+    expected = scatter_taps(taps.astype(np.float32), x.shape, geo)
+    np.testing.assert_allclose(max_pool_backward(attrs, result.cache, dy, [True])[0], expected, rtol=1e-6)
+
+    average = AveragePoolAttrs(**fields)
+    result = average_pool_forward(average, [x], Context())
+    np.testing.assert_allclose(result.outputs[0], average_pool(average, x), rtol=1e-6)
+    share = dy / window_counts(average, x.shape, geo)
+    spread = np.broadcast_to(share[..., None], (*dy.shape, geo.kernel[0])).astype(np.float32)
+    np.testing.assert_allclose(
+        average_pool_backward(average, result.cache, dy, [True])[0],
+        scatter_taps(np.ascontiguousarray(spread), x.shape, geo),
+        rtol=1e-5,
+        atol=1e-6,
+    )
