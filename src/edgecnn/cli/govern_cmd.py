@@ -43,6 +43,11 @@ def command(
         None, help="Scene template JSON (`lab/governor_scenes.py` makes one); default: the bundled one."
     ),
     threshold: float | None = typer.Option(None, min=0.0, help="DTW_TH (default: the template file's)."),
+    hysteresis: float | None = typer.Option(
+        None,
+        min=0.0,
+        help="DTW units above DTW_TH before a CNN verdict is dropped (default: the template's).",
+    ),
     window: int | None = typer.Option(
         None, min=21, help="Samples M in the window (default: the template's)."
     ),
@@ -53,7 +58,9 @@ def command(
     dry_run: bool = typer.Option(False, "--dry-run", help="Log the decisions; write nothing to sysfs."),
     replay: Path | None = typer.Option(None, help="Replay this --trace CSV instead of sampling live."),
     speed: float = typer.Option(1.0, min=0.0, help="Replay speed (0: as fast as possible)."),
-    source: str = typer.Option("system", help="Replayed load: system (cpuN_pct) or scene (scene_pct)."),
+    source: str = typer.Option(
+        "system", help="Replayed load: system (cpuN_pct), scene or demand (lab traces)."
+    ),
     duration: float | None = typer.Option(None, min=0.0, help="Stop after this many seconds."),
     decisions: Path | None = typer.Option(None, help="Append every classification to this JSON-lines file."),
     journal: Path | None = typer.Option(None, help="Restore journal (default: in edgecnn's cache)."),
@@ -95,6 +102,8 @@ def command(
         window=window or config.window,
         period=period,
         stride=stride,
+        psi=config.psi,
+        hysteresis=config.hysteresis if hysteresis is None else hysteresis,
     )
     console.print(
         headline(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgecnn.dvfs.dtw import dtw_distance
+from edgecnn.dvfs.dtw import default_psi, dtw_distance
 from edgecnn.dvfs.journal import write_atomically
 from edgecnn.dvfs.traces import LoadTrace, regular
 from edgecnn.errors import ConfigurationError, InputError
@@ -37,30 +37,41 @@ def windows(trace: LoadTrace, length: int, step: int, period: float) -> np.ndarr
     return np.stack(found)
 
 
-def extract_template(trace: LoadTrace, *, length: int = TEMPLATE_SAMPLES, period: float = 0.05) -> np.ndarray:
+def extract_template(
+    trace: LoadTrace, *, length: int = TEMPLATE_SAMPLES, period: float = 0.05, psi: int | None = None
+) -> np.ndarray:
     """The medoid window of ``trace`` under DTW (windows a quarter-length apart)."""
+    relax = default_psi(length) if psi is None else psi
     candidates = windows(trace, length, max(1, length // 4), period)
     count = len(candidates)
     totals = np.zeros(count)
     for i in range(count):
         for j in range(i + 1, count):
-            d = dtw_distance(candidates[i], candidates[j])
+            d = dtw_distance(candidates[i], candidates[j], relax)
             totals[i] += d
             totals[j] += d
     return candidates[int(np.argmin(totals))]
 
 
 def distances(
-    trace: LoadTrace, template: np.ndarray, *, window: int, period: float, step: int = 1
+    trace: LoadTrace,
+    template: np.ndarray,
+    *,
+    window: int,
+    period: float,
+    step: int = 1,
+    psi: int | None = None,
 ) -> np.ndarray:
     """The DTW distance of each ``window``-sample window of ``trace`` to the template."""
-    return np.array([dtw_distance(w, template) for w in windows(trace, window, step, period)])
+    relax = default_psi(len(template)) if psi is None else psi
+    return np.array([dtw_distance(w, template, relax) for w in windows(trace, window, step, period)])
 
 
 @dataclass(frozen=True)
 class Threshold:
     value: float  # DTW_TH: a window below it is the CNN scene
     margin: float  # nearest other window minus farthest CNN window (negative: they overlap)
+    hysteresis: float  # a quarter of a positive margin: the CNN verdict holds up to value + this
     cnn_max: float
     other_min: float
     nearest_scene: str  # the other scenario that comes closest to the template
@@ -86,6 +97,7 @@ def choose_threshold(cnn: np.ndarray, others: Mapping[str, np.ndarray]) -> Thres
     return Threshold(
         value=value,
         margin=other_min - cnn_max,
+        hysteresis=max(0.0, other_min - cnn_max) / 4,
         cnn_max=cnn_max,
         other_min=other_min,
         nearest_scene=nearest,
@@ -102,6 +114,8 @@ class SceneConfig:
     threshold: float
     period: float
     window: int
+    psi: int  # DTW start/end relaxation, in samples
+    hysteresis: float  # see SceneClassifier
     source: str  # how it was made
 
     def save(self, path: Path) -> None:
@@ -116,12 +130,22 @@ class SceneConfig:
                 threshold=float(record["threshold"]),
                 period=float(record["period"]),
                 window=int(record["window"]),
+                psi=int(record["psi"]),
+                hysteresis=float(record["hysteresis"]),
                 source=str(record.get("source", "")),
             )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InputError(f"{path} is not a scene template file ({exc})") from None
-        if len(config.template) < 2 or config.period <= 0 or config.window < 2:
-            raise InputError(f"{path}: the template needs 2+ samples, a positive period and a window of 2+")
+        if (
+            len(config.template) < 2
+            or config.period <= 0
+            or config.window < 2
+            or config.psi < 0
+            or config.hysteresis < 0
+        ):
+            raise InputError(
+                f"{path}: the template needs 2+ samples, a positive period, a window of 2+, psi 0+"
+            )
         return config
 
 

@@ -1,10 +1,11 @@
 """Load traces: the 50 ms sample rows of a monitor ``--trace`` CSV (edgecnn.monitor.trace) as one
 load series in percent, and their resampling onto a regular grid (jittered or missing samples).
 
-The load is the mean busy share of the chosen cores (``cpuN_pct``), what a governor sees of the
-whole system. Traces recorded by the lab also carry ``scene_pct``: the CPU use of the scenario's
-own process tree, as a share of all cores, which is what the system load would be on a machine
-running that scenario alone."""
+The ``system`` load is the mean busy share of the chosen cores (``cpuN_pct``), what a governor
+sees of the whole machine. Traces recorded by lab/governor_record.py also carry the scenario's own
+process tree: ``scene`` (``scene_pct``, its CPU use as a share of all cores) and ``demand``
+(``demand_pct``, CPU use plus time spent runnable but waiting for a core): on a machine shared
+with other work, the load the scenario would put on a machine of its own."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ import numpy as np
 from edgecnn.errors import InputError
 
 CORE_COLUMN = re.compile(r"cpu(\d+)_pct$")
-SCENE_COLUMN = "scene_pct"
-SOURCES = ("system", "scene")
+SCENE_COLUMNS = {"scene": "scene_pct", "demand": "demand_pct"}
+SOURCES = ("system", *SCENE_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class LoadTrace:
 
 def read_trace(path: Path, *, source: str = "system", cpus: Sequence[int] | None = None) -> LoadTrace:
     """The trace's sample rows as one series: ``system`` averages the ``cpuN_pct`` columns (of
-    ``cpus``, default all), ``scene`` reads ``scene_pct``. Unreadable cells become gaps."""
+    ``cpus``, default all), ``scene`` and ``demand`` read their column. Unreadable cells are gaps."""
     if source not in SOURCES:
         raise InputError(f"unknown load source {source!r} (known: {', '.join(SOURCES)})")
     try:
@@ -53,11 +54,12 @@ def read_trace(path: Path, *, source: str = "system", cpus: Sequence[int] | None
     if not rows or rows[0][:2] != ["time_s", "kind"]:
         raise InputError(f"{path} is not a load trace (its header must start with time_s,kind)")
     header = rows[0]
-    if source == "scene":
-        if SCENE_COLUMN not in header:
-            raise InputError(f"{path} has no {SCENE_COLUMN} column (only lab recordings do)")
-        columns = [header.index(SCENE_COLUMN)]
-        described = SCENE_COLUMN
+    if source in SCENE_COLUMNS:
+        name = SCENE_COLUMNS[source]
+        if name not in header:
+            raise InputError(f"{path} has no {name} column (only lab/governor_record.py's traces do)")
+        columns = [header.index(name)]
+        described = name
     else:
         cores = {int(m.group(1)): i for i, name in enumerate(header) if (m := CORE_COLUMN.match(name))}
         wanted = sorted(cores) if cpus is None else list(cpus)
@@ -100,6 +102,6 @@ def regular(seconds: np.ndarray, load: np.ndarray, period: float, count: int) ->
         return None
     inside = seconds[seconds >= grid[0] - period]
     gaps = np.diff(inside) if len(inside) > 1 else np.array([end - grid[0]])
-    if gaps.max(initial=0.0) > period * max(2.0, count / 4):
+    if gaps.max(initial=0.0) > period * max(3.0, count / 4):
         return None
     return np.interp(grid, seconds, load)
