@@ -23,6 +23,7 @@ from edgecnn.cli import (
     detect_cmd,
     devices_cmd,
     energy_cmd,
+    govern_cmd,
     info_cmd,
     monitor_cmd,
     plan_cmd,
@@ -112,6 +113,7 @@ for module in (
     monitor_cmd,
     detect_cmd,
     batch_cmd,
+    govern_cmd,
 ):
     app.command(name=module.NAME, help=module.command.__doc__)(reports_errors(module.command))
 
