@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 
 from edgecnn.cli.console import console, human_bytes
+from edgecnn.cli.protect_options import ENCRYPT_OPTION, SIGN_OPTION, protection
 from edgecnn.cli.prune_view import keep_option, show_prune_retrain
 
 if TYPE_CHECKING:
@@ -91,6 +92,8 @@ def command(
     shape: str | None = typer.Option(None, help="Input shape for symbolic dimensions, e.g. 1x3x224x224."),
     threads: int | None = typer.Option(None, min=1, help="Threads (default: all cores)."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar while retraining."),
+    encrypt: Path | None = ENCRYPT_OPTION,
+    sign: Path | None = SIGN_OPTION,
 ) -> None:
     """Compress MODEL's weights into OUTPUT (.ecnn) and compare it with the uncompressed model."""
     from edgecnn.compress import compress
@@ -112,6 +115,7 @@ def command(
             f"'{calibration_method}': use minmax, percentile or kl", param_hint="--calibration-method"
         )
     keep, layers = keep_option(prune, "--prune")
+    protected = protection(encrypt, sign)
     if retrain is not None and keep is None and not layers:
         raise typer.BadParameter(
             "retraining recovers what pruning cost, so it needs --prune [LAYER=]KEEP "
@@ -138,7 +142,7 @@ def command(
         plan = {name: storage for name, storage in plan.items() if name in compressed.initializers}
         if entropy is not None:
             plan = entropy_plan(compressed, plan, entropy)
-        save_ecnn(compressed, output, storage=plan)
+        save_ecnn(compressed, output, storage=plan, **protected)
         console.print(int8_table(compressed, calibration_method))
         console.print(calibration_agreement(graph, compressed, calibration, threads))
     else:
@@ -147,7 +151,7 @@ def command(
         )
         if entropy is not None:
             plan = entropy_plan(compressed, plan, entropy)
-        save_ecnn(compressed, output, storage=plan)
+        save_ecnn(compressed, output, storage=plan, **protected)
         console.print(storage_table(tensor_rows(compressed, plan)))
         if quantize == "int8":
             console.print(
@@ -157,11 +161,15 @@ def command(
     with tempfile.TemporaryDirectory(prefix="edgecnn-compress-") as folder:
         raw_path = Path(folder) / "raw.ecnn"
         save_ecnn(graph, raw_path)
+        compared = output
+        if encrypt is not None or sign is not None:  # the comparison reads a plain copy
+            compared = Path(folder) / "compressed.ecnn"
+            save_ecnn(compressed, compared, storage=plan)
         inputs = [spec.name for spec in graph.inputs if spec.name not in graph.initializers]
         shapes = {inputs[0]: parse_shape(shape)} if shape and inputs else None
         result = compare(
             raw_path,
-            output,
+            compared,
             seed=seed,
             samples=samples,
             iterations=iterations,

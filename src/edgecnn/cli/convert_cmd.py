@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from edgecnn.cli.console import console, human_bytes
+from edgecnn.cli.protect_options import ENCRYPT_OPTION, SIGN_OPTION, protection
 
 NAME = "convert"
 
@@ -18,18 +19,28 @@ def command(
         ..., "--output", "-o", help="File to write: .ecnn, or .bin for seed 003's format."
     ),
     weights: Path | None = typer.Option(None, help="Weights file (.caffemodel, .weights)."),
+    key: Path | None = typer.Option(
+        None, "--key", metavar="KEYFILE", help="Model key of an encrypted .ecnn SOURCE."
+    ),
+    encrypt: Path | None = ENCRYPT_OPTION,
+    sign: Path | None = SIGN_OPTION,
 ) -> None:
     """Convert SOURCE to edgecnn's native .ecnn file (memory-mapped, checksummed, loads in milliseconds)."""
     import edgecnn
 
+    radar = output.suffix.lower() == ".bin"
+    if radar and (encrypt is not None or sign is not None):
+        raise typer.BadParameter(
+            "only .ecnn outputs can be encrypted or signed", param_hint="--encrypt/--sign"
+        )
     started = time.perf_counter()
-    model = edgecnn.load(source, weights, threads=1)
-    if output.suffix.lower() == ".bin":
+    model = edgecnn.load(source, weights, threads=1, key=key)
+    if radar:
         from edgecnn.importers.radar import save_radar
 
         save_radar(model.graph, output)
     else:
-        model.save(output)
+        model.save(output, **protection(encrypt, sign))
     elapsed = time.perf_counter() - started
     tensors = len(model.graph.initializers)
     console.print(
