@@ -6,6 +6,7 @@ import json
 import signal
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -19,7 +20,7 @@ from rich.table import Table
 
 from edgecnn.cli.console import console, error_console, headline
 from edgecnn.errors import InputError
-from edgecnn.vision.detector import Detection, Detector
+from edgecnn.vision.detector import Detection, Detector, Inferred
 from edgecnn.vision.draw import draw_detections
 from edgecnn.vision.faces import DEFAULT_SCALES
 from edgecnn.vision.pipeline import prepared_frames
@@ -29,7 +30,7 @@ from edgecnn.vision.sources import STDIN, Frame, FrameError, expand, is_video, o
 NAME = "detect"
 EXIT_INTERRUPTED = 130
 BACKLOG = 8
-"""Annotated frames queued for writing at most: bounds memory when encoding is the slower side."""
+"""Inferred frames queued for output at most: bounds memory when encoding is the slower side."""
 
 
 def frame_record(frame: Frame, detections: list[Detection]) -> dict[str, Any]:
@@ -66,24 +67,15 @@ def print_table(frame: Frame, detections: list[Detection]) -> None:
     console.print(table)
 
 
-class Saver:
-    """Annotated outputs under ``directory``: one image per image source, one MP4 per video or
-    camera, written in a thread of their own in arrival order."""
+class AnnotatedWriter:
+    """Annotated outputs under ``directory``: one image per image source, one MP4 per video or camera."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
         self._videos: dict[str, Any] = {}
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="edgecnn-saver")
-        self._pending: list[Future[None]] = []
 
-    def submit(self, frame: Frame, detections: list[Detection]) -> None:
-        """Queue one annotated frame; waits when the writer is more than BACKLOG frames behind."""
-        while self._pending and (self._pending[0].done() or len(self._pending) >= BACKLOG):
-            self._pending.pop(0).result()  # raises the writer's error, if any
-        self._pending.append(self._pool.submit(self._write, frame, detections))
-
-    def _write(self, frame: Frame, detections: list[Detection]) -> None:
+    def write(self, frame: Frame, detections: list[Detection]) -> None:
         annotated = draw_detections(frame.image, detections)
         if frame.timestamp is None and not frame.source.startswith("camera:"):
             annotated.save(self.directory / Path(frame.source).name)
@@ -100,12 +92,47 @@ class Saver:
         self._videos[frame.source].write(annotated, frame.timestamp)
 
     def close(self) -> None:
-        """Wait for the queued frames, then finish every video file."""
-        self._pool.shutdown(wait=True)
-        for future in self._pending:
-            future.result()
+        """Finish every video file."""
         for writer in self._videos.values():
             writer.close()
+
+
+class FrameOutputs:
+    """Everything after inference, in a thread of its own and in arrival order: decoding and NMS
+    (:meth:`Detector.finish`), the table or JSON line, and the annotated image or video frame.
+    The caller's thread is left to run the network, so this work overlaps the next frame's."""
+
+    def __init__(self, detector: Detector, as_json: bool, save: Path | None) -> None:
+        self.detector = detector
+        self.as_json = as_json
+        self.writer = AnnotatedWriter(save) if save is not None else None
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="edgecnn-outputs")
+        self._pending: deque[Future[None]] = deque()
+
+    def submit(self, frame: Frame, inferred: Inferred) -> None:
+        """Queue one frame; waits when the outputs are more than BACKLOG frames behind."""
+        while self._pending and (self._pending[0].done() or len(self._pending) >= BACKLOG):
+            self._pending.popleft().result()  # raises the worker's error, if any
+        self._pending.append(self._pool.submit(self._output, frame, inferred))
+
+    def _output(self, frame: Frame, inferred: Inferred) -> None:
+        detections = self.detector.finish(inferred)
+        if self.as_json:
+            print(json.dumps(frame_record(frame, detections)), flush=True)
+        else:
+            print_table(frame, detections)
+        if self.writer is not None:
+            self.writer.write(frame, detections)
+
+    def close(self) -> None:
+        """Wait for the queued frames, then finish every video file."""
+        self._pool.shutdown(wait=True)
+        try:
+            while self._pending:
+                self._pending.popleft().result()
+        finally:
+            if self.writer is not None:
+                self.writer.close()
 
 
 class Interruption:
@@ -220,7 +247,7 @@ def command(
         raise InputError("no SOURCE given: images, folders, videos, '-' for paths on stdin, or --camera")
     if not as_json:
         console.print(headline(detector.description), soft_wrap=True)
-    saver = Saver(save) if save is not None else None
+    outputs = FrameOutputs(detector, as_json, save)
     done = skipped = 0
     started = time.perf_counter()
     progress = Progress(
@@ -245,13 +272,7 @@ def command(
                             report_skipped(item, strict, as_json)
                             skipped += 1
                         else:
-                            detections = detector.detect_prepared([prepared])[0]
-                            if as_json:
-                                print(json.dumps(frame_record(item, detections)), flush=True)
-                            else:
-                                print_table(item, detections)
-                            if saver is not None:
-                                saver.submit(item, detections)
+                            outputs.submit(item, detector.infer([prepared])[0])
                             done += 1
                             rate = done / (time.perf_counter() - started)
                             progress.update(task, advance=1, rate=rate, description=Path(item.source).name)
@@ -260,9 +281,8 @@ def command(
         except KeyboardInterrupt:
             interrupted = True
         finally:
-            if saver is not None:
-                with interruption.deferred():
-                    saver.close()
+            with interruption.deferred():
+                outputs.close()
     if interrupted or interruption.requested:
         error_console.print(f"interrupted after {done} frame(s); outputs written so far are complete")
         raise typer.Exit(EXIT_INTERRUPTED)

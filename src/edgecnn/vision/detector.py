@@ -58,7 +58,10 @@ class InputFormat:
     fill: float = 127.5  # letterbox border, in 0..255 pixel units
 
     def tensor(self, image: Image.Image) -> tuple[np.ndarray, Placement]:
-        """[3, H, W] float32 input and where the image landed in it."""
+        """[3, H, W] float32 input and where the image landed in it.
+
+        The resized 8-bit pixels are scaled straight into their window of the output, one plane at
+        a time, and only the border is filled: one pass over the input instead of four."""
         from PIL import Image
 
         width, height = self.size
@@ -67,14 +70,20 @@ class InputFormat:
             inner = (max(1, round(image.width * ratio)), max(1, round(image.height * ratio)))
         else:
             inner = (width, height)
-        offset = ((width - inner[0]) // 2, (height - inner[1]) // 2)
-        resized = image.convert("RGB").resize(inner, Image.Resampling.BILINEAR)
-        pixels = np.full((height, width, 3), self.fill, np.float32)
-        pixels[offset[1] : offset[1] + inner[1], offset[0] : offset[0] + inner[0]] = np.asarray(resized)
-        if self.channel_order == "bgr":
-            pixels = pixels[:, :, ::-1]
-        x = np.ascontiguousarray(pixels.transpose(2, 0, 1)) * np.float32(self.scale)
-        placement = Placement(offset, (inner[0] / image.width, inner[1] / image.height), image.size)
+        left, top = (width - inner[0]) // 2, (height - inner[1]) // 2
+        pixels = np.asarray(image.convert("RGB").resize(inner, Image.Resampling.BILINEAR))
+        scale = np.float32(self.scale)
+        x = np.empty((3, height, width), np.float32)
+        border = np.float32(self.fill) * scale
+        x[:, :top] = border
+        x[:, top + inner[1] :] = border
+        x[:, top : top + inner[1], :left] = border
+        x[:, top : top + inner[1], left + inner[0] :] = border
+        channels = (2, 1, 0) if self.channel_order == "bgr" else (0, 1, 2)
+        for plane, channel in enumerate(channels):
+            window = x[plane, top : top + inner[1], left : left + inner[0]]
+            np.multiply(pixels[:, :, channel], scale, out=window, dtype=np.float32)
+        placement = Placement((left, top), (inner[0] / image.width, inner[1] / image.height), image.size)
         return x, placement
 
 
@@ -98,8 +107,12 @@ class Placement:
 
 
 class Prepared:
-    """An image turned into a detector's input, ready for :meth:`Detector.detect_prepared`; each
-    detector has its own kind."""
+    """An image turned into a detector's input, ready for :meth:`Detector.infer`; each detector
+    has its own kind."""
+
+
+class Inferred:
+    """One image's network outputs, ready for :meth:`Detector.finish`; each detector has its own kind."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +120,14 @@ class NetworkInput(Prepared):
     """A YOLO input: the [1, 3, H, W] tensor and where the image sits in it."""
 
     tensor: np.ndarray
+    placement: Placement
+
+
+@dataclass(frozen=True)
+class NetworkOutput(Inferred):
+    """A YOLO image's raw head outputs (batch of one) and where the image sat in the input."""
+
+    outputs: dict[str, np.ndarray]
     placement: Placement
 
 
@@ -178,8 +199,16 @@ class Detector(abc.ABC):
         """Pre-processing only (safe to run in another thread than the inference)."""
 
     @abc.abstractmethod
+    def infer(self, prepared: Sequence[Prepared]) -> list[Inferred]:
+        """The network's part, one result per image (batched where the model allows)."""
+
+    @abc.abstractmethod
+    def finish(self, inferred: Inferred) -> list[Detection]:
+        """Decoding and NMS: plain numpy, so it can overlap the next image's inference in another thread."""
+
     def detect_prepared(self, prepared: Sequence[Prepared]) -> list[list[Detection]]:
         """Inference, decoding and NMS for images already prepared."""
+        return [self.finish(inferred) for inferred in self.infer(prepared)]
 
     def detect(self, image: Image.Image) -> list[Detection]:
         """Objects in one image, best score first."""
@@ -246,24 +275,26 @@ class YoloDetector(Detector):
         tensor, placement = self.input_format.tensor(image)
         return NetworkInput(tensor[None], placement)
 
-    def detect_prepared(self, prepared: Sequence[Prepared]) -> list[list[Detection]]:
-        if not prepared:
-            return []
+    def infer(self, prepared: Sequence[Prepared]) -> list[Inferred]:
         inputs = [p for p in prepared if isinstance(p, NetworkInput)]
         if len(inputs) != len(prepared):
-            raise InputError("YoloDetector.detect_prepared takes what its own prepare() returned")
-        groups = [inputs] if self.batched else [[p] for p in inputs]
-        results: list[list[Detection]] = []
+            raise InputError("YoloDetector.infer takes what its own prepare() returned")
+        groups = [inputs] if self.batched and inputs else [[p] for p in inputs]
+        results: list[Inferred] = []
         for group in groups:
-            feeds = {self.net.inputs[0].name: np.concatenate([p.tensor for p in group])}
-            decoded = self.head.decode(self.net.run(feeds), self.score_threshold)
-            for item, found in zip(group, decoded):
-                mapped = Detections(
-                    item.placement.to_image(found.boxes).astype(np.float32), found.scores, found.classes
-                )
-                kept = class_nms(mapped, self.iou_threshold)
-                clipped = Detections(
-                    item.placement.clip(kept.boxes).astype(np.float32), kept.scores, kept.classes
-                )
-                results.append(to_detections(clipped, self.labels))
+            outputs = self.net.run({self.net.inputs[0].name: np.concatenate([p.tensor for p in group])})
+            results.extend(
+                NetworkOutput({name: value[k : k + 1] for name, value in outputs.items()}, item.placement)
+                for k, item in enumerate(group)
+            )
         return results
+
+    def finish(self, inferred: Inferred) -> list[Detection]:
+        if not isinstance(inferred, NetworkOutput):
+            raise InputError("YoloDetector.finish takes what its own infer() returned")
+        found = self.head.decode(inferred.outputs, self.score_threshold)[0]
+        placement = inferred.placement
+        mapped = Detections(placement.to_image(found.boxes).astype(np.float32), found.scores, found.classes)
+        kept = class_nms(mapped, self.iou_threshold)
+        clipped = Detections(placement.clip(kept.boxes).astype(np.float32), kept.scores, kept.classes)
+        return to_detections(clipped, self.labels)

@@ -21,7 +21,14 @@ import numpy as np
 
 from edgecnn.detection.nms import Detections, class_nms
 from edgecnn.errors import InputError
-from edgecnn.vision.detector import Detection, Detector, Prepared, check_thresholds, to_detections
+from edgecnn.vision.detector import (
+    Detection,
+    Detector,
+    Inferred,
+    Prepared,
+    check_thresholds,
+    to_detections,
+)
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -68,6 +75,14 @@ class Pyramid(Prepared):
             np.ascontiguousarray(np.stack(crops[i : i + size]).transpose(0, 3, 1, 2))
             for i in range(0, len(crops), size)
         ]
+
+
+@dataclass(frozen=True)
+class WindowScores(Inferred):
+    """The face probability of every window of a pyramid, in scan order."""
+
+    pyramid: Pyramid
+    scores: np.ndarray
 
 
 def _positions(length: int, step: int) -> np.ndarray:
@@ -153,15 +168,20 @@ class FaceDetector(Detector):
             scores.append(shifted[:, FACE_CLASS] / shifted.sum(axis=1))
         return np.concatenate(scores) if scores else np.zeros(0)
 
-    def detect_prepared(self, prepared: Sequence[Prepared]) -> list[list[Detection]]:
-        results = []
-        for pyramid in prepared:
-            if not isinstance(pyramid, Pyramid):
-                raise InputError("FaceDetector.detect_prepared takes what its own prepare() returned")
-            scores = self.face_scores(pyramid)
-            keep = np.flatnonzero(scores > self.score_threshold)
-            found = Detections(
-                pyramid.window_boxes()[keep], scores[keep].astype(np.float32), np.zeros(len(keep), np.int64)
-            )
-            results.append(to_detections(class_nms(found, self.iou_threshold), ["face"]))
-        return results
+    def infer(self, prepared: Sequence[Prepared]) -> list[Inferred]:
+        pyramids = [p for p in prepared if isinstance(p, Pyramid)]
+        if len(pyramids) != len(prepared):
+            raise InputError("FaceDetector.infer takes what its own prepare() returned")
+        return [WindowScores(pyramid, self.face_scores(pyramid)) for pyramid in pyramids]
+
+    def finish(self, inferred: Inferred) -> list[Detection]:
+        if not isinstance(inferred, WindowScores):
+            raise InputError("FaceDetector.finish takes what its own infer() returned")
+        scores = inferred.scores
+        keep = np.flatnonzero(scores > self.score_threshold)
+        found = Detections(
+            inferred.pyramid.window_boxes()[keep],
+            scores[keep].astype(np.float32),
+            np.zeros(len(keep), np.int64),
+        )
+        return to_detections(class_nms(found, self.iou_threshold), ["face"])
