@@ -59,9 +59,8 @@ def list_items(inputs: Sequence[str | Path], column: str | None = None) -> list[
         found = list(_expand(str(source), column))
         if not found:
             raise InputError(f"batch input {source} names no images, arrays or table rows")
-        items.extend(
-            Item(len(items) + i, path, row, kind, col) for i, (path, row, kind, col) in enumerate(found)
-        )
+        first = len(items)
+        items.extend(Item(first + i, path, row, kind, col) for i, (path, row, kind, col) in enumerate(found))
     return items
 
 

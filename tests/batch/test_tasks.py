@@ -1,0 +1,67 @@
+"""The worker's Runner in this process: the same scores as running the model directly, one row per
+item in order, and an error row (not an exception) for each bad item."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import edgecnn
+from batch.support import FACE_MODEL, FACE_TASK
+from edgecnn.batch.items import list_items
+from edgecnn.batch.tasks import Runner, TaskSpec, columns
+from edgecnn.errors import InputError
+from edgecnn.ops.activation import SoftmaxAttrs, softmax
+
+
+@pytest.fixture(scope="module")
+def face_net() -> edgecnn.Model:
+    return edgecnn.load(FACE_MODEL, threads=1)
+
+
+@pytest.mark.parametrize("batch_size", [1, 8])
+def test_classify_matches_the_model(image_folder: Path, face_net: edgecnn.Model, batch_size: int) -> None:
+    items = list_items([image_folder / "a"])
+    runner = Runner(face_net, FACE_TASK, batch_size)
+    rows = runner.infer([runner.prepare(i) for i in items])
+    assert [r["index"] for r in rows] == [i.index for i in items]
+    broken = [r for r in rows if r["error"]]
+    assert len(broken) == 1 and "broken.jpg" in broken[0]["error"] and "top_class" not in broken[0]
+    for item, row in zip(items, rows):
+        if row["error"]:
+            continue
+        scores = softmax(SoftmaxAttrs(axis=-1), face_net(FACE_TASK.preprocess.image(item.path)))[0]
+        assert row["top_class"] == list(np.argsort(-scores, kind="stable"))
+        np.testing.assert_allclose(row["top_score"], np.sort(scores)[::-1], rtol=1e-4, atol=1e-6)
+        assert row["top_label"] == [("background", "face")[c] for c in row["top_class"]]
+
+
+def test_arrays_raw_outputs_and_wrong_shapes(tmp_path: Path, face_net: edgecnn.Model) -> None:
+    rng = np.random.default_rng(0)
+    good = rng.random((3, 3, 128, 128), dtype=np.float32)
+    np.save(tmp_path / "good.npy", good)
+    np.save(tmp_path / "bad.npy", np.zeros((1, 3, 64, 64), np.float32))
+    items = list_items([tmp_path / "good.npy", tmp_path / "bad.npy"])
+    spec = TaskSpec("raw")
+    runner = Runner(face_net, spec, 4)
+    rows = runner.infer([runner.prepare(i) for i in items])
+    name = face_net.outputs[0].name
+    assert set(columns(spec, face_net)) == {"index", "path", "row", "error", name, f"{name}_shape"}
+    for k in range(3):
+        np.testing.assert_allclose(rows[k][name], face_net(good[k : k + 1])[0], rtol=1e-4, atol=1e-5)
+        assert rows[k][f"{name}_shape"] == [2] and rows[k]["row"] == k
+    assert "sample shape [3, 64, 64], the model expects [3, 128, 128]" in rows[3]["error"]
+
+
+def test_letterbox_pads_instead_of_stretching(image_folder: Path, face_net: edgecnn.Model) -> None:
+    item = next(i for i in list_items([image_folder / "a"]) if not i.path.endswith("broken.jpg"))
+    plain = Runner(face_net, FACE_TASK, 1).prepare(item).tensor
+    boxed = Runner(face_net, dataclasses.replace(FACE_TASK, letterbox=True), 1).prepare(item).tensor
+    assert plain is not None and boxed is not None and plain.shape == boxed.shape == (3, 128, 128)
+    with pytest.raises(InputError, match="letterbox"):
+        TaskSpec("classify", letterbox=True)
+    with pytest.raises(InputError, match="task must be"):
+        TaskSpec("segment")
