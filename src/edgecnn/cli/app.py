@@ -17,6 +17,7 @@ from edgecnn import __version__
 from edgecnn.cli import (
     batch_cmd,
     bench_cmd,
+    compare_cmd,
     compress_cmd,
     convert_cmd,
     demo_cmd,
@@ -105,6 +106,7 @@ for module in (
     time_cmd,
     tune_cmd,
     bench_cmd,
+    compare_cmd,
     energy_cmd,
     devices_cmd,
     convert_cmd,
