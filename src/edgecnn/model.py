@@ -20,7 +20,7 @@ from edgecnn.runtime.executor import run_plan
 from edgecnn.runtime.options import RuntimeOptions
 from edgecnn.runtime.plan import Plan, build_plan
 from edgecnn.runtime.plan_cache import PlanCache
-from edgecnn.runtime.shapes import infer_graph
+from edgecnn.runtime.shapes import check_arity, infer_graph
 
 
 class Model:
@@ -28,6 +28,8 @@ class Model:
 
     def __init__(self, graph: Graph, options: RuntimeOptions | None = None) -> None:
         graph.verify(known_ops())
+        for node in graph.nodes:
+            check_arity(node)
         self.graph = graph.topologically_sorted()
         self.options = options or RuntimeOptions.resolve()
         with using_budget(self.options.budget):  # what the passes fold and infer is checked against it

@@ -3,10 +3,12 @@ human-readable numbers.
 
 The consoles read no markup: what the commands print holds user data (paths, tensor names, shapes
 such as ``[batch, 3, 224, 224]``, extras such as ``edgecnn[opencl]``) that rich would take for tags
-and swallow. Emphasis is a style (``headline``), never a tag in the text."""
+and swallow. Emphasis is a style (``headline``), never a tag in the text. Nor do they escape
+control characters: text from model files goes through ``sanitize`` first."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from rich.console import Console
@@ -23,6 +25,29 @@ from rich.text import Text
 
 console = Console(highlight=False, soft_wrap=True, markup=False)
 error_console = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""C0 and C1 control characters (escape sequences that clear the screen or set the window title
+start with one) and the bidirectional overrides that make text read differently than it is."""
+
+MAX_SHOWN_CHARS = 4000
+"""A name or message longer than this is cut, saying how much was left out."""
+
+
+def sanitize(text: object, *, newlines: bool = False) -> str:
+    """``text`` safe to print on a terminal: control characters shown as escapes (``\\x1b``),
+    line breaks too unless ``newlines`` (edgecnn's own multi-line messages), and cut beyond
+    MAX_SHOWN_CHARS. Names and messages that come from model files go through here."""
+    value = str(text)
+    if len(value) > MAX_SHOWN_CHARS:
+        value = f"{value[:MAX_SHOWN_CHARS]}... ({len(value) - MAX_SHOWN_CHARS} more characters)"
+
+    def escape(match: re.Match[str]) -> str:
+        char = match.group()
+        return char if newlines and char == "\n" else char.encode("unicode_escape").decode("ascii")
+
+    return _CONTROL.sub(escape, value)
 
 
 def headline(subject: object, rest: str = "") -> Text:

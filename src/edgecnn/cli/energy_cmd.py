@@ -35,7 +35,7 @@ def command(
 
     net = edgecnn.load(model, weights, threads=threads, device=device)
     shapes = {net.inputs[0].name: parse_shape(shape)} if shape and net.inputs else None
-    feeds = random_feeds(net.inputs, shapes=shapes)
+    feeds = random_feeds(net.inputs, shapes=shapes, budget=net.options.budget)
     for _ in range(warmup):
         net.run(feeds)
     with PowerMonitor(open_meter(meter, device), interval=interval) as monitor:

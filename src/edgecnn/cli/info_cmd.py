@@ -38,7 +38,7 @@ def command(
     net = load_for_info(model, weights)
     structure_only = is_structure_only(net.graph)
     shapes = {net.inputs[0].name: parse_shape(shape)} if shape and net.inputs else None
-    feeds = random_feeds(net.inputs, shapes=shapes)
+    feeds = random_feeds(net.inputs, shapes=shapes, budget=net.options.budget)
     plan = net.plan_for(feeds, optimized=passes)
     analysis = analyze(plan, net.graph.outputs)
     if as_json:

@@ -149,7 +149,7 @@ def command(
     names = [d.strip() for d in devices.split(",")] if devices else [d.name for d in list_devices()]
     base = edgecnn.load(model, weights)
     shapes = {base.inputs[0].name: parse_shape(shape)} if shape and base.inputs else None
-    feeds = random_feeds(base.inputs, shapes=shapes)
+    feeds = random_feeds(base.inputs, shapes=shapes, budget=base.options.budget)
     planner = Planner(base, feeds, lambda device: edgecnn.load(model, weights, device=device))
     outcome = planner.plan(names, edp_threshold, iterations, warmup, replan=replan, fine=fine)
     if run:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import typer
@@ -14,6 +16,9 @@ from edgecnn.errors import InputError
 from edgecnn.ir.graph import TensorSpec
 from edgecnn.ops.activation import SoftmaxAttrs, softmax
 from edgecnn.vision.preprocess import Preprocess, load_inputs, parse_floats, parse_size
+
+if TYPE_CHECKING:
+    from edgecnn.model import Model
 
 NAME = "run"
 SHOW_ALL_UP_TO = 10
@@ -34,6 +39,19 @@ def image_geometry(spec: TensorSpec, layout: str) -> tuple[tuple[int, int] | Non
     _, c, h, w = spec.shape if layout == "nchw" else (spec.shape[0], spec.shape[3], *spec.shape[1:3])
     size = (h, w) if isinstance(h, int) and isinstance(w, int) else None
     return size, c if isinstance(c, int) else None
+
+
+def check_image_geometry(net: Model, preprocess: Preprocess) -> None:
+    """Plan for the image tensor ``preprocess`` makes, before any image is decoded: a size the
+    model refuses, or one beyond the memory limit (decoding takes about three times the tensor),
+    fails at once instead of after the images were resized."""
+    assert preprocess.size is not None
+    height, width = preprocess.size
+    channels = 1 if preprocess.grayscale else 3
+    shape = (1, channels, height, width) if preprocess.layout == "nchw" else (1, height, width, channels)
+    nbytes = 3 * math.prod(shape) * np.dtype(np.float32).itemsize
+    net.options.budget.check(nbytes, f"decoding one image at {height}x{width}", InputError)
+    net.plan_for(np.broadcast_to(np.zeros((), np.float32), shape))  # a stand-in: no memory behind it
 
 
 def read_labels(path: Path | None) -> list[str]:
@@ -95,6 +113,8 @@ def command(
         layout=layout.lower(),
         grayscale=channels == 1,
     )
+    if preprocess.size is not None and any(Path(p).suffix.lower() != ".npy" for p in inputs):
+        check_image_geometry(net, preprocess)
     class_labels = read_labels(labels)
     report = []
     for path, array in zip(inputs, load_inputs(inputs, preprocess)):

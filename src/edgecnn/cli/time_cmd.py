@@ -37,7 +37,7 @@ def command(
 
     net = edgecnn.load(model, weights, threads=threads, device=device)
     shapes = {net.inputs[0].name: parse_shape(shape)} if shape and net.inputs else None
-    feeds = random_feeds(net.inputs, batch=batch, shapes=shapes)
+    feeds = random_feeds(net.inputs, batch=batch, shapes=shapes, budget=net.options.budget)
     if backward:
         time_backward(net, feeds, iterations, warmup, as_json, model)
         return

@@ -50,7 +50,7 @@ def command(
 
     net = edgecnn.load(model, weights, threads=threads, device="cpu")
     shapes = {net.inputs[0].name: parse_shape(shape)} if shape and net.inputs else None
-    feeds = random_feeds(net.inputs, batch=batch, shapes=shapes)
+    feeds = random_feeds(net.inputs, batch=batch, shapes=shapes, budget=net.options.budget)
     layers = plan_layers(net.plan_for(feeds))
     tunable = tunable_layers(layers)
     with measuring_progress(TextColumn("tuning"), TimeRemainingColumn(), disable=as_json) as progress:

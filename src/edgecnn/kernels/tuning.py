@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
@@ -20,12 +21,16 @@ from typing import Any
 
 import numpy as np
 
+from edgecnn.atomic import atomic_write
 from edgecnn.devices import machine_description, machine_fingerprint
+from edgecnn.errors import ConfigurationError
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.paths import cache_dir
 
 CACHE_FILE = "kernel-tuning.json"
 FORMAT = "edgecnn-kernel-tuning/1"
+MAX_CACHE_BYTES = 64 << 20
+"""A larger file is not a cache `edgecnn tune` wrote (a few hundred bytes per layer): ignored unread."""
 
 
 class TuningCacheWarning(UserWarning):
@@ -83,8 +88,14 @@ def _parse_entries(section: Any) -> dict[str, TunedChoice]:
 
 def read_cache(path: Path) -> dict[str, dict[str, TunedChoice]]:
     """{machine fingerprint: {layer key: choice}} from ``path``; empty if the file is absent, and
-    empty with a TuningCacheWarning if it is damaged."""
+    empty with a TuningCacheWarning if it is damaged, of any depth or type, or not a regular file
+    (a FIFO would block the read, a device never end it)."""
     try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError("not a regular file")
+        if info.st_size > MAX_CACHE_BYTES:
+            raise OSError(f"larger than {MAX_CACHE_BYTES >> 20} MiB")
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}
@@ -104,7 +115,7 @@ def read_cache(path: Path) -> dict[str, dict[str, TunedChoice]]:
                 raise ValueError(f"machine {fingerprint[:20]!r} is not an object")
             parsed[str(fingerprint)] = _parse_entries(section.get("entries"))
         return parsed
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # json.loads recurses once per nesting level
         warnings.warn(
             f"ignoring damaged kernel tuning cache {path} ({exc}); rerun `edgecnn tune` to rebuild it",
             TuningCacheWarning,
@@ -114,7 +125,7 @@ def read_cache(path: Path) -> dict[str, dict[str, TunedChoice]]:
 
 
 def write_cache(path: Path, machines: Mapping[str, Mapping[str, TunedChoice]]) -> None:
-    """Write the whole cache atomically (a temporary file renamed over the old one)."""
+    """Write the whole cache atomically (edgecnn.atomic); a failure is a ConfigurationError naming it."""
     document = {
         "format": FORMAT,
         "machines": {
@@ -128,10 +139,14 @@ def write_cache(path: Path, machines: Mapping[str, Mapping[str, TunedChoice]]) -
             for fingerprint, entries in machines.items()
         },
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
+    text = (json.dumps(document, indent=1) + "\n").encode("utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot create the cache directory {path.parent}: {exc.strerror or exc}"
+        ) from None
+    atomic_write(path, lambda file: file.write(text), error=ConfigurationError, what="kernel tuning cache")
 
 
 def store_choices(choices: Mapping[str, TunedChoice], path: Path | None = None) -> Path:

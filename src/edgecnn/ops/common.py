@@ -17,6 +17,20 @@ def check(condition: bool, message: str) -> None:
         raise ValueError(message)
 
 
+MAX_RANK = 64
+"""The most dimensions a tensor may have (numpy's own limit)."""
+
+
+def shown(values: Sequence[object], limit: int = 12) -> str:
+    """``values`` as a list for a message, with the middle elided when longer than ``limit``."""
+    if len(values) <= limit:
+        return str(list(values))
+    half = limit // 2
+    head = ", ".join(map(str, values[:half]))
+    tail = ", ".join(map(str, values[-half:]))
+    return f"[{head}, ... {len(values) - 2 * half} more ..., {tail}]"
+
+
 class AutoPad(enum.Enum):
     """How convolution and pooling derive padding (ONNX ``auto_pad``)."""
 

@@ -37,8 +37,13 @@ def infer_gemm(attrs: GemmAttrs, types: Sequence[TensorType | None], values: obj
     k2, n = reversed(b.shape) if attrs.trans_b else b.shape
     _same_dim(k, k2, "inner dimensions of A and B differ")
     c = types[2] if len(types) > 2 else None
-    if c is not None and c.shape is not None:
-        broadcast_shapes((m, n), c.shape)
+    if c is not None and c.shape is not None:  # C broadcasts to Y, never Y to C
+        check(len(c.shape) <= 2, f"Gemm's C must broadcast to [M, N], got rank {len(c.shape)} ({c})")
+        out = broadcast_shapes((m, n), c.shape) or (m, n)
+        check(
+            all(not isinstance(x, int) or not isinstance(y, int) or x == y for x, y in zip(out, (m, n))),
+            f"Gemm's C {c} does not broadcast to [{m}, {n}]",
+        )
     return [TensorType(a.dtype, (m, n))]
 
 

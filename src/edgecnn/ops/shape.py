@@ -13,6 +13,7 @@ import numpy as np
 
 from edgecnn.ir.graph import Dim, Shape, TensorType
 from edgecnn.ops.common import (
+    MAX_RANK,
     broadcast_shapes,
     check,
     concrete_ints,
@@ -21,6 +22,7 @@ from edgecnn.ops.common import (
     normalize_axis,
     required_types,
     same_as_first,
+    shown,
 )
 from edgecnn.ops.registry import IntoAdapter, NoAttrs, StepShapes, register_op
 from edgecnn.ops.traits import axis_not_batch, broadcast_per_image, each_image, one_dtype
@@ -106,27 +108,31 @@ class ReshapeAttrs:
 
 
 def reshape_target(attrs: ReshapeAttrs, in_shape: Shape, target: list[int]) -> tuple[Dim, ...]:
-    check(target.count(-1) <= 1, f"shape {target} has more than one -1")
+    shape = shown(target)
+    check(
+        len(target) <= MAX_RANK, f"shape {shape} has {len(target)} dimensions, over the {MAX_RANK} supported"
+    )
+    check(target.count(-1) <= 1, f"shape {shape} has more than one -1")
     dims: list[Dim] = []
     for i, t in enumerate(target):
         if t == 0 and not attrs.allowzero:
-            check(i < len(in_shape), f"shape {target} copies dim {i}, but the input has rank {len(in_shape)}")
+            check(i < len(in_shape), f"shape {shape} copies dim {i}, but the input has rank {len(in_shape)}")
             dims.append(in_shape[i])
         else:
-            check(t >= -1, f"shape {target} has a negative size")
+            check(t >= -1, f"shape {shape} has a negative size")
             dims.append(t)
     if -1 in dims:
         known_dims, total_dims = _cancel_symbols([d for d in dims if d != -1], list(in_shape))
         known, total = _product(known_dims), _product(total_dims)
         if isinstance(known, int) and isinstance(total, int):
-            check(known != 0 and total % known == 0, f"cannot reshape {list(in_shape)} to {target}")
+            check(known != 0 and total % known == 0, f"cannot reshape {list(in_shape)} to {shape}")
             dims[dims.index(-1)] = total // known
         else:
             dims[dims.index(-1)] = None
     else:
         total, wanted = _product(in_shape), _product(dims)
         if isinstance(total, int) and isinstance(wanted, int):
-            check(total == wanted, f"cannot reshape {list(in_shape)} ({total} elements) to {target}")
+            check(total == wanted, f"cannot reshape {list(in_shape)} ({total} elements) to {shape}")
     return tuple(dims)
 
 

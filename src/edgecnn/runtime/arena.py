@@ -13,6 +13,7 @@ after its last reader; the same MemoryPlan describes that run, with every step o
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -56,7 +57,7 @@ def tensor_info(t: TensorType | None) -> TensorInfo | None:
         return None
     shape = t.dims
     dtype = np.dtype(t.dtype)
-    return TensorInfo(dtype.name, shape, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+    return TensorInfo(dtype.name, shape, math.prod(shape) * dtype.itemsize)
 
 
 def describe_step(step: Step, plan: Program) -> tuple[StepIO, Callable[..., Any] | None]:

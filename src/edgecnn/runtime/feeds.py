@@ -3,12 +3,14 @@ random arrays of those shapes — what `edgecnn info`, `edgecnn time` and the be
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from edgecnn.errors import InputError
 from edgecnn.ir.graph import TensorSpec, concrete_dims, format_shape
+from edgecnn.limits import MemoryBudget
 
 
 def concrete_shape(
@@ -45,12 +47,19 @@ def random_feeds(
     batch: int | None = None,
     shapes: Mapping[str, Sequence[int]] | None = None,
     seed: int = 0,
+    budget: MemoryBudget | None = None,
 ) -> dict[str, np.ndarray]:
-    """Standard-normal floats (zeros for integer and boolean inputs) of each input's concrete shape."""
+    """Standard-normal floats (zeros for integer and boolean inputs) of each input's concrete shape,
+    all shapes checked against ``budget`` (default ``MemoryBudget.default()``) before any is made."""
     rng = np.random.default_rng(seed)
+    chosen = {spec.name: concrete_shape(spec, batch, (shapes or {}).get(spec.name)) for spec in specs}
+    tally = (budget or MemoryBudget.default()).tally("example inputs", InputError)
+    for spec in specs:  # floats are drawn as float64 first
+        itemsize = max(np.dtype(spec.dtype).itemsize, 8)
+        tally.add(math.prod(chosen[spec.name]) * itemsize, f"input '{spec.name}' {list(chosen[spec.name])}")
     feeds = {}
     for spec in specs:
-        shape = concrete_shape(spec, batch, (shapes or {}).get(spec.name))
+        shape = chosen[spec.name]
         if np.issubdtype(np.dtype(spec.dtype), np.floating):
             feeds[spec.name] = rng.standard_normal(shape).astype(spec.dtype)
         else:

@@ -16,6 +16,7 @@ from edgecnn.errors import EdgeCNNError, GraphError
 from edgecnn.ir.dtypes import dtype_name
 from edgecnn.ir.graph import Graph, Node, TensorType
 from edgecnn.limits import MemoryBudget
+from edgecnn.ops.common import MAX_RANK
 from edgecnn.ops.registry import get_op, known_ops
 
 FOLD_LIMIT_ELEMENTS = 1 << 24
@@ -43,12 +44,11 @@ def node_context(node: Node, types: list[TensorType | None]) -> str:
     return f"node {node} with inputs ({shown})"
 
 
-def infer_node(
-    node: Node, types: list[TensorType | None], values: list[np.ndarray | None]
-) -> list[TensorType]:
-    """Output types of one node; any failure becomes a GraphError naming the node."""
+def check_arity(node: Node, count: int | None = None) -> None:
+    """GraphError unless the node has as many inputs (``count``, default all it lists) as its
+    operator takes: passes and kernels index them without checking."""
     opdef = get_op(node.op)
-    count = len(types)
+    count = len(node.inputs) if count is None else count
     if count < opdef.min_inputs or (opdef.max_inputs is not None and count > opdef.max_inputs):
         expected = (
             opdef.min_inputs
@@ -56,6 +56,14 @@ def infer_node(
             else (f"{opdef.min_inputs}..{opdef.max_inputs if opdef.max_inputs is not None else 'n'}")
         )
         raise GraphError(f"node {node}: expects {expected} inputs, got {count}")
+
+
+def infer_node(
+    node: Node, types: list[TensorType | None], values: list[np.ndarray | None]
+) -> list[TensorType]:
+    """Output types of one node; any failure becomes a GraphError naming the node."""
+    opdef = get_op(node.op)
+    check_arity(node, len(types))
     try:
         out = opdef.infer(node.attrs, types, values)
     except EdgeCNNError:
@@ -101,6 +109,8 @@ def infer_graph(
             values = [v if v is not None else _shape_stand_in(t) for v, t in zip(values, types)]
         out_types = infer_node(node, types, values)
         for name, t in zip(node.outputs, out_types):
+            if name and t.shape is not None and len(t.shape) > MAX_RANK:
+                raise GraphError(f"node {node}: tensor '{name}' has {len(t.shape)} dimensions, over {MAX_RANK}")
             if name and t.is_concrete:
                 budget.check(type_nbytes(t), f"node {node}: tensor '{name}' ({t})", GraphError)
         if fold and _worth_folding(node, values, out_types):

@@ -6,14 +6,17 @@ The same steps every training pipeline applies, in this order: decode, resize, c
 
 from __future__ import annotations
 
+import math
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from edgecnn.errors import InputError
+from edgecnn.errors import EdgeCNNError, InputError
+from edgecnn.limits import MemoryBudget, regular_file_size
 
 LAYOUTS = ("nchw", "nhwc")
 
@@ -41,13 +44,19 @@ class Preprocess:
                 raise InputError(f"{label} needs 1 or {channels} values, got {len(values)}")
         if any(s == 0 for s in self.std):
             raise InputError("std values must be non-zero")
+        if not all(math.isfinite(v) for v in (self.scale, *self.mean, *self.std)):
+            raise InputError("scale, mean and std must be finite numbers")
 
     def image(self, path: str | os.PathLike[str]) -> np.ndarray:
         """One image file -> float32 array of shape [1, C, H, W] (or [1, H, W, C])."""
         from PIL import Image, UnidentifiedImageError
 
+        input_file_size(path)
         try:
-            with Image.open(path) as img:
+            with warnings.catch_warnings():  # Pillow only warns below twice its pixel limit
+                warnings.simplefilter("error", Image.DecompressionBombWarning)
+                img = Image.open(path)
+            with img:
                 img = img.convert("L" if self.grayscale else "RGB")
                 if self.size is not None and img.size != (self.size[1], self.size[0]):
                     img = img.resize((self.size[1], self.size[0]), Image.Resampling.BILINEAR)
@@ -56,6 +65,9 @@ class Preprocess:
             raise InputError(f"input file not found: {path}") from None
         except (UnidentifiedImageError, OSError) as exc:
             raise InputError(f"{path}: not an image Pillow can read ({exc})") from None
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+            # a few KB that would decode to gigapixels
+            raise InputError(f"{path}: refused as a decompression bomb ({exc})") from None
         if pixels.ndim == 2:
             pixels = pixels[:, :, None]
         if self.channel_order == "bgr":
@@ -96,15 +108,32 @@ def parse_size(text: str) -> tuple[int, int]:
 
 
 def parse_floats(text: str, label: str) -> tuple[float, ...]:
-    """'0.485,0.456,0.406' -> (0.485, 0.456, 0.406)."""
+    """'0.485,0.456,0.406' -> (0.485, 0.456, 0.406); nan and inf refused."""
     try:
-        return tuple(float(p) for p in text.split(","))
+        values = tuple(float(p) for p in text.split(","))
     except ValueError:
         raise InputError(f"{label} must be comma-separated numbers, got {text!r}") from None
+    if not all(math.isfinite(v) for v in values):
+        raise InputError(f"{label} must be finite numbers, got {text!r}")
+    return values
+
+
+def input_file_size(path: str | os.PathLike[str], budget: MemoryBudget | None = None) -> int:
+    """The size of an input file, refused (InputError) unless it is a regular file within the
+    memory budget (default ``MemoryBudget.default()``): a FIFO or a device would never end."""
+    try:
+        size = regular_file_size(path, "input file")
+        (budget or MemoryBudget.default()).check(size, f"input file {os.fspath(path)}", InputError)
+    except InputError:
+        raise
+    except EdgeCNNError as exc:
+        raise InputError(str(exc)) from None
+    return size
 
 
 def load_array(path: str | os.PathLike[str]) -> np.ndarray:
     """A saved .npy tensor, refused if it holds Python objects (which could run code)."""
+    input_file_size(path)
     try:
         return np.load(path, allow_pickle=False)
     except FileNotFoundError:

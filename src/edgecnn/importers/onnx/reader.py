@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from edgecnn.errors import ModelFormatError, ModelNotFoundError, UnsupportedOperatorError
+from edgecnn.importers.onnx.budget import check_external_data, check_sparse, declared_nbytes
 from edgecnn.importers.onnx.dtypes import numpy_dtype_of
 from edgecnn.importers.onnx.registry import OnnxNode, get_converter
 from edgecnn.importers.onnx.wire import NotFastPath, WireModel, read_model
 from edgecnn.ir.graph import Dim, Graph, Node, TensorSpec, TensorType
+from edgecnn.limits import MemoryBudget, regular_file_size
 from edgecnn.runtime.shapes import evaluate, infer_node
 
 if TYPE_CHECKING:  # the onnx package is imported only where a file needs it (see wire.py)
@@ -44,21 +46,22 @@ def warn_untested_opset(opset: int, source: str) -> None:
         )
 
 
-def load_onnx(path: str | os.PathLike[str]) -> Graph:
+def load_onnx(path: str | os.PathLike[str], budget: MemoryBudget | None = None) -> Graph:
     """Parse ``path`` (weights in external files are read from beside it) into a Graph.
 
     Most files are decoded directly (wire.py: one copy of the weights, no onnx import); the rest,
-    and damaged files, go through the onnx package."""
+    and damaged files, go through the onnx package. The file, external weights and sparse
+    initializers are checked against ``budget`` (None: ``MemoryBudget.default()``) before reading."""
     model_path = Path(path)
-    if not model_path.exists():
-        raise ModelNotFoundError(f"model file not found: {model_path}")
+    budget = budget or MemoryBudget.default()
+    budget.check(regular_file_size(model_path), f"ONNX model {model_path}", ModelFormatError)
     try:
         wire_model = read_model(model_path)
         if default_opset(wire_model.opset_import) >= MIN_OPSET:  # older ones are upgraded by onnx
             return graph_from_wire_model(wire_model, str(path))
     except NotFastPath:
         pass
-    return graph_from_model_proto(read_model_proto(model_path), str(path))
+    return graph_from_model_proto(read_model_proto(model_path, budget), str(path))
 
 
 def graph_from_model_proto(model: onnx.ModelProto, source: str = "<ModelProto>") -> Graph:
@@ -134,7 +137,7 @@ def convert_node(
     assert converter is not None  # check_operators ran
     try:
         converted = converter(onnx_node)
-    except (ValueError, TypeError, KeyError, IndexError) as exc:
+    except (ValueError, TypeError, KeyError, IndexError, ArithmeticError) as exc:  # int(inf), 1e400
         raise ModelFormatError(f"{where}: {exc}") from None
     initializers.update(onnx_node.new_constants)
     for node in converted:
@@ -154,7 +157,7 @@ def _fold_constant(node: Node, initializers: dict[str, np.ndarray], where: str) 
     initializers[node.outputs[0]] = value
 
 
-def read_model_proto(path: Path) -> onnx.ModelProto:
+def read_model_proto(path: Path, budget: MemoryBudget | None = None) -> onnx.ModelProto:
     import onnx
     import onnx.checker
     import onnx.external_data_helper
@@ -168,6 +171,8 @@ def read_model_proto(path: Path) -> onnx.ModelProto:
         raise ModelFormatError(f"{path}: not a valid ONNX model ({type(exc).__name__}: {exc})") from None
     if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
         raise ModelFormatError(f"{path}: not an ONNX model (no graph found)")
+    tally = (budget or MemoryBudget.default()).tally(f"{path}: external weights", ModelFormatError)
+    check_external_data(model, path.parent, tally, str(path))
     try:
         onnx.external_data_helper.load_external_data_for_model(model, str(path.parent))
     except FileNotFoundError as exc:
@@ -221,7 +226,7 @@ def decode_attribute(attr: onnx.AttributeProto, where: str) -> Any:
 def tensor_to_array(tensor: onnx.TensorProto, where: str) -> np.ndarray:
     from onnx import numpy_helper
 
-    numpy_dtype_of(tensor.data_type, where)
+    declared_nbytes(tensor.dims, tensor.data_type, where)
     try:
         return numpy_helper.to_array(tensor)
     except (ValueError, TypeError, OSError) as exc:
@@ -319,6 +324,7 @@ def upgrade_opset(model: onnx.ModelProto, source: str) -> onnx.ModelProto:
 
 
 def _densify(sparse: onnx.SparseTensorProto, where: str) -> np.ndarray:
+    check_sparse(sparse, MemoryBudget.default().tally("sparse initializers", ModelFormatError), where)
     values = tensor_to_array(sparse.values, where)
     indices = tensor_to_array(sparse.indices, where).astype(np.int64)
     shape = tuple(int(d) for d in sparse.dims)
