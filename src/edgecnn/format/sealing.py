@@ -5,8 +5,8 @@ is HKDF-SHA256(model key, salt), so no two files share an AES key. Inside a file
 into chunks of ``chunk_bytes`` plaintext bytes, each sealed as one GCM message whose 96-bit nonce
 is (section kind, chunk index): unique within the file, and a key is never used by another file,
 so no (key, nonce) pair repeats. Every chunk authenticates the header and section table (CRC
-fields taken as zero) as associated data, so an edit to any field, a moved, swapped or dropped
-chunk, or a wrong key fails the GCM tag. Decryption writes straight into one buffer in memory
+fields taken as zero) and the ENCRYPTION section as associated data, so an edit to any field, a
+moved, swapped or dropped chunk, or a wrong key fails the GCM tag. Decryption writes straight into one buffer in memory
 (never a file) and the plaintext is used only after every tag of the section has matched.
 """
 
@@ -77,7 +77,9 @@ class Sealer:
         return RECORD.pack(SCHEME_HKDF_AES256_GCM, self.chunk, self.salt)
 
     def seal(self, kind: int, pieces: Iterable[bytes | memoryview], frame: bytes) -> Iterator[bytes]:
-        """The stored bytes of a section whose plaintext is ``pieces`` in order, chunk by chunk."""
+        """The stored bytes of a section whose plaintext is ``pieces`` in order, chunk by chunk;
+        ``frame`` is the file's authenticated_frame."""
+        frame = frame + self.record()
         pending = bytearray()
         index = 0
         for piece in pieces:
@@ -105,7 +107,7 @@ class Opener:
                 source, f"encryption chunk size {chunk} is outside {MIN_CHUNK}..{MAX_CHUNK}"
             )
         self.chunk = chunk
-        self.frame = frame
+        self.frame = frame + record
         self._key = file_key(model_key, salt)
 
     def plain_length(self, stored: int, name: str) -> int:
