@@ -53,6 +53,7 @@ def command(
     ),
     period: float = typer.Option(0.05, min=0.005, help="Sampling period in seconds (seed 001: 0.05)."),
     stride: int = typer.Option(1, min=1, help="Samples between two classifications."),
+    hold: int = typer.Option(20, min=0, help="Samples a decision is kept at least (20: 1 s at 50 ms)."),
     cpus: str | None = typer.Option(None, help="CPUs to govern and sample, e.g. 0-3 (default: all)."),
     devfreq: list[str] = typer.Option([], help="A devfreq device to pin too (repeatable), e.g. a GPU."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Log the decisions; write nothing to sysfs."),
@@ -131,7 +132,7 @@ def command(
                 samples = replayed_samples(read_trace(replay, source=source, cpus=chosen), speed=speed)
             else:
                 samples = live_samples(period, chosen)
-            governor = Governor(classifier, control, log=console.print, decisions=log)
+            governor = Governor(classifier, control, log=console.print, decisions=log, hold=hold)
             report = governor.run(samples, stop=lambda: duration is not None and governor.seconds >= duration)
     except Terminated:
         console.print("terminated: the frequency settings are restored")

@@ -72,7 +72,9 @@ class GovernorReport:
 
 
 class Governor:
-    """Feeds samples to the classifier and acts on each change of verdict."""
+    """Feeds samples to the classifier and acts on each change of verdict, but never sooner than
+    ``hold`` samples after the previous change: where a scene's distances straddle the threshold,
+    the governor would otherwise switch frequencies as fast as the default governor it replaces."""
 
     def __init__(
         self,
@@ -81,8 +83,11 @@ class Governor:
         *,
         log: Callable[[str], object] = print,
         decisions: IO[str] | None = None,
+        hold: int = 0,
     ) -> None:
         self.classifier = classifier
+        self.hold = hold
+        self._since_change = hold
         self.control = control
         self.log = log
         self.decisions = decisions
@@ -97,7 +102,9 @@ class Governor:
         if self.decisions is not None:
             record = {"t": round(seconds, 3), "load": round(load, 1), "dtw": round(decision.distance, 2)}
             self.decisions.write(json.dumps({**record, "cnn": decision.cnn}) + "\n")
-        if decision.cnn != self.pinned:
+        self._since_change += 1
+        if decision.cnn != self.pinned and self._since_change > self.hold:
+            self._since_change = 0
             self.pinned = decision.cnn
             verb = "pin to the highest frequency" if decision.cnn else "release to the default governor"
             dry = " (dry run)" if self.control is None else ""

@@ -1,13 +1,13 @@
 """A processor model and a replay of recorded load traces under frequency policies, so that the
 governor can be studied where frequencies cannot be set.
 
-Replay: each 50 ms sample of a trace is work arriving (its load, as the share of all cores busy at
-the level the trace was recorded at, taken to be the top one); the modelled processor does as much
-of it as its level allows that period and carries the rest over, so a slow level stretches the
-run. The policy sees the utilisation this produces and chooses the next period's level, one period
-late as a real governor does. A run ends when the trace's work is all done: its time, energy
-(power integrated per period), average power and EDP are per inference when the trace holds
-inference events.
+Replay: each 50 ms sample of a trace is busy time (its load, the share of all cores busy, at the
+level the trace was recorded at, taken to be the top one) followed by idle time; replayed at a
+lower level the busy time stretches and the idle time does not, as for a loop that computes, then
+waits for its next frame. The policy sees the utilisation this produces and chooses the next
+period's level, one period late as a real governor does. A run ends when the trace's last period
+is replayed: its time, energy (power integrated per period), average power and EDP are per
+inference when the trace holds inference events.
 
 Power: P = busy cores x C_eff x V^2 x f + P_static x V / V_top, with V(f) from the model's levels.
 The default model, EXYNOS5422_A15, is seed 001's ODROID-XU3 big cluster: docs/governor.md gives
@@ -88,6 +88,10 @@ class Policy:
 
     name = "policy"
 
+    def start_level(self, model: ProcessorModel) -> int:
+        """The level of the first period (the top one unless the policy fixes another)."""
+        return model.top
+
     def next_level(self, model: ProcessorModel, level: int, seconds: float, utilisation: float) -> int:
         raise NotImplementedError
 
@@ -98,6 +102,9 @@ class Fixed(Policy):
 
     def __post_init__(self) -> None:
         self.name = f"fixed level {self.level}"
+
+    def start_level(self, model: ProcessorModel) -> int:
+        return self.level
 
     def next_level(self, model: ProcessorModel, level: int, seconds: float, utilisation: float) -> int:
         return self.level
@@ -185,39 +192,51 @@ def replay(
     *,
     inferences: int = 0,
     start_level: int | None = None,
-    max_drain_periods: int = 100_000,
 ) -> Replay:
-    """Runs the recorded ``load`` (% of all cores, per period) through ``model`` under ``policy``."""
+    """Runs the recorded ``load`` (% of all cores, one value per ``period``) through ``model`` under
+    ``policy``. Each recorded period is its busy time (load x period, at the top level) then its
+    idle time; the busy part stretches by the level's slowness, the idle part (waiting for a frame,
+    for I/O) does not, so a CNN loop that is busy most of the time slows down nearly in proportion
+    and a mostly idle scene hardly at all."""
     if period <= 0 or len(load) == 0:
         raise ConfigurationError("a replay needs a positive period and at least one sample")
-    work = np.nan_to_num(np.clip(np.asarray(load, dtype=np.float64), 0, 100)) / 100 * period
-    level = model.top if start_level is None else start_level
-    backlog = 0.0
-    levels, busy, watts = [], [], []
+    busy = np.nan_to_num(np.clip(np.asarray(load, dtype=np.float64), 0, 100)) / 100 * period
+    level = policy.start_level(model) if start_level is None else start_level
+    position, left_busy, left_idle = 0, busy[0], period - busy[0]
+    levels, shares, watts = [], [], []
     seconds = joules = 0.0
-    step = 0
-    while step < len(work) or backlog > 1e-12:
-        if step >= len(work) + max_drain_periods:
-            raise ConfigurationError(f"{policy.name} never finishes the trace's work on {model.name}")
-        backlog += work[step] if step < len(work) else 0.0
-        capacity = period * model.throughput(level)
-        done = min(backlog, capacity)
-        backlog -= done
-        share = done / capacity
-        used = period if step < len(work) or backlog > 1e-12 else done / model.throughput(level)
+    while position < len(busy):
+        budget, ran = period, 0.0
+        speed = model.throughput(level)
+        while budget > 1e-12 and position < len(busy):
+            take = min(left_busy / speed, budget)
+            left_busy -= take * speed
+            budget -= take
+            ran += take
+            if left_busy > 1e-12:
+                break
+            idle = min(left_idle, budget)
+            left_idle -= idle
+            budget -= idle
+            if left_idle > 1e-12:
+                break
+            position += 1
+            if position < len(busy):
+                left_busy, left_idle = busy[position], period - busy[position]
+        used = period - budget if position >= len(busy) else period
+        share = ran / period
         power = model.power(level, share * model.cores)
         seconds += used
         joules += power * used
         levels.append(level)
-        busy.append(100 * share)
+        shares.append(100 * share)
         watts.append(power)
-        step += 1
-        level = policy.next_level(model, level, step * period, 100 * share)
+        level = policy.next_level(model, level, seconds, 100 * share)
     return Replay(
         policy=policy.name,
         period=period,
         levels=np.array(levels),
-        utilisation=np.array(busy),
+        utilisation=np.array(shares),
         watts=np.array(watts),
         seconds=seconds,
         joules=joules,

@@ -9,11 +9,12 @@ with other work, the load the scenario would put on a machine of its own."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -32,13 +33,15 @@ class LoadTrace:
     seconds: np.ndarray
     load: np.ndarray
     source: str  # where it comes from, e.g. "trace.csv: mean of cpu0_pct, cpu1_pct"
+    inferences: np.ndarray = field(default_factory=lambda: np.zeros(0))  # inference_end times
 
     def __len__(self) -> int:
         return len(self.load)
 
     def between(self, start: float, stop: float) -> LoadTrace:
         keep = (self.seconds >= start) & (self.seconds < stop)
-        return LoadTrace(self.seconds[keep], self.load[keep], self.source)
+        ends = self.inferences[(self.inferences >= start) & (self.inferences < stop)]
+        return LoadTrace(self.seconds[keep], self.load[keep], self.source, ends)
 
 
 def read_trace(path: Path, *, source: str = "system", cpus: Sequence[int] | None = None) -> LoadTrace:
@@ -68,8 +71,11 @@ def read_trace(path: Path, *, source: str = "system", cpus: Sequence[int] | None
             raise InputError(f"{path} has no cpuN_pct column for CPU(s) {missing or 'any'}")
         columns = [cores[c] for c in wanted]
         described = "mean of " + ", ".join(f"cpu{c}_pct" for c in wanted)
-    seconds, load = [], []
+    seconds, load, ends = [], [], []
     for number, row in enumerate(rows[1:], start=2):
+        if len(row) >= 2 and row[1] == "inference_end":
+            with contextlib.suppress(ValueError):
+                ends.append(float(row[0]))
         if len(row) < len(header) or row[1] != "sample":
             continue
         try:
@@ -84,7 +90,10 @@ def read_trace(path: Path, *, source: str = "system", cpus: Sequence[int] | None
         raise InputError(f"{path} holds fewer than two load samples")
     order = np.argsort(seconds, kind="stable")
     return LoadTrace(
-        np.asarray(seconds)[order], np.asarray(load, dtype=np.float64)[order], f"{path.name}: {described}"
+        np.asarray(seconds)[order],
+        np.asarray(load, dtype=np.float64)[order],
+        f"{path.name}: {described}",
+        np.asarray(sorted(ends)),
     )
 
 
