@@ -31,8 +31,19 @@ def command(
     save: Path | None = typer.Option(
         None, help="Directory for the annotated scene (default: a temporary one)."
     ),
+    radar: bool = typer.Option(
+        False,
+        "--radar",
+        help="Instead: seed 003's radar classifier (simulate, train, save, score, run on all cores).",
+    ),
+    seed: int = typer.Option(0, help="Seed of the radar example's returns and weights."),
 ) -> None:
     """Classify the bundled face/background samples with the bundled face classifier, then time it."""
+    if radar:
+        from edgecnn.cli.radar_view import radar_demo
+
+        radar_demo(save, seed)
+        return
     import edgecnn
 
     model_path = bundled("simplecnn/face_binary_cls.onnx")
