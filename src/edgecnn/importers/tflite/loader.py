@@ -7,7 +7,7 @@ import os
 
 from edgecnn.errors import ModelFormatError, UnsupportedOperatorError
 from edgecnn.importers.tflite.builder import NCHW, NHWC, ConversionError, GraphBuilder
-from edgecnn.importers.tflite.reader import TfliteModel, read_tflite
+from edgecnn.importers.tflite.reader import DAMAGE, TfliteModel, read_tflite
 from edgecnn.ir.graph import Graph, TensorSpec
 from edgecnn.limits import MemoryBudget
 
@@ -32,7 +32,7 @@ def graph_from_tflite(model: TfliteModel, source: str) -> Graph:
             for index in op.outputs:
                 if index >= 0:
                     b.settle(index)
-        except (ConversionError, ValueError, TypeError, IndexError, KeyError) as exc:
+        except (ConversionError, KeyError, *DAMAGE) as exc:
             raise b.fail(op, str(exc)) from None
     try:
         outputs = [b.get(index, NHWC, real=False) for index in model.outputs]

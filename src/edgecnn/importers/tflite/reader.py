@@ -7,6 +7,8 @@ ranges against the file's size) so that a damaged file fails before anything is 
 
 from __future__ import annotations
 
+import functools
+import math
 import os
 import struct
 from dataclasses import dataclass
@@ -32,8 +34,9 @@ TENSOR_DTYPES = {
 }
 """TFLite TensorType codes with a numpy equivalent (strings, complex and 4-bit types have none)."""
 
-_DAMAGE = (struct.error, IndexError, ValueError, TypeError, OverflowError, UnicodeDecodeError, AttributeError)
-"""What the generated accessors raise when offsets point outside the file or at the wrong table."""
+DAMAGE = (struct.error, IndexError, ValueError, TypeError, ArithmeticError, UnicodeDecodeError, AttributeError)
+"""What the generated accessors raise when offsets point outside the file or at the wrong table
+(options tables are read lazily, by the converters, so the loader catches these too)."""
 
 
 @dataclass(frozen=True)
@@ -98,12 +101,13 @@ def read_tflite(path: str | os.PathLike[str], budget: MemoryBudget | None = None
         return _Decoder(data, source, budget.tally(source, ModelFormatError)).model()
     except ModelFormatError:
         raise
-    except _DAMAGE as exc:
+    except DAMAGE as exc:
         raise ModelFormatError(
             f"{source}: damaged TensorFlow Lite file ({type(exc).__name__}: {exc})"
         ) from None
 
 
+@functools.cache
 def _options_classes() -> dict[int, type]:
     """BuiltinOptions union code -> the generated options class of that name."""
     import tflite
@@ -235,7 +239,7 @@ class _Decoder:
             self.count(buffer.DataLength(), 1, f"{what} buffer")
             raw = buffer.DataAsNumpy()
         itemsize = np.dtype(dtype).itemsize
-        expected = int(np.prod(shape, dtype=np.int64)) * itemsize
+        expected = math.prod(shape) * itemsize  # exact: a damaged shape must not wrap around
         if raw.size != expected:
             raise self.fail(
                 f"{what}: buffer {buffer_index} holds {raw.size} bytes, but shape {list(shape)} of {dtype} "
