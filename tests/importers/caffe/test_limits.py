@@ -117,3 +117,16 @@ def test_weights_over_the_budget_are_refused_unread(tmp_path: Path) -> None:
 def test_long_parse_errors_are_elided(tmp_path: Path) -> None:
     prototxt = write(tmp_path, HEAD + 'layer { name: "' + "a" * 100_000 + '" type: 7 }')
     assert "characters)" in refused(prototxt, structure_only=True)
+
+
+def test_legacy_layer_without_the_parameter_message(tmp_path: Path) -> None:
+    prototxt = write(tmp_path, HEAD + 'layers { name: "f" type: FLATTEN bottom: "data" top: "f" }')
+    assert "legacy `layers` form has no flatten_param" in refused(prototxt, structure_only=True)
+
+
+def test_long_lists_in_layer_messages_are_elided(tmp_path: Path) -> None:
+    dilations = " ".join(["dilation: 1048576"] * 1000)
+    message = refused(
+        write(tmp_path, HEAD + CONV.format(f"num_output: 2 kernel_size: 1 {dilations}")), random_seed=0
+    )
+    assert "characters)" in message

@@ -35,6 +35,7 @@ from edgecnn.importers.caffe.reader import (
     read_caffemodel,
 )
 from edgecnn.importers.caffe.schema import V1_LAYER_TYPES, NetParameter
+from edgecnn.importers.darknet.cfg import excerpt
 from edgecnn.importers.darknet.layers import FLOAT_BYTES
 from edgecnn.importers.darknet.weights import ParamKind, RandomWeights
 from edgecnn.ir.graph import Graph, Node, Shape, TensorSpec, TensorType
@@ -111,16 +112,16 @@ class FileBlobs:
 
     def take(self, layer: str, index: int, kind: ParamKind, shape: tuple[int, ...]) -> np.ndarray:
         if layer not in self._blobs:
-            raise ModelFormatError(f"layer '{layer}' has no weights in the caffemodel")
+            raise ModelFormatError(f"layer '{excerpt(layer)}' has no weights in the caffemodel")
         source, blobs = self._blobs[layer]
-        where = f"{source}: layer '{layer}' blob {index} ({kind.value})"
+        where = f"{source}: layer '{excerpt(layer)}' blob {index} ({kind.value})"
         if index >= len(blobs):
             raise ModelFormatError(f"{where}: the layer has only {len(blobs)} blob(s)")
         array = blob_to_array(blobs[index], where)
         if array.shape != shape:
             if array.size != int(np.prod(shape)) or array.ndim < len(shape):
                 raise ModelFormatError(
-                    f"{where}: expected shape {list(shape)}, the file has {list(array.shape)}"
+                    f"{where}: expected shape {list(shape)}, the file has {excerpt(str(list(array.shape)))}"
                 )
             array = array.reshape(shape)  # legacy 4-D blobs: (1, 1, outputs, inputs) for a matrix
         return array
@@ -198,9 +199,15 @@ class LayerContext:
         self._counter = 0
 
     def fail(self, message: str) -> ModelFormatError:
-        return ModelFormatError(f"{self.b.source}: layer '{self.name}' ({self.type}): {message}")
+        """The layer's error; names and message elided, since a damaged file can make any of them long."""
+        return ModelFormatError(
+            f"{self.b.source}: layer '{excerpt(self.name)}' ({excerpt(self.type)}): {excerpt(message, 300)}"
+        )
 
     def param(self, field: str) -> Any:
+        """The layer's ``field`` parameter message; the legacy V1 form lacks those of newer layer types."""
+        if field not in self.params.DESCRIPTOR.fields_by_name:
+            raise self.fail(f"the legacy `layers` form has no {field}; use `layer`")
         return getattr(self.params, field)
 
     def shape(self, tensor: str) -> Shape:
@@ -210,7 +217,9 @@ class LayerContext:
         return t.shape
 
     def blob_value(self, index: int, kind: ParamKind, shape: tuple[int, ...]) -> np.ndarray:
-        self.b.tally.add(FLOAT_BYTES * math.prod(shape), f"layer '{self.name}' blob {index} ({kind.value})")
+        self.b.tally.add(
+            FLOAT_BYTES * math.prod(shape), f"layer '{excerpt(self.name)}' blob {index} ({kind.value})"
+        )
         return self.b.weights.take(self.name, index, kind, shape)
 
     def blob(self, index: int, kind: ParamKind, shape: tuple[int, ...]) -> str:
@@ -241,7 +250,11 @@ class LayerContext:
         except GraphError as exc:
             raise self.fail(str(exc)) from None
         for name, t in zip(names, out_types):
-            check_image_size(self.b.tally.budget, f"{self.b.source}: layer '{self.name}' output '{name}'", t)
+            check_image_size(
+                self.b.tally.budget,
+                f"{self.b.source}: layer '{excerpt(self.name)}' output '{excerpt(name)}'",
+                t,
+            )
             self.b.types[name] = t
         self.b.nodes.append(node)
         return names
@@ -253,7 +266,9 @@ def check_image_size(budget: MemoryBudget, what: str, t: TensorType) -> None:
     if t.shape is None:
         return
     count = math.prod(d if isinstance(d, int) else 1 for d in t.shape)
-    budget.check(count * np.dtype(t.dtype).itemsize, f"{what} of shape {list(t.shape)}", ModelFormatError)
+    budget.check(
+        count * np.dtype(t.dtype).itemsize, f"{what} of shape {excerpt(str(list(t.shape)))}", ModelFormatError
+    )
 
 
 def declared_inputs(net: Any, layers: list[CaffeLayer], source: str) -> list[tuple[str, tuple[int, ...]]]:
@@ -276,12 +291,14 @@ def declared_inputs(net: Any, layers: list[CaffeLayer], source: str) -> list[tup
             shapes *= len(layer.tops)
         if len(shapes) != len(layer.tops):
             raise ModelFormatError(
-                f"{source}: Input layer '{layer.name}' has {len(layer.tops)} tops but {len(shapes)} shapes"
+                f"{source}: Input layer '{excerpt(layer.name)}' has {len(layer.tops)} tops but {len(shapes)} shapes"
             )
         inputs.extend(zip(layer.tops, shapes))
     for name, shape in inputs:
         if not shape or any(d < 1 or d > 1 << 24 for d in shape):
-            raise ModelFormatError(f"{source}: input '{name}' has an invalid shape {list(shape)}")
+            raise ModelFormatError(
+                f"{source}: input '{excerpt(name)}' has an invalid shape {excerpt(str(list(shape)))}"
+            )
     if not inputs:
         raise ModelFormatError(
             f"{source}: the net declares no input (input: / input_shape or an Input layer)"
@@ -324,7 +341,7 @@ def build_graph(net: Any, weights: WeightSource, source: str, tally: Tally | Non
     specs = []
     for name, shape in declared_inputs(net, layers, source):
         spec = TensorSpec(name, "float32", (BATCH, *shape[1:]))
-        check_image_size(tally.budget, f"{source}: input '{name}'", spec.type)
+        check_image_size(tally.budget, f"{source}: input '{excerpt(name)}'", spec.type)
         builder.declare(name, spec.type)
         specs.append(spec)
     for layer in layers:

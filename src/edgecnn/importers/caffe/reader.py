@@ -83,16 +83,16 @@ def blob_to_array(blob: Any, where: str) -> np.ndarray:
     """A blob's data as float32 of its declared shape."""
     shape = blob_shape(blob)
     if any(d < 0 for d in shape):
-        raise ModelFormatError(f"{where}: negative blob dimension in {list(shape)}")
+        raise ModelFormatError(f"{where}: negative blob dimension in {excerpt(str(list(shape)))}")
     count = 1
     for d in shape:
         count *= d
     if count > MAX_BLOB_ELEMENTS:
-        raise ModelFormatError(f"{where}: blob shape {list(shape)} is implausibly large")
+        raise ModelFormatError(f"{where}: blob shape {excerpt(str(list(shape)))} is implausibly large")
     values = blob.data if len(blob.data) else blob.double_data
     if len(values) != count:
         raise ModelFormatError(
-            f"{where}: blob of shape {list(shape)} needs {count} values, the file has {len(values)}"
+            f"{where}: blob of shape {excerpt(str(list(shape)))} needs {count} values, the file has {len(values)}"
         )
     return np.asarray(values, dtype=np.float32).reshape(shape)
 

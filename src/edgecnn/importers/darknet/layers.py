@@ -66,7 +66,7 @@ class LayerContext:
         return f"layer{self.index}.{self.section.kind}"
 
     def fail(self, message: str, key: str | None = None) -> ModelFormatError:
-        return ModelFormatError(f"{self.section.where(key)}: layer {self.index}: {message}")
+        return ModelFormatError(f"{self.section.where(key)}: layer {self.index}: {excerpt(message, 300)}")
 
     def add(self, op: str, suffix: str, inputs: list[str], attrs: object) -> str:
         name = f"{self.prefix}.{suffix}"
