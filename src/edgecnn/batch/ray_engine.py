@@ -120,7 +120,7 @@ def run_ray(
         fn_constructor_kwargs={"job": job, "files": [files], "threads": threads, "columns": columns},
         batch_size=job.batch_size,
         batch_format="pyarrow",
-        concurrency=actors,
+        compute=ray.data.ActorPoolStrategy(size=actors),
         num_cpus=threads,
     )
     wanted = {item.index for item in items}
