@@ -134,21 +134,27 @@ def show(result: Comparison) -> None:
 
 
 def layer_table(result: Comparison) -> Table:
-    """One row per compared tensor; the peer's shape is shown where it differs (it was transposed
-    or reshaped to edgecnn's)."""
+    """One row per compared tensor, named by edgecnn's layer (and the tensor, where its name
+    differs); the peer's shape is shown where it differs (it was reshaped to edgecnn's)."""
     table = Table(box=None, header_style="bold")
-    for column in ("#", "layer", "op", "shape", "max abs", "max rel", "cosine", "tolerance", "status"):
-        numeric = column in ("#", "max abs", "max rel", "cosine", "tolerance")
-        table.add_column(column, justify="right" if numeric else "left", no_wrap=numeric or column == "shape")
+    for column in ("#", "layer", "op", "shape", "max abs", "max rel", "cosine", "tol", "status"):
+        numeric = column in ("#", "max abs", "max rel", "cosine", "tol")
+        table.add_column(
+            column,
+            justify="right" if numeric else "left",
+            no_wrap=numeric or column in ("shape", "status"),
+            overflow="fold",
+        )
     for index, row in enumerate(result.layers):
         d = row.diff
         shape = "x".join(map(str, row.shape))
         if row.peer_shape != row.shape:
             shape += f" ({result.against}: {'x'.join(map(str, row.peer_shape))})"
         numbers = (
-            (f"{d.max_abs:.2e}", f"{d.max_rel:.2e}", f"{d.cosine:.6f}", f"{d.tolerance:.2e}")
+            (f"{d.max_abs:.1e}", f"{d.max_rel:.1e}", f"{d.cosine:.5f}", f"{d.tolerance:.1e}")
             if d
             else ("",) * 4
         )
-        table.add_row(str(index), row.layer, row.op, shape, *numbers, row.status)
+        layer = row.layer if row.tensor == row.layer else f"{row.layer} -> {row.tensor}"
+        table.add_row(str(index), layer, row.op, shape, *numbers, row.status)
     return table

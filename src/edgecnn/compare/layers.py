@@ -139,7 +139,7 @@ def compare_layers(
     probes = [p for p in probes if p.tensor in visible]
     stage("running edgecnn")
     ours = net.run(checked, outputs=[p.tensor for p in probes]) if probes else {}
-    probes = [p for p in probes if np.issubdtype(ours[p.tensor].dtype, np.floating)]
+    probes = [p for p in probes if np.issubdtype(ours[p.tensor].dtype, np.number)]
     keys = [p.key for p in probes]
     stage(f"running {against}")
     theirs = peer.run(checked, keys, alternate=False) if keys else []

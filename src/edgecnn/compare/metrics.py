@@ -49,12 +49,11 @@ class TensorDiff:
 
 
 def align(ours: np.ndarray, theirs: np.ndarray) -> np.ndarray | None:
-    """``theirs`` in the shape of ``ours``: as it is, from channels-last (NHWC) to NCHW, or reshaped
-    when only the element count agrees (engines that flatten); None when the counts differ."""
+    """``theirs`` in the shape of ``ours``: as it is, or reshaped when only the element count
+    agrees (engines that flatten, or keep a singleton axis); None when the counts differ. Layout
+    changes are the peer's to undo: only it knows which tensors it holds channels-last."""
     if theirs.shape == ours.shape:
         return theirs
-    if theirs.ndim == 4 and ours.ndim == 4 and theirs.transpose(0, 3, 1, 2).shape == ours.shape:
-        return theirs.transpose(0, 3, 1, 2)
     if theirs.size == ours.size:
         return theirs.reshape(ours.shape)
     return None
