@@ -221,7 +221,9 @@ def read_tensor_table(
         if entry.name in entries:
             check.fail(f"tensor name '{entry.name}' appears twice", entry.where)
         if STORAGE_READERS[entry.storage].decodes:
-            tally.add(entry.count * np.dtype(entry.dtype).itemsize, f"tensor '{entry.name}' ({entry.where})")
+            tally.add(
+                entry.count * np.dtype(entry.dtype).itemsize, f"tensor '{entry.name}' (GRAPH.tensors[{i}])"
+            )
         entries[entry.name] = entry
     tensors: dict[str, np.ndarray] = {}
     for entry in entries.values():
