@@ -1,0 +1,296 @@
+"""Does `edgecnn batch` scale with the cores, and does it keep up with the engine's own inference?
+
+Issue 33 asks that `edgecnn batch` over 2,000 images with the bundled face classifier and over 200
+with the ResNet-50 of the benchmark zoo reach at least 1.8x the single-process, one-core
+throughput with 2 workers, and come within 10% of the model's pure inference throughput measured
+by `edgecnn time` (decoding hidden behind inference); and that the Ray engine's throughput per core
+on a local cluster be within 25% of the local engine's.
+
+    .venv/bin/python lab/batch_throughput.py                       # the issue's table (minutes)
+    .venv/bin/python lab/batch_throughput.py --face 200 --resnet 16 --configs 1x1,2x1 --no-ray   # smoke
+
+For each model (the bundled face classifier, zoo resnet50; both converted once to .ecnn so that the
+workers memory-map one file) it writes its test images into --workdir (random crops of the bundled
+samples and scene, JPEG, at sizes around the model's input: decoding and resizing are real work),
+then measures, in this order:
+
+- one core, one process: a child bound to the first core runs the batch Runner over every image in
+  turn (decode, pre-process, infer in batches of --batch-size), timed from the second batch;
+- pure inference: for W workers of T threads, W concurrent `edgecnn time MODEL --json --threads T
+  --batch B` children, each bound to its own core group (taskset), summed as B x 1000 / median ms:
+  what the cores give when nothing but inference runs on them;
+- `edgecnn.batch.run` with each --configs WxT (workers x intra-op threads), into a fresh folder:
+  steady items/s from the first committed row to the end (start-up left out, as in `edgecnn
+  time`'s warm-up), and the wall time with start-up; the resident memory of each worker sampled
+  mid-job from /proc/PID/smaps_rollup (RSS, private = what this worker alone holds, shared);
+- the Ray engine on a local cluster (ray.init with the machine's cores), the same job, one actor per
+  worker (unless --no-ray).
+
+It prints one markdown table per model with the command, the machine line, the date and the load.
+Run it on a quiet machine: on a shared one every ratio mostly measures the neighbours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from common import machine_line
+
+MODELS = ("face", "resnet50")
+
+
+@dataclass
+class Measured:
+    label: str
+    items_per_s: float
+    wall_s: float | None = None
+    memory: str = ""
+
+
+def parse_configs(text: str) -> list[tuple[int, int]]:
+    pairs = []
+    for part in text.split(","):
+        workers, _, threads = part.partition("x")
+        pairs.append((int(workers), int(threads or 1)))
+    return pairs
+
+
+def write_images(folder: Path, count: int, side: int, seed: int) -> Path:
+    """``count`` JPEG crops of the bundled pictures, about 1.2x ``side`` on their longer edge."""
+    from PIL import Image
+
+    from edgecnn.vision.faces import bundled_path
+
+    if folder.is_dir() and len(list(folder.glob("*.jpg"))) == count:
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    sources = [
+        Image.open(bundled_path(name)).convert("RGB")
+        for name in ("simplecnn/samples/face.jpg", "simplecnn/samples/bg.jpg", "vision/scene.jpg")
+    ]
+    rng = np.random.default_rng(seed)
+    for i in range(count):
+        image = sources[i % len(sources)]
+        w, h = image.size
+        cw, ch = int(rng.integers(w // 2, w + 1)), int(rng.integers(h // 2, h + 1))
+        x0, y0 = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
+        crop = image.crop((x0, y0, x0 + cw, y0 + ch))
+        scale = 1.2 * side / max(crop.size)
+        crop = crop.resize((max(1, round(crop.width * scale)), max(1, round(crop.height * scale))))
+        crop.save(folder / f"img{i:05d}.jpg", quality=90)
+    return folder
+
+
+def model_and_task(name: str, workdir: Path) -> tuple[Path, Any, int]:
+    """The model as .ecnn in ``workdir``, its TaskSpec, and its input side."""
+    import edgecnn
+    from edgecnn.batch import TaskSpec
+    from edgecnn.bench.zoo import default_cache_dir, model_path
+    from edgecnn.vision.faces import BUNDLED_MODEL, batched_model, bundled_path
+    from edgecnn.vision.preprocess import Preprocess
+
+    if name == "face":
+        source, side = bundled_path(BUNDLED_MODEL), 128
+        task = TaskSpec("classify", Preprocess((side, side), "bgr", 1 / 255), top=2, apply_softmax=True)
+    else:
+        source, side = model_path(name, default_cache_dir()), 224
+        pre = Preprocess((side, side), "rgb", 1 / 255, (0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+        task = TaskSpec("classify", pre, top=5, apply_softmax=True)
+    target = workdir / f"{name}.ecnn"
+    if not target.exists():  # the batch axis left free, for `edgecnn time --batch` as for the workers
+        batched_model(edgecnn.load(source, threads=1)).save(target)
+    return target, task, side
+
+
+def memory_of(pid: int) -> dict[str, int]:
+    """RSS, private and shared resident memory of a process, in MiB (smaps_rollup)."""
+    fields: dict[str, int] = {}
+    with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as file:
+        for line in file:
+            parts = line.split()
+            if len(parts) >= 2 and parts[0].endswith(":") and parts[1].isdigit():
+                fields[parts[0][:-1]] = int(parts[1])
+    private = fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)
+    shared = fields.get("Shared_Clean", 0) + fields.get("Shared_Dirty", 0)
+    return {"rss": fields.get("Rss", 0) >> 10, "private": private >> 10, "shared": shared >> 10}
+
+
+def baseline_child(model: str, folder: str, task_json: str, batch_size: int) -> None:
+    """(Child) the Runner over every image in one process on one core; prints items/s as JSON."""
+    import edgecnn
+    from edgecnn.batch.items import list_items
+    from edgecnn.batch.tasks import Runner
+
+    task = task_from_json(task_json)
+    runner = Runner(edgecnn.load(model, threads=1), task, batch_size)
+    items = list_items([folder])
+    batches = [items[i : i + batch_size] for i in range(0, len(items), batch_size)]
+    runner.infer([runner.prepare(i) for i in batches[0]])  # plans built, kernels loaded
+    started = time.perf_counter()
+    for batch in batches[1:]:
+        runner.infer([runner.prepare(i) for i in batch])
+    done = sum(len(b) for b in batches[1:])
+    print(json.dumps({"items_per_s": done / (time.perf_counter() - started)}))
+
+
+def task_from_json(text: str) -> Any:
+    from edgecnn.batch import TaskSpec
+    from edgecnn.vision.preprocess import Preprocess
+
+    fields = json.loads(text)
+    pre = fields.pop("preprocess")
+    for key in ("size", "mean", "std"):
+        pre[key] = tuple(pre[key]) if pre[key] is not None else None
+    fields["labels"] = tuple(fields["labels"])
+    return TaskSpec(preprocess=Preprocess(**pre), **fields)
+
+
+def one_core(model: Path, folder: Path, task: Any, batch_size: int) -> float:
+    import dataclasses
+
+    task_json = json.dumps(dataclasses.asdict(task))
+    core = str(min(os.sched_getaffinity(0)))
+    command = ["taskset", "-c", core, sys.executable, __file__, "--baseline-child", str(model), str(folder)]
+    command += [task_json, str(batch_size)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True, env=child_env(1))
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["items_per_s"])
+
+
+def child_env(threads: int) -> dict[str, str]:
+    return {**os.environ, "EDGECNN_NUM_THREADS": str(threads)}
+
+
+def pure_inference(model: Path, workers: int, threads: int, batch_size: int, iterations: int) -> float:
+    """Summed items/s of ``workers`` concurrent `edgecnn time` runs, each on its own cores."""
+    from edgecnn.batch.job import core_groups, usable_cores
+
+    groups = core_groups(usable_cores(), workers, threads)
+    children = [
+        subprocess.Popen(
+            [
+                *("taskset", "-c", ",".join(map(str, group)), sys.executable, "-m", "edgecnn", "time"),
+                *(str(model), "--json", "--threads", str(threads), "--batch", str(batch_size)),
+                *("--iterations", str(iterations), "--warmup", "3"),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=child_env(threads),
+        )
+        for group in groups
+    ]
+    total = 0.0
+    for child in children:
+        out, _ = child.communicate()
+        total += batch_size * 1000.0 / float(json.loads(out)["median_ms"])
+    return total
+
+
+def batch_run(
+    model: Path, folder: Path, task: Any, workers: int, threads: int, batch_size: int, engine: str
+) -> Measured:
+    import multiprocessing
+
+    from edgecnn.batch import BatchJob, run
+
+    rows: list[tuple[float, int]] = []
+    samples: list[dict[str, int]] = []
+
+    def on_rows(count: int) -> None:
+        rows.append((time.perf_counter(), count))
+        done = sum(c for _, c in rows)
+        if not samples and done >= 4 * batch_size * workers and engine == "local":
+            for child in multiprocessing.active_children():
+                if child.name.startswith("edgecnn-batch-") and child.pid:
+                    samples.append(memory_of(child.pid))
+
+    with tempfile.TemporaryDirectory(prefix="batch-out-") as out:
+        job = BatchJob(str(model), out, task, workers=workers, threads=threads, batch_size=batch_size)
+        started = time.perf_counter()
+        summary = run(job, [folder], engine=engine, on_rows=on_rows)
+        wall = time.perf_counter() - started
+    assert summary.failed == 0, f"{summary.failed} item(s) failed"
+    steady = sum(c for _, c in rows[1:]) / (rows[-1][0] - rows[0][0]) if len(rows) > 1 else 0.0
+    memory = ""
+    if samples:
+        memory = "; ".join(f"{s['rss']}/{s['private']}/{s['shared']}" for s in samples)
+    label = f"{'ray' if engine == 'ray' else 'batch'} {workers} x {threads}"
+    return Measured(label, steady, wall, memory)
+
+
+def measure_model(name: str, args: argparse.Namespace) -> list[str]:
+    workdir = Path(args.workdir)
+    model, task, side = model_and_task(name, workdir)
+    count = args.face if name == "face" else args.resnet
+    folder = write_images(workdir / f"{name}-images-{count}", count, side, seed=33)
+    base = one_core(model, folder, task, args.batch_size)
+    lines = [
+        f"### {name}: {count} images, batch size {args.batch_size}",
+        "",
+        "| run | items/s | x one core | / pure inference | wall s (with start-up) | worker MiB rss/private/shared |",
+        "|---|---|---|---|---|---|",
+        f"| one process, one core (Runner loop) | {base:.1f} | 1.00 | | | |",
+    ]
+    iterations = max(10, min(200, count // args.batch_size))
+    for workers, threads in parse_configs(args.configs):
+        pure = pure_inference(model, workers, threads, args.batch_size, iterations)
+        lines.append(
+            f"| `edgecnn time` x {workers} (threads {threads}) | {pure:.1f} | {pure / base:.2f} | 1.00 | | |"
+        )
+        engines = ["local"] + ([] if args.no_ray else ["ray"])
+        for engine in engines:
+            got = batch_run(model, folder, task, workers, threads, args.batch_size, engine)
+            lines.append(
+                f"| {got.label} | {got.items_per_s:.1f} | {got.items_per_s / base:.2f} | "
+                f"{got.items_per_s / pure:.2f} | {got.wall_s:.1f} | {got.memory} |"
+            )
+            print(lines[-1], file=sys.stderr, flush=True)
+    return lines
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--baseline-child":
+        baseline_child(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--face", type=int, default=2000, help="images for the face classifier")
+    parser.add_argument("--resnet", type=int, default=200, help="images for ResNet-50")
+    parser.add_argument("--configs", default="1x1,2x1,1x2", help="workers x threads, comma-separated")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--models", default=",".join(MODELS), help=f"some of {', '.join(MODELS)}")
+    parser.add_argument("--no-ray", action="store_true", help="leave the Ray engine out")
+    parser.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "edgecnn-batch-lab"))
+    args = parser.parse_args()
+    Path(args.workdir).mkdir(parents=True, exist_ok=True)
+    if not args.no_ray:
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        import ray
+
+        ray.init(
+            num_cpus=len(os.sched_getaffinity(0)),
+            include_dashboard=False,
+            _node_ip_address="127.0.0.1",
+            log_to_driver=False,
+            configure_logging=False,
+        )
+    print(f"`.venv/bin/python lab/{Path(__file__).name} {shlex.join(sys.argv[1:])}`")
+    print(f"{machine_line()}; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC\n")
+    for name in args.models.split(","):
+        print("\n".join(measure_model(name, args)) + "\n", flush=True)
+    print(f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
