@@ -212,3 +212,23 @@ def test_swapped_sections_fail(tmp_path: Path, graph: Graph, model_key: bytes) -
     with pytest.raises(ModelFormatError, match=DECRYPT_FAILED):
         load_ecnn(out, key=model_key)
     assert hashlib.sha256(a).digest() != hashlib.sha256(b).digest()
+
+
+def test_missing_cryptography_names_the_extra(
+    tmp_path: Path, graph: Graph, model_key: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+
+    real = importlib.import_module
+
+    def without_cryptography(name: str, package: str | None = None) -> object:
+        if name.startswith("cryptography"):
+            raise ImportError(f"No module named {name!r}")
+        return real(name, package)
+
+    path = saved(tmp_path, graph, model_key)
+    monkeypatch.setattr(importlib, "import_module", without_cryptography)
+    with pytest.raises(ConfigurationError, match=r"pip install 'edgecnn\[crypto\]'"):
+        load_ecnn(path, key=model_key)
+    with pytest.raises(ConfigurationError, match=r"edgecnn\[crypto\]"):
+        save_ecnn(graph, tmp_path / "x.ecnn", encrypt=model_key)
