@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dvfs.fake_sysfs import LEVELS_KHZ, cnn_like, cpufreq_tree, other_like, read, snapshot, write_trace
-from edgecnn.cli.app import EXIT_ERROR, app
+from edgecnn.cli.app import EXIT_ERROR, EXIT_USAGE, app
 from edgecnn.dvfs.classifier import SceneClassifier
 from edgecnn.dvfs.control import FrequencyControl
 from edgecnn.dvfs.domains import select_domains
@@ -129,7 +129,7 @@ def test_dry_run_writes_nothing_and_errors_are_one_line(tmp_path: Path, config_f
     missing = CliRunner().invoke(app, [*args[:-1], "--cpufreq-root", str(tmp_path / "none")])
     assert missing.exit_code == EXIT_ERROR and "no cpufreq policy" in missing.output
     bad = CliRunner().invoke(app, [*args, "--cpus", "x"])
-    assert bad.exit_code == 2
+    assert bad.exit_code == EXIT_USAGE
 
 
 def start_governor(tmp_path: Path, config_file: Path, root: Path) -> subprocess.Popen[str]:

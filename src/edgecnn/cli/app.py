@@ -34,6 +34,7 @@ from edgecnn.cli import (
     monitor_cmd,
     plan_cmd,
     run_cmd,
+    sweep_cmd,
     time_cmd,
     train_cmd,
     tune_cmd,
@@ -182,6 +183,7 @@ for module in (
     detect_cmd,
     batch_cmd,
     govern_cmd,
+    sweep_cmd,
 ):
     app.command(name=module.NAME, help=module.command.__doc__)(reports_errors(module.command))
 

@@ -177,7 +177,6 @@ def select_domains(
         chosen.append(devices[name])
     if not chosen:
         raise DeviceError(
-            f"no cpufreq policy under {cpufreq_root}: this kernel or VM does not let frequencies be "
-            "set (use --dry-run, or `edgecnn govern --replay` with the simulator)"
+            f"no cpufreq policy under {cpufreq_root}: this kernel or VM does not let frequencies be set"
         )
     return chosen

@@ -79,14 +79,14 @@ class Journal:
         write_atomically(self.path, json.dumps(record, indent=1) + "\n")
 
 
-def write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, data: str | bytes) -> None:
     """A temporary file in ``path``'s directory, fsynced, renamed over ``path``."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
         try:
-            with os.fdopen(fd, "w") as out:
-                out.write(text)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data.encode() if isinstance(data, str) else data)
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(temporary, path)
