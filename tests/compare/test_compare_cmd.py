@@ -24,7 +24,7 @@ def test_json_names_the_first_layer_over_tolerance(tmp_path: Path) -> None:
     result = runner.invoke(app, [*args, "--input", f"x={tmp_path / 'x.npy'}", "--no-optimize", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
-    assert report["first_over"] == "c2"
+    assert report["first_over"] == {"tensor": "c2", "layer": "Conv_2", "op": "Conv"}
     assert report["inputs"] == {"x": [1, 3, 12, 12]}
     assert [row["status"] for row in report["layers"]][:3] == ["ok", "ok", "over"]
 

@@ -73,7 +73,9 @@ class Comparison:
             "inputs": {name: list(shape) for name, shape in self.inputs.items()},
             "noise_source": self.noise_source,
             "tolerance": asdict(self.tolerance),
-            "first_over": None if first is None else first.tensor,
+            "first_over": None
+            if first is None
+            else {"tensor": first.tensor, "layer": first.layer, "op": first.op},
             "layers": [
                 {
                     "tensor": layer.tensor,
