@@ -131,7 +131,7 @@ def command(
             if replay is not None:
                 samples = replayed_samples(read_trace(replay, source=source, cpus=chosen), speed=speed)
             else:
-                samples = live_samples(period, chosen)
+                samples = live_samples(period, chosen, cpufreq_root=cpufreq_root)
             governor = Governor(classifier, control, log=console.print, decisions=log, hold=hold)
             report = governor.run(samples, stop=lambda: duration is not None and governor.seconds >= duration)
     except Terminated:

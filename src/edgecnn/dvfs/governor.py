@@ -10,10 +10,13 @@ import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO
 
 from edgecnn.dvfs.classifier import Decision, SceneClassifier
 from edgecnn.dvfs.control import FrequencyControl
+from edgecnn.dvfs.domains import CPUFREQ_ROOT
+from edgecnn.dvfs.sysfs import read_int
 from edgecnn.dvfs.traces import LoadTrace
 
 Sample = tuple[float, float]  # seconds since the start, load in percent
@@ -23,25 +26,40 @@ def live_samples(
     period: float,
     cpus: Sequence[int] | None,
     *,
+    cpufreq_root: Path = CPUFREQ_ROOT,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], object] = time.sleep,
 ) -> Iterator[Sample]:
     """The governed CPUs' mean utilisation every ``period`` on deadlines (a late sample skips the
-    periods it missed rather than bunching up); endless."""
+    periods it missed rather than bunching up); endless. Where cpufreq shows each core's current
+    and highest frequency, the load is frequency-invariant (busy share x current / highest, as
+    schedutil counts it), so that it compares with a template recorded at another frequency."""
     from edgecnn.dvfs.extra import require
     from edgecnn.monitor.load import LoadSampler
 
     require("psutil")
-    sampler = LoadSampler()
+    sampler = LoadSampler(cpufreq_root=cpufreq_root)
     chosen = list(range(sampler.cores)) if cpus is None else list(cpus)
+    top = highest_mhz(cpufreq_root, chosen) if sampler.freq_files is not None else None
     start = clock()
     tick = 1
     while True:
         sleep(max(0.0, start + tick * period - clock()))
         now = clock() - start
-        percent = sampler.sample(now).cpu_percent
-        yield now, sum(percent[c] for c in chosen) / len(chosen)
+        sample = sampler.sample(now)
+        loads = [sample.cpu_percent[c] for c in chosen]
+        if top is not None and sample.cpu_mhz is not None:
+            loads = [load * min(1.0, sample.cpu_mhz[c] / peak) for load, c, peak in zip(loads, chosen, top)]
+        yield now, sum(loads) / len(loads)
         tick = max(tick + 1, int(now / period) + 1)
+
+
+def highest_mhz(root: Path, cpus: Sequence[int]) -> list[float] | None:
+    """Each CPU's cpuinfo_max_freq in MHz; None where one is missing (the load stays as measured)."""
+    files = [root / f"cpu{c}" / "cpufreq" / "cpuinfo_max_freq" for c in cpus]
+    if not all(f.is_file() for f in files):
+        return None
+    return [read_int(f) / 1000 for f in files]
 
 
 def replayed_samples(

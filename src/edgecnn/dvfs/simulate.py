@@ -137,7 +137,9 @@ class Schedutil(Policy):
 
 @dataclass
 class SceneAware(Policy):
-    """Algorithm 5.1: the top level while the classifier sees the CNN scene, else ``default``."""
+    """Algorithm 5.1: the top level while the classifier sees the CNN scene, else ``default``. The
+    classifier gets the frequency-invariant load (busy share x the level's speed relative to the
+    top), as the live governor does: at a low level any work looks busier than the template."""
 
     classifier: SceneClassifier
     default: Policy = field(default_factory=Schedutil)
@@ -146,7 +148,8 @@ class SceneAware(Policy):
 
     def next_level(self, model: ProcessorModel, level: int, seconds: float, utilisation: float) -> int:
         chosen = self.default.next_level(model, level, seconds, utilisation)
-        return model.top if self.classifier.push(seconds, utilisation).cnn else chosen
+        invariant = utilisation * model.throughput(level)
+        return model.top if self.classifier.push(seconds, invariant).cnn else chosen
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,7 @@ class Replay:
     levels: np.ndarray  # level index per period
     utilisation: np.ndarray  # % of all cores busy per period
     watts: np.ndarray
+    positions: np.ndarray  # per period, the recorded samples replayed by its end
     seconds: float  # until the trace's work was done
     joules: float
     inferences: int  # 0: the trace records none
@@ -203,7 +207,7 @@ def replay(
     busy = np.nan_to_num(np.clip(np.asarray(load, dtype=np.float64), 0, 100)) / 100 * period
     level = policy.start_level(model) if start_level is None else start_level
     position, left_busy, left_idle = 0, busy[0], period - busy[0]
-    levels, shares, watts = [], [], []
+    levels, shares, watts, positions = [], [], [], []
     seconds = joules = 0.0
     while position < len(busy):
         budget, ran = period, 0.0
@@ -231,6 +235,7 @@ def replay(
         levels.append(level)
         shares.append(100 * share)
         watts.append(power)
+        positions.append(position)
         level = policy.next_level(model, level, seconds, 100 * share)
     return Replay(
         policy=policy.name,
@@ -238,6 +243,7 @@ def replay(
         levels=np.array(levels),
         utilisation=np.array(shares),
         watts=np.array(watts),
+        positions=np.array(positions),
         seconds=seconds,
         joules=joules,
         inferences=inferences,
