@@ -274,7 +274,9 @@ def div_by_row_constant() -> tuple[bytes, dict[str, np.ndarray]]:
     return _binary("DIV", "DivOptions", (np.abs(normal(6, 4)) + 0.5).astype(np.float32), 2)
 
 
-@pytest.mark.parametrize("opcode", ["RELU", "RELU6", "RELU_N1_TO_1", "LOGISTIC", "TANH", "HARD_SWISH"])
+@pytest.mark.parametrize(
+    "opcode", ["RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LOGISTIC", "TANH", "HARD_SWISH"]
+)
 def test_activation(tmp_path: Path, opcode: str) -> None:
     data, feeds = after_conv(opcode, (1, 5, 6, 4))
     feeds["x"] *= 4

@@ -34,7 +34,15 @@ TENSOR_DTYPES = {
 }
 """TFLite TensorType codes with a numpy equivalent (strings, complex and 4-bit types have none)."""
 
-DAMAGE = (struct.error, IndexError, ValueError, TypeError, ArithmeticError, UnicodeDecodeError, AttributeError)
+DAMAGE = (
+    struct.error,
+    IndexError,
+    ValueError,
+    TypeError,
+    ArithmeticError,
+    UnicodeDecodeError,
+    AttributeError,
+)
 """What the generated accessors raise when offsets point outside the file or at the wrong table
 (options tables are read lazily, by the converters, so the loader catches these too)."""
 
@@ -204,6 +212,8 @@ class _Decoder:
         )
         if len(signature) != len(shape):
             signature = shape
+        if t.Sparsity() is not None:
+            raise self.fail(f"tensor {index} '{name}' is stored sparse, which edgecnn does not read")
         if any(d < 0 for d in shape) or any(d < -1 for d in signature):
             raise self.fail(f"tensor {index} '{name}' has a negative dimension in {list(shape)}")
         return TfliteTensor(

@@ -61,6 +61,19 @@ def emit(
     b: GraphBuilder, op_name: str, attrs: Any, args: list[str], out: int, layout: str, fused: int
 ) -> None:
     """One node writing tensor ``out`` (real domain, ``layout``), with TFLite's fused activation."""
+    quantization = b.tensor(out).quantization
+    if fused != ACTIVATION_NONE and b.quantized(out) and quantization is not None and quantization.per_tensor:
+        # TFLite clamps the quantised result; so does this, keeping DQ -> op -> Q whole for QDQ folding
+        dtype = b.tensor(out).dtype
+        stored = b.put(out, layout, real=False)
+        b.node(op_name, attrs, args, [f"{stored}::linear::real"])
+        b.quantize(out, f"{stored}::linear::real", f"{stored}::linear", layout)
+        low, high = activation_range(
+            fused, float(quantization.scale[0]), int(quantization.zero_point[0]), dtype
+        )
+        bounds = [b.constant(low, "activation_min", dtype), b.constant(high, "activation_max", dtype)]
+        b.node("Clip", NoAttrs(), [f"{stored}::linear", *bounds], [stored])
+        return
     target = b.put(out, layout, real=True)
     if fused == ACTIVATION_NONE:
         b.node(op_name, attrs, args, [target])
@@ -82,6 +95,20 @@ def activation(b: GraphBuilder, code: int, source: str, target: str) -> None:
         [source, b.constant(low, f"{target}::min"), b.constant(high, f"{target}::max")],
         [target],
     )
+
+
+def activation_range(code: int, scale: float, zero_point: int, dtype: str) -> tuple[int, int]:
+    """The integer bounds TFLite clamps a quantised output to for a RELU-family activation: the
+    real bounds quantised (float32 division, halves rounded away from zero), within the dtype."""
+    info = np.iinfo(dtype)
+    low, high = (-1.0, 1.0) if code == ACTIVATION_RELU_N1_TO_1 else (0.0, 6.0)
+
+    def quantize(value: float) -> int:
+        steps = float(np.float32(value) / np.float32(scale))
+        return zero_point + int(math.copysign(math.floor(abs(steps) + 0.5), steps))
+
+    top = int(info.max) if code == ACTIVATION_RELU else min(int(info.max), quantize(high))
+    return max(int(info.min), quantize(low)), top
 
 
 def fused_activation(op: TfliteOperator) -> int:
