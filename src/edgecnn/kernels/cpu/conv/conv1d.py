@@ -52,25 +52,32 @@ def _conv_1d(
     x: np.ndarray,
     w: np.ndarray,
     bias: np.ndarray,
-    channels: int,
-    length: int,
-    kernels: int,
-    group_channels: int,
-    taps: int,
-    out_length: int,
-    stride: int,
-    dilation: int,
-    pad_begin: int,
     lo: np.ndarray,
     hi: np.ndarray,
-    kind: int,
-    alpha: float,
-    low: float,
-    high: float,
+    geometry: np.ndarray,
+    parameters: np.ndarray,
     workers: int,
     out: np.ndarray,
 ) -> None:
-    """x: flat (N, C, L); w: flat (M, C / group, K); out: flat (N, M, out_length)."""
+    """x: flat (N, C, L); w: flat (M, C / group, K); out: flat (N, M, out_length). ``geometry``
+    (int64): C, L, M, C / group, K, out_length, stride, dilation, pad_begin, activation kind;
+    ``parameters`` (float64): the activation's alpha, low, high. Two arrays, not thirteen
+    arguments: each argument costs a type check per call, which is most of a batch-1 layer's time."""
+    channels, length, kernels, group_channels, taps = (
+        geometry[0],
+        geometry[1],
+        geometry[2],
+        geometry[3],
+        geometry[4],
+    )
+    out_length, stride, dilation, pad_begin, kind = (
+        geometry[5],
+        geometry[6],
+        geometry[7],
+        geometry[8],
+        geometry[9],
+    )
+    alpha, low, high = parameters[0], parameters[1], parameters[2]
     u = np.uint64
     groups = channels // group_channels
     per_group = kernels // groups
@@ -173,10 +180,14 @@ class Conv1d:
         bias = values[2] if len(values) > 2 and values[2] is not None else np.zeros(kernels, np.float32)
         self.weights = weights.reshape(-1)
         self.bias = np.ascontiguousarray(bias, np.float32).reshape(kernels)
-        self.stride, self.dilation, self.pad_begin = geo.strides[0], geo.dilations[0], geo.pads[0]
-        self.lo, self.hi = tap_ranges(length, out_length, taps, self.stride, self.dilation, self.pad_begin)
-        self.dims = (channels, length, kernels, group_channels, taps, out_length)
-        self.activation = activation_args(attrs)
+        stride, dilation, pad_begin = geo.strides[0], geo.dilations[0], geo.pads[0]
+        self.lo, self.hi = tap_ranges(length, out_length, taps, stride, dilation, pad_begin)
+        kind, *parameters = activation_args(attrs)
+        self.geometry = np.array(
+            [channels, length, kernels, group_channels, taps, out_length, stride, dilation, pad_begin, kind],
+            np.int64,
+        )
+        self.parameters = np.array(parameters, np.float64)
         self.out_shape = (batch, kernels, out_length)
         self.small = small_conv(batch * kernels * group_channels * taps * out_length)
 
@@ -187,20 +198,30 @@ class Conv1d:
 
     def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
         """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
-        (conv_1d_serial if self.small else conv_1d)(
-            np.ascontiguousarray(x).reshape(-1),
-            self.weights,
-            self.bias,
-            *self.dims,
-            self.stride,
-            self.dilation,
-            self.pad_begin,
-            self.lo,
-            self.hi,
-            *self.activation,
-            1 if self.small else current_threads(),
-            out.reshape(-1),
-        )
+        if self.small:  # no parallel region to start
+            conv_1d_serial(
+                x.reshape(-1),
+                self.weights,
+                self.bias,
+                self.lo,
+                self.hi,
+                self.geometry,
+                self.parameters,
+                1,
+                out.reshape(-1),
+            )
+        else:
+            conv_1d(
+                x.reshape(-1),
+                self.weights,
+                self.bias,
+                self.lo,
+                self.hi,
+                self.geometry,
+                self.parameters,
+                current_threads(),
+                out.reshape(-1),
+            )
 
 
 register("conv_1d", Conv1d, when=when_conv_1d)

@@ -31,24 +31,27 @@ from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs, pool_geometry
 
 def _pool_1d(
     x: np.ndarray,
-    rows: int,
-    length: int,
-    out_length: int,
-    stride: int,
-    dilation: int,
-    pad_begin: int,
     lo: np.ndarray,
     hi: np.ndarray,
-    is_max: bool,
     inverse_counts: np.ndarray,
-    kind: int,
-    alpha: float,
-    low: float,
-    high: float,
+    geometry: np.ndarray,
+    parameters: np.ndarray,
     workers: int,
     out: np.ndarray,
 ) -> None:
-    """x: flat (rows, length); out: flat (rows, out_length); rows are (image, channel) pairs."""
+    """x: flat (rows, length); out: flat (rows, out_length); rows are (image, channel) pairs.
+    ``geometry`` (int64): rows, length, out_length, stride, dilation, pad_begin, max (1) or average
+    (0), activation kind; ``parameters`` (float64): the activation's alpha, low, high (packed as in
+    conv/conv1d.py: one type check per array instead of one per scalar)."""
+    rows, length, out_length, stride, dilation = (
+        geometry[0],
+        geometry[1],
+        geometry[2],
+        geometry[3],
+        geometry[4],
+    )
+    pad_begin, is_max, kind = geometry[5], geometry[6] != 0, geometry[7]
+    alpha, low, high = parameters[0], parameters[1], parameters[2]
     u = np.uint64
     s = u(stride)
     zero = np.float32(0.0)
@@ -144,8 +147,12 @@ class Pool1d:
         with np.errstate(divide="ignore"):  # no tap inside: 0 * inf is NaN, as the reference's 0 / 0
             self.inverse_counts = (np.float32(1.0) / counts).astype(np.float32)
         self.lo, self.hi = tap_ranges(length, out_length, taps, stride, dilation, geo.pads[0])
-        self.dims = (batch * channels, length, out_length, stride, dilation, geo.pads[0])
-        self.activation = activation_args(attrs)
+        kind, *parameters = activation_args(attrs)
+        self.geometry = np.array(
+            [batch * channels, length, out_length, stride, dilation, geo.pads[0], int(self.is_max), kind],
+            np.int64,
+        )
+        self.parameters = np.array(parameters, np.float64)
         self.out_shape = (batch, channels, out_length)
         self.small = is_small(batch * channels * out_length * taps)
 
@@ -156,17 +163,28 @@ class Pool1d:
 
     def run_into(self, out: np.ndarray, x: np.ndarray) -> None:
         """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
-        (pool_1d_serial if self.small else pool_1d)(
-            np.ascontiguousarray(x).reshape(-1),
-            *self.dims,
-            self.lo,
-            self.hi,
-            self.is_max,
-            self.inverse_counts,
-            *self.activation,
-            1 if self.small else current_threads(),
-            out.reshape(-1),
-        )
+        if self.small:  # no parallel region to start
+            pool_1d_serial(
+                x.reshape(-1),
+                self.lo,
+                self.hi,
+                self.inverse_counts,
+                self.geometry,
+                self.parameters,
+                1,
+                out.reshape(-1),
+            )
+        else:
+            pool_1d(
+                x.reshape(-1),
+                self.lo,
+                self.hi,
+                self.inverse_counts,
+                self.geometry,
+                self.parameters,
+                current_threads(),
+                out.reshape(-1),
+            )
 
 
 register("pool_1d", Pool1d, when=when_pool_1d)
