@@ -1,9 +1,10 @@
 """edgecnn's native model file, ``.ecnn``: one file with a checked header, the graph as JSON and
 every tensor as a 64-byte-aligned blob: memory-mapped on load when raw, decoded when stored as
-float16, int8 or CSR. Spec: docs/formats/ecnn.md."""
+float16, int8 or CSR; encrypted and signed on request (docs/security.md). Spec: docs/formats/ecnn.md."""
 
 from edgecnn.format.codec import StorageChoice
 from edgecnn.format.errors import EcnnChecksumError, EcnnFormatError, EcnnUnsupportedError, EcnnVersionError
+from edgecnn.format.keys import KeySource
 from edgecnn.format.layout import FORMAT_MAJOR, FORMAT_MINOR, Header, SectionInfo
 from edgecnn.format.reader import load_ecnn, read_header, read_sections
 from edgecnn.format.tensors import STORAGE_READERS, stored_nbytes
@@ -18,6 +19,7 @@ __all__ = [
     "EcnnUnsupportedError",
     "EcnnVersionError",
     "Header",
+    "KeySource",
     "SectionInfo",
     "StorageChoice",
     "load_ecnn",
