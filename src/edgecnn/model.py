@@ -16,6 +16,7 @@ from edgecnn.limits import using_budget
 from edgecnn.ops.registry import known_ops
 from edgecnn.passes import optimize
 from edgecnn.profiling.layer_timer import LayerTimer, Profile
+from edgecnn.runtime.collector import collector_paused
 from edgecnn.runtime.executor import run_plan
 from edgecnn.runtime.options import RuntimeOptions
 from edgecnn.runtime.plan import Plan, build_plan
@@ -32,7 +33,8 @@ class Model:
             check_arity(node)
         self.graph = graph.topologically_sorted()
         self.options = options or RuntimeOptions.resolve()
-        with using_budget(self.options.budget):  # what the passes fold and infer is checked against it
+        # the budget: what the passes fold and infer is checked against it
+        with using_budget(self.options.budget), collector_paused():
             if self.options.optimize:
                 self.optimized_graph, self.pass_reports = optimize(self.graph)
             else:
@@ -188,7 +190,8 @@ class Model:
             optimized, wanted, _ = key
             types = {n: TensorType(a.dtype.name, tuple(a.shape)) for n, a in checked.items()}
             graph = self.optimized_graph if optimized else self.graph
-            plan = build_plan(graph, types, self.options, wanted)
+            with collector_paused():
+                plan = build_plan(graph, types, self.options, wanted)
             self._plans.put(key, plan)
             return plan
 

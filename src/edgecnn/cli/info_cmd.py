@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from edgecnn.analysis import ModelAnalysis, analyze
-from edgecnn.cli.console import console, headline, human_bytes, human_count
+from edgecnn.cli.console import console, headline, human_bytes, human_count, sanitize
 from edgecnn.importers import sniff_format
 from edgecnn.importers.caffe import is_structure_only
 from edgecnn.ir.graph import format_shape
@@ -49,11 +49,11 @@ def command(
         console.print("  weights: none given (structure from the prototxt; parameters counted from shapes)")
     for spec in net.inputs:
         console.print(
-            f"  input   {spec.name}: {spec.dtype}{format_shape(spec.shape)}"
+            f"  input   {sanitize(spec.name)}: {spec.dtype}{format_shape(spec.shape)}"
             f"  (analysed as {list(feeds[spec.name].shape)})"
         )
     for spec in net.outputs:
-        console.print(f"  output  {spec.name}: {spec.dtype}{format_shape(spec.shape)}")
+        console.print(f"  output  {sanitize(spec.name)}: {spec.dtype}{format_shape(spec.shape)}")
     console.print(layer_table(analysis))
     console.print(
         f"total: {human_count(analysis.params)} parameters, {human_count(analysis.macs)} MACs; "
@@ -72,7 +72,7 @@ def command(
         for report in net.pass_reports:
             console.print(headline(report.name, f": {len(report.changes)} change(s)"))
             for change in report.changes:
-                console.print(f"  {change}")
+                console.print(f"  {sanitize(change)}")
 
 
 def load_for_info(model: Path, weights: Path | None) -> Model:
@@ -119,8 +119,8 @@ def layer_table(analysis: ModelAnalysis) -> Table:
     for index, layer in enumerate(analysis.layers):
         table.add_row(
             str(index),
-            layer.name,
-            layer.op,
+            sanitize(layer.name),
+            sanitize(layer.op),
             str(layer.output) if layer.output else "?",
             human_count(layer.params) if layer.params else "",
             human_count(layer.macs) if layer.macs else "",

@@ -16,7 +16,7 @@ from typing import Any
 import typer
 from rich.text import Text
 
-from edgecnn.cli.console import console, headline
+from edgecnn.cli.console import console, headline, sanitize
 from edgecnn.hetero.planner import Planner, PlanOutcome, comparison_rows
 from edgecnn.runtime.feeds import random_feeds
 from edgecnn.vision.preprocess import parse_shape
@@ -92,7 +92,10 @@ def _print(model: Path, iterations: int, outcome: PlanOutcome) -> None:
                 console.print(
                     f"  {', '.join(members)} share hardware ({group}): their busy times add", highlight=False
                 )
-        moved = ", ".join(f"{k}->{'+'.join(v)}" for k, v in outcome.fine.layer_devices.items()) or "none"
+        moved = (
+            ", ".join(f"{sanitize(k)}->{'+'.join(v)}" for k, v in outcome.fine.layer_devices.items())
+            or "none"
+        )
         console.print(
             f"fine-grained (all devices, per-layer choice): predicted EDP {est['fine']['edp']:.4g} J*s vs "
             f"{est['coarse_all_devices']['edp']:.4g} for every layer split "

@@ -9,7 +9,7 @@ import typer
 from rich.progress import TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from edgecnn.cli.console import console, headline, measuring_progress, step
+from edgecnn.cli.console import console, headline, measuring_progress, sanitize, step
 from edgecnn.model import Model
 from edgecnn.profiling.layer_timer import Profile
 from edgecnn.runtime.feeds import random_feeds
@@ -79,8 +79,8 @@ def print_report(profile: Profile) -> None:
         table.add_column(column, justify="right" if "ms" in column or column == "share" else "left")
     for layer in profile.layers:
         table.add_row(
-            layer.name,
-            layer.op,
+            sanitize(layer.name),
+            sanitize(layer.op),
             layer.kernel,
             f"{layer.mean_ms:.3f}",
             f"{layer.min_ms:.3f}",
@@ -131,8 +131,8 @@ def time_backward(net: Model, feeds: dict, iterations: int, warmup: int, as_json
         table.add_column(column, justify="right" if "ms" in column else "left")
     for layer in profile.layers:
         table.add_row(
-            layer.name,
-            layer.op,
+            sanitize(layer.name),
+            sanitize(layer.op),
             f"{layer.forward_ms:.3f}",
             f"{layer.backward_ms:.3f}",
             f"{layer.forward_ms + layer.backward_ms:.3f}",

@@ -33,24 +33,27 @@ def align(n: int, alignment: int = ALIGNMENT) -> int:
 
 def plan_arena(requests: Sequence[BufferRequest], alignment: int = ALIGNMENT) -> ArenaLayout:
     """Greedy-by-size placement: biggest buffers first, each at the lowest offset that does not
-    collide with an already placed buffer whose lifetime overlaps its own."""
-    placed: list[tuple[int, int, BufferRequest]] = []  # (offset, end, request)
+    collide with an already placed buffer whose lifetime overlaps its own.
+
+    Placed buffers are listed under every step they live in, so finding those that overlap a new
+    one costs its own lifetime's length, not the number placed: a long chain plans in linear time."""
+    placed: list[tuple[int, int]] = []  # (offset, end)
+    live_at: dict[int, list[int]] = {}  # step -> indices in ``placed`` of the buffers alive then
     offsets: dict[int, int] = {}
     for req in sorted(requests, key=lambda r: (-r.nbytes, r.first, r.key)):
         size = align(max(req.nbytes, 1), alignment)
-        busy = sorted(
-            (start, end)
-            for start, end, other in placed
-            if other.first <= req.last and req.first <= other.last
-        )
+        overlapping = {i for step in range(req.first, req.last + 1) for i in live_at.get(step, ())}
+        busy = sorted(placed[i] for i in overlapping)
         offset = 0
         for start, end in busy:
             if offset + size <= start:
                 break
             offset = max(offset, end)
         offsets[req.key] = offset
-        placed.append((offset, offset + size, req))
-    size = max((end for _, end, _ in placed), default=0)
+        for step in range(req.first, req.last + 1):
+            live_at.setdefault(step, []).append(len(placed))
+        placed.append((offset, offset + size))
+    size = max((end for _, end in placed), default=0)
     naive = sum(align(max(r.nbytes, 1), alignment) for r in requests)
     return ArenaLayout(offsets=offsets, size=size, naive_size=naive)
 
