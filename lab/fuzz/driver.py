@@ -11,6 +11,7 @@ tests/reliability/test_fuzz_corpus.py).
 
     .venv/bin/python lab/fuzz/driver.py --format darknet --seconds 600
     .venv/bin/python lab/fuzz/driver.py --format darknet --replay 1234 --out /tmp/case
+    .venv/bin/python lab/fuzz/driver.py --check-corpus    # every saved case, results as JSON
 """
 
 from __future__ import annotations
@@ -169,11 +170,24 @@ def save_state(path: Path, state: dict[str, Any]) -> None:
     temporary.replace(path)
 
 
+def check_corpus(corpus: Path, fmt: str | None, worker: Worker) -> None:
+    """Run every saved case (of ``fmt``, or of all formats) and print {folder: result} as JSON."""
+    results = {}
+    try:
+        for record in sorted(corpus.glob(f"{fmt or '*'}/*/case.json")):
+            result = worker.run(record.parent)
+            result["finding"] = result["outcome"] in FINDINGS
+            results[str(record.parent.relative_to(corpus))] = result
+    finally:
+        worker.stop()
+    print(json.dumps(results))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--format", required=True, choices=FORMATS)
+    parser.add_argument("--format", choices=FORMATS, help="the format to fuzz (all, with --check-corpus)")
     parser.add_argument("--cases", type=int, default=100_000, help="stop when the run has done this many")
     parser.add_argument(
         "--seconds", type=float, default=float("inf"), help="stop after this long (this session)"
@@ -186,7 +200,13 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds one case may take")
     parser.add_argument("--replay", type=int, help="write case I to --out and run it once")
     parser.add_argument("--out", type=Path, help="folder for --replay")
+    parser.add_argument("--check-corpus", action="store_true", help="run the corpus's cases, print JSON")
     args = parser.parse_args()
+    if args.check_corpus:
+        check_corpus(args.corpus, args.format, Worker(args.budget, args.cap, args.timeout))
+        return
+    if args.format is None:
+        parser.error("--format is required")
     sys.path.insert(0, str(REPO / "src"))
     target = importlib.import_module(f"target_{args.format}")
     seeds: list[Case] = target.seeds()

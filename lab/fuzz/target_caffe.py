@@ -18,7 +18,7 @@ Case = dict[str, bytes]
 NAME = "caffe"
 REPO = Path(__file__).resolve().parents[2]
 PROTOTXTS = [
-    Path("/work/shared/fixtures/caffe/lenet.deploy.prototxt"),
+    REPO / "tests/fixtures/caffe/lenet.deploy.prototxt",
     *sorted((REPO / "tests/importers/caffe/nets").glob("*.prototxt")),
 ]
 LAYER_TYPES = (

@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 Case = dict[str, bytes]
 NAME = "onnx"
-FIXTURE = Path("/work/shared/fixtures/simplecnn/face_binary_cls.onnx")
+FIXTURE = Path(__file__).resolve().parents[2] / "src/edgecnn/data/simplecnn/face_binary_cls.onnx"
 OPS = (
     "Relu", "Conv", "MaxPool", "AveragePool", "Gemm", "MatMul", "Add", "Mul", "Reshape", "Transpose",
     "Concat", "Slice", "Resize", "ConstantOfShape", "Range", "Tile", "Expand", "Gather", "Pad", "Split",
