@@ -189,3 +189,16 @@ def test_ecnn_against_its_onnx_original(tmp_path: Path) -> None:
     shutil.copy(model, tmp_path / "copy.onnx")
     result = compare_layers(converted, "onnxruntime", peer_model=tmp_path / "copy.onnx", optimize=False)
     assert len(result.layers) == 8 and result.first_over is None
+
+
+def test_initializers_listed_as_inputs(tmp_path: Path) -> None:
+    """Older exporters list the weights among the graph inputs: neither engine asks for them."""
+    path = onnx_model(tmp_path / "m.onnx")
+    model = onnx.load(path)
+    model.graph.input.extend(
+        helper.make_tensor_value_info(t.name, TensorProto.FLOAT, list(t.dims))
+        for t in model.graph.initializer
+    )
+    onnx.save(model, path)
+    result = compare_layers(path, "onnxruntime", optimize=False, threads=1)
+    assert len(result.layers) == 8 and result.first_over is None

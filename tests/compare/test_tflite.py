@@ -72,3 +72,18 @@ def test_planted_error_against_litert(tmp_path: Path) -> None:
     result = compare_layers(model, "tflite", peer_model=planted, optimize=False, threads=1)
     assert result.first_over is not None and result.first_over.tensor == "c2"
     assert result.layers[0].status == "ok"
+
+
+def test_int8_model_within_one_step(tmp_path: Path) -> None:
+    """A fully int8 convolution: its stored int8 tensors are compared as integers, one step of
+    difference being rounding (edgecnn requantises in float, TFLite in fixed point)."""
+    from importers.tflite.test_int8_ops import CASES, build_int8
+
+    data, feeds, int8_name, _, _ = build_int8(CASES["conv_relu_per_channel"])
+    model = tmp_path / "int8.tflite"
+    model.write_bytes(data)
+    result = compare_layers(model, "tflite", feeds=feeds, optimize=False, threads=1)
+    rows = {row.tensor: row for row in result.layers}
+    assert {"x_int8", int8_name, "y_float"} <= set(rows)
+    assert rows[int8_name].diff is not None and rows[int8_name].diff.max_abs <= 1
+    assert result.first_over is None

@@ -2,7 +2,7 @@
 
 A layer is over tolerance when its largest absolute difference exceeds
 
-    max(noise_factor * noise, rtol * scale, atol)
+    max(noise_factor * noise, rtol * scale, atol)       (and at least ``steps`` for integers)
 
 where ``noise`` is how much the other engine's own result moves when only rounding changes (a
 second configuration of that engine fed the input nudged by one ulp; see ``peer.py``) and
@@ -30,9 +30,13 @@ class Tolerance:
     noise_factor: float = 10.0
     rtol: float = 1e-4
     atol: float = 0.0
+    steps: float = 1.0
+    """Integer (quantised) tensors: differences of this many stored steps are rounding, e.g. a
+    fixed-point requantisation against a float one."""
 
-    def bound(self, noise: float, scale: float) -> float:
-        return max(self.noise_factor * noise, self.rtol * scale, self.atol)
+    def bound(self, noise: float, scale: float, integer: bool = False) -> float:
+        floor = self.steps if integer else 0.0
+        return max(self.noise_factor * noise, self.rtol * scale, self.atol, floor)
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,7 @@ def diff(ours: np.ndarray, theirs: np.ndarray, noise: float, tolerance: Toleranc
     max_abs = float(error.max()) if error.size else 0.0
     floor = max(scale * float(np.finfo(np.float32).eps), float(np.finfo(np.float32).tiny))
     max_rel = float((error / np.maximum(np.abs(b_f), floor)).max()) if error.size else 0.0
-    bound = tolerance.bound(noise, scale)
+    bound = tolerance.bound(noise, scale, np.issubdtype(np.asarray(ours).dtype, np.integer))
     if not np.array_equal(finite_a, finite_b) or not np.array_equal(
         a[~finite_a], b[~finite_b], equal_nan=True
     ):
