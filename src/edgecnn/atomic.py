@@ -91,7 +91,7 @@ def _target_mode(target: Path, default: int) -> int:
 
 def atomic_write(
     target: str | os.PathLike[str],
-    write: Callable[[BinaryIO], None],
+    write: Callable[[BinaryIO], object],
     *,
     error: type[EdgeCNNError],
     what: str = "file",
