@@ -23,7 +23,7 @@ from common import DOCS, REPO, machine_line
 from edgecnn.dvfs.classifier import SceneClassifier
 from edgecnn.dvfs.scenes import SceneConfig, bundled_template
 from edgecnn.dvfs.simulate import EXYNOS5422_A15, Fixed, Replay, SceneAware, Schedutil, replay
-from edgecnn.dvfs.sweep import DEFAULT, SweepRow, table
+from edgecnn.dvfs.sweep import DEFAULT, SweepRow, simulated_report, table
 from edgecnn.dvfs.traces import LoadTrace, read_trace, regular
 
 PERIOD = 0.05
@@ -48,11 +48,14 @@ def mean_mhz(run: Replay) -> float:
 def table_51(load: np.ndarray, inferences: int) -> tuple[list[SweepRow], Replay]:
     default = replay(load, PERIOD, MODEL, Schedutil(), inferences=inferences)
     middle = MODEL.nearest(mean_mhz(default))
-    rows = [SweepRow(DEFAULT, None, inferences, default.seconds, default.joules, "simulated")]
+    rows = [
+        SweepRow(DEFAULT, None, simulated_report(inferences, default.seconds, default.joules, MODEL.name))
+    ]
     for level in (0, MODEL.top, middle):
         run = replay(load, PERIOD, MODEL, Fixed(level), inferences=inferences)
         mhz = MODEL.levels[level].mhz
-        rows.append(SweepRow(f"fixed {mhz:.0f} MHz", mhz, inferences, run.seconds, run.joules, "simulated"))
+        report = simulated_report(inferences, run.seconds, run.joules, MODEL.name)
+        rows.append(SweepRow(f"fixed {mhz:.0f} MHz", mhz, report))
     return rows, default
 
 

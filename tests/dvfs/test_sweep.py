@@ -16,13 +16,16 @@ from edgecnn.dvfs.control import FrequencyControl
 from edgecnn.dvfs.domains import select_domains
 from edgecnn.dvfs.simulate import EXYNOS5422_A15
 from edgecnn.dvfs.sweep import COLUMNS, DEFAULT, SweepRow, measured_rows, model_for_levels, table
+from edgecnn.energy import EnergyReport
 
 MODEL = Path(__file__).parents[2] / "src" / "edgecnn" / "data" / "simplecnn" / "face_binary_cls.onnx"
 
 
 def test_relative_columns_follow_the_seed() -> None:
-    default = SweepRow(DEFAULT, None, 10, 13.2383, 18.7, "measured")  # Table 5.1's first row, x10
-    top = SweepRow("fixed 543 MHz", 543, 10, 12.0785, 20.6, "measured")
+    default = SweepRow(
+        DEFAULT, None, EnergyReport("m", True, "", 10, 13.2383, 18.7)
+    )  # Table 5.1's row 1, x10
+    top = SweepRow("fixed 543 MHz", 543, EnergyReport("m", True, "", 10, 12.0785, 20.6))
     rows = table([default, top])
     assert rows[0]["performance_gain"] == "" and rows[1]["fps"] == "0.828"
     assert rows[1]["performance_gain"] == "+9.60%" and rows[1]["energy_saving"] == "-10.16%"
@@ -60,7 +63,7 @@ def test_measured_sweep_pins_each_level_then_restores(tmp_path: Path) -> None:
         )
     assert [r.policy for r in rows] == [DEFAULT, "fixed 800 MHz", "fixed 2000 MHz"]
     assert seen == [str(LEVELS_KHZ[0])] * 4 + [str(LEVELS_KHZ[0])] * 4 + [str(LEVELS_KHZ[-1])] * 4
-    assert rows[2].joules > rows[1].joules and all(r.source == "measured" for r in rows)
+    assert rows[2].report.joules > rows[1].report.joules and all(r.source == "measured" for r in rows)
     assert snapshot(root) == before
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from edgecnn.dvfs.control import FrequencyControl
 from edgecnn.dvfs.journal import write_atomically
 from edgecnn.dvfs.simulate import Fixed, Level, Policy, ProcessorModel, Schedutil, replay
-from edgecnn.energy import EnergyMeter, PowerMonitor
+from edgecnn.energy import EnergyMeter, EnergyReport, PowerMonitor
 
 DEFAULT = "default governor"
 STEADY_PERIODS = 200  # 10 s at 50 ms: the default rule's start at the top level weighs 0.5%
@@ -29,38 +29,20 @@ STEADY_PERIODS = 200  # 10 s at 50 ms: the default rule's start at the top level
 
 @dataclass(frozen=True)
 class SweepRow:
+    """One policy's figures: a measured EnergyReport, or one the processor model produced."""
+
     policy: str  # "default governor" or "fixed <MHz> MHz"
     mhz: float | None
-    inferences: int
-    seconds: float
-    joules: float
-    source: str  # "measured" or "simulated"
+    report: EnergyReport
 
     @property
-    def seconds_per_inference(self) -> float:
-        return self.seconds / self.inferences
+    def source(self) -> str:
+        return "measured" if self.report.measured else "simulated"
 
-    @property
-    def joules_per_inference(self) -> float:
-        return self.joules / self.inferences
 
-    @property
-    def fps(self) -> float:
-        return self.inferences / self.seconds
-
-    @property
-    def watts(self) -> float:
-        return self.joules / self.seconds
-
-    @property
-    def edp(self) -> float:
-        """J x s per inference, seed 001's energy-delay product."""
-        return self.joules_per_inference * self.seconds_per_inference
-
-    @property
-    def ppw(self) -> float:
-        """Inferences per joule."""
-        return 1 / self.joules_per_inference
+def simulated_report(inferences: int, seconds: float, joules: float, describes: str) -> EnergyReport:
+    """The figures of a replay in the EnergyReport that a measurement gives, marked as not measured."""
+    return EnergyReport("simulated", False, describes, inferences, seconds, joules)
 
 
 COLUMNS = (
@@ -76,23 +58,25 @@ def table(rows: Sequence[SweepRow]) -> list[dict[str, str]]:
     default = next((r for r in rows if r.policy == DEFAULT), None)
     out = []
     for row in rows:
+        r = row.report
         relative = ["", "", ""]
         if default is not None and row is not default:
+            d = default.report
             relative = [
-                f"{row.fps / default.fps - 1:+.2%}",
-                f"{1 - row.joules_per_inference / default.joules_per_inference:+.2%}",
-                f"{1 - row.watts / default.watts:+.2%}",
+                f"{r.fps / d.fps - 1:+.2%}",
+                f"{1 - r.joules_per_inference / d.joules_per_inference:+.2%}",
+                f"{1 - r.average_watts / d.average_watts:+.2%}",
             ]
         values = [
             row.policy,
             "" if row.mhz is None else f"{row.mhz:.0f}",
             row.source,
-            f"{row.seconds_per_inference * 1e3:.2f}",
-            f"{row.fps:.3f}",
-            f"{row.joules_per_inference:.4g}",
-            f"{row.watts:.3f}",
-            f"{row.edp:.4g}",
-            f"{row.ppw:.4g}",
+            f"{r.seconds_per_inference * 1e3:.2f}",
+            f"{r.fps:.3f}",
+            f"{r.joules_per_inference:.4g}",
+            f"{r.average_watts:.3f}",
+            f"{r.edp:.4g}",
+            f"{r.ppw:.4g}",
             *relative,
         ]
         out.append(dict(zip(COLUMNS, values)))
@@ -123,9 +107,9 @@ def plot(rows: Sequence[SweepRow], path: Path, title: str) -> None:
     mhz = [r.mhz for r in fixed]
     figure, axes = plt.subplots(1, 3, figsize=(11, 3.4), dpi=110)
     series = (
-        ("time per inference (ms)", lambda r: r.seconds_per_inference * 1e3),
-        ("energy per inference (J)", lambda r: r.joules_per_inference),
-        ("average power (W)", lambda r: r.watts),
+        ("time per inference (ms)", lambda r: r.report.seconds_per_inference * 1e3),
+        ("energy per inference (J)", lambda r: r.report.joules_per_inference),
+        ("average power (W)", lambda r: r.report.average_watts),
     )
     for axis, (label, value) in zip(axes, series):
         axis.plot(mhz, [value(r) for r in fixed], marker="o")
@@ -169,7 +153,8 @@ def simulated_rows(
     rows = []
     for name, mhz, make in policies:
         run = replay(load, period, model, make(), inferences=inferences)
-        rows.append(SweepRow(name, mhz, inferences, run.seconds * scale, run.joules * scale, "simulated"))
+        report = simulated_report(inferences, run.seconds * scale, run.joules * scale, model.name)
+        rows.append(SweepRow(name, mhz, report))
     return rows
 
 
@@ -200,5 +185,5 @@ def measured_rows(
         report = monitor.report(inferences)
         control.release()
         mhz = None if khz is None else khz / 1000
-        rows.append(SweepRow(label, mhz, inferences, report.seconds, report.joules, "measured"))
+        rows.append(SweepRow(label, mhz, report))
     return rows
