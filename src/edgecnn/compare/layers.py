@@ -19,8 +19,8 @@ from edgecnn.compare.metrics import TensorDiff, Tolerance, align, diff, max_abs_
 from edgecnn.compare.peer import Probe, nudged, open_peer
 from edgecnn.errors import InputError
 from edgecnn.importers import load_graph
-from edgecnn.ir.graph import Graph
-from edgecnn.model import Model, tensor_names
+from edgecnn.ir.graph import Graph, Node
+from edgecnn.model import Model
 from edgecnn.runtime.feeds import random_feeds
 from edgecnn.runtime.options import RuntimeOptions
 
@@ -135,10 +135,9 @@ def compare_layers(
     named = peer.probes(net.graph)
     probes = matched(named, net.graph)
     unmatched = len({p.key for p in named}) - len(probes)
-    run_graph = net.optimized_graph
-    visible = tensor_names(run_graph)
-    hidden = tuple(p.tensor for p in probes if p.tensor not in visible)
-    probes = [p for p in probes if p.tensor in visible]
+    producers = {out: node for node in net.optimized_graph.nodes for out in node.outputs if out}
+    hidden = tuple(p.tensor for p in probes if p.tensor not in producers)  # fused away or folded
+    probes = [p for p in probes if p.tensor in producers]
     stage("running edgecnn")
     ours = net.run(checked, outputs=[p.tensor for p in probes]) if probes else {}
     probes = [p for p in probes if np.issubdtype(ours[p.tensor].dtype, np.number)]
@@ -147,27 +146,10 @@ def compare_layers(
     theirs = peer.run(checked, keys, alternate=False) if keys else []
     stage(f"measuring {against}'s own noise")
     moved = peer.run(nudged(checked, seed), keys, alternate=True) if keys else []
-    producers = {out: node for node in run_graph.nodes for out in node.outputs}
-    rows = []
-    for probe, value, other in zip(probes, theirs, moved):
-        mine = ours[probe.tensor]
-        aligned, aligned_other = align(mine, value), align(mine, other)
-        result = None
-        if aligned is not None and aligned_other is not None:
-            result = diff(mine, aligned, max_abs_change(aligned, aligned_other), tolerance)
-        node = producers[probe.tensor]
-        rows.append(
-            LayerComparison(
-                probe.tensor,
-                node.name,
-                node.op,
-                probe.key,
-                probe.peer_op,
-                tuple(mine.shape),
-                tuple(value.shape),
-                result,
-            )
-        )
+    rows = [
+        layer_row(probe, producers[probe.tensor], ours[probe.tensor], value, other, tolerance)
+        for probe, value, other in zip(probes, theirs, moved)
+    ]
     return Comparison(
         model=str(model),
         peer_model=str(peer_path),
@@ -179,6 +161,26 @@ def compare_layers(
         layers=tuple(rows),
         hidden=hidden,
         unmatched=unmatched,
+    )
+
+
+def layer_row(
+    probe: Probe, node: Node, mine: np.ndarray, theirs: np.ndarray, moved: np.ndarray, tolerance: Tolerance
+) -> LayerComparison:
+    """One row: edgecnn's value against the peer's, whose two runs' difference is its noise."""
+    aligned, aligned_moved = align(mine, theirs), align(mine, moved)
+    result = None
+    if aligned is not None and aligned_moved is not None:
+        result = diff(mine, aligned, max_abs_change(aligned, aligned_moved), tolerance)
+    return LayerComparison(
+        probe.tensor,
+        node.name,
+        node.op,
+        probe.key,
+        probe.peer_op,
+        tuple(mine.shape),
+        tuple(theirs.shape),
+        result,
     )
 
 
