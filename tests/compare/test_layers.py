@@ -202,3 +202,14 @@ def test_initializers_listed_as_inputs(tmp_path: Path) -> None:
     onnx.save(model, path)
     result = compare_layers(path, "onnxruntime", optimize=False, threads=1)
     assert len(result.layers) == 8 and result.first_over is None
+
+
+def test_missing_engine_package_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "cv2" else find_spec(name, *a)
+    )
+    with pytest.raises(ConfigurationError, match=r"pip install 'edgecnn\[compare\]'"):
+        compare_layers(onnx_model(tmp_path / "m.onnx"), "opencv")
