@@ -47,6 +47,7 @@ class GraphBuilder:
         self.initializers: dict[str, np.ndarray] = {}
         self.forms: dict[tuple[int, str, bool], str] = {}
         self.home: dict[int, str] = {}
+        self.unquantized: dict[int, tuple[str, str]] = {}  # tensor -> (layout, float name) to quantise
         self.graph_outputs = set(model.outputs)
         self.names = self._unique_names(model.tensors)
         self.tensors = list(model.tensors)  # DEQUANTIZE of a constant replaces its output by the value
@@ -147,32 +148,34 @@ class GraphBuilder:
         return name
 
     def put(self, index: int, layout: str, real: bool = True) -> str:
-        """The name an operator writes tensor ``index`` to, in ``layout`` (real or stored)."""
+        """The name an operator writes tensor ``index`` to, in ``layout``. For a quantised tensor
+        written ``real``, that is an unquantised float the builder then quantises: readers see
+        the quantised value (dequantised again), as in TFLite."""
         t = self.tensor(index)
-        if t.data is not None or any(key[0] == index for key in self.forms):
+        if t.data is not None or index in self.home:
             raise ConversionError(f"tensor '{t.name}' is written twice (or is a constant)")
         if layout == NCHW and len(t.shape) != 4:
             raise ConversionError(f"tensor '{t.name}' of rank {len(t.shape)} cannot be written as NCHW")
         self.home[index] = NHWC if index in self.graph_outputs else layout
-        real = real and self.quantized(index)
-        name = self.name_of(index, layout, real)
-        self.forms[(index, layout, real)] = name
-        return name
+        stored = self.name_of(index, layout, False)
+        if real and self.quantized(index):
+            self.unquantized[index] = (layout, f"{stored}::unquantized")
+            return f"{stored}::unquantized"
+        self.forms[(index, layout, False)] = stored
+        return stored
 
     def settle(self, index: int) -> None:
-        """After an operator: make the tensor's bare name (stored form, home layout) exist."""
+        """After an operator: quantise what it wrote if it wrote floats, and make the tensor's
+        bare name (stored form, home layout) exist."""
         home = self.home.get(index)
         if home is None and self.tensor(index).data is not None:
             return  # folded at import (DEQUANTIZE of weights)
         if home is None:
             raise ConversionError(f"the operator does not write its output '{self.names[index]}'")
-        written = [key for key in self.forms if key[0] == index]
-        if (index, home, False) in self.forms:
-            return
-        _, layout, real = written[0]
-        if real:
+        if index in self.unquantized:
+            layout, source = self.unquantized.pop(index)
             stored = self.name_of(index, layout, False)
-            self.quantize(index, self.forms[(index, layout, True)], stored, layout)
+            self.quantize(index, source, stored, layout)
             self.forms[(index, layout, False)] = stored
         self.get(index, home, False)
 
