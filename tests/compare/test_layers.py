@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -16,6 +17,7 @@ from edgecnn.errors import ConfigurationError
 from edgecnn.importers.caffe import write_random_caffemodel
 from edgecnn.importers.caffe.schema import NetParameter
 from edgecnn.importers.darknet import write_random_weights
+from edgecnn.ir.graph import Node
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 ONNX_ENGINES = ["onnxruntime", "opencv", "reference"]
@@ -213,3 +215,25 @@ def test_missing_engine_package_names_the_extra(tmp_path: Path, monkeypatch: pyt
     )
     with pytest.raises(ConfigurationError, match=r"pip install 'edgecnn\[compare\]'"):
         compare_layers(onnx_model(tmp_path / "m.onnx"), "opencv")
+
+
+def test_faulty_compiled_kernel_found_against_reference(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CPU kernel chosen for the second convolution adds 0.01 to its output; the reference
+    kernels do not: the first layer over tolerance is that convolution."""
+    import edgecnn.runtime.plan as plan_module
+    from edgecnn.kernels.registry import KernelChoice
+
+    select_kernel = plan_module.select_kernel
+
+    def faulty(node: Node, *args: Any, backend: str, **kwargs: Any) -> KernelChoice:
+        choice = select_kernel(node, *args, backend=backend, **kwargs)
+        if backend != "cpu" or node.name != "Conv_2":
+            return choice
+        return KernelChoice(f"{choice.name}+fault", lambda *xs: choice.run(*xs) + np.float32(0.01))
+
+    monkeypatch.setattr(plan_module, "select_kernel", faulty)
+    result = compare_layers(onnx_model(tmp_path / "m.onnx"), "reference", optimize=False, threads=1)
+    assert result.first_over is not None and result.first_over.tensor == "c2"
+    assert [row.status for row in result.layers[:2]] == ["ok", "ok"]
