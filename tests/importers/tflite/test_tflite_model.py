@@ -111,9 +111,11 @@ def test_unsupported_operators_are_listed_at_once(tmp_path: Path) -> None:
     w.op("CUMSUM", [x, w.const("axis", np.array(1, np.int32))], [a])
     w.op("RELU", [a], [b])
     w.op("SIN", [b], [c])
+    d = w.tensor("d", (1, 4))
+    w.op("CUSTOM:MyPostprocess", [c], [d])
     with pytest.raises(UnsupportedOperatorError) as info:
-        edgecnn.load(save(tmp_path, w.build([x], [c])))
-    assert info.value.unsupported == [("CUMSUM", "#0"), ("SIN", "#2")]
+        edgecnn.load(save(tmp_path, w.build([x], [d])))
+    assert info.value.unsupported == [("CUMSUM", "#0"), ("SIN", "#2"), ("CUSTOM:MyPostprocess", "#3")]
 
 
 def test_a_malformed_operator_names_itself(tmp_path: Path) -> None:
@@ -146,3 +148,31 @@ def test_weights_argument_is_refused(tmp_path: Path) -> None:
     path = save(tmp_path, conv_pool_model())
     with pytest.raises(ModelFormatError, match="carry their weights"):
         edgecnn.load(path, weights=path)
+
+
+def test_dynamic_spatial_size_pads_as_tflite(tmp_path: Path) -> None:
+    """With unknown height and width, SAME padding is derived per run (the odd pixel after)."""
+    w = TfliteWriter()
+    x = w.tensor("x", (1, 1, 1, 2), signature=(1, -1, -1, 2))
+    filters = w.const("filters", RNG.standard_normal((3, 3, 3, 2)).astype(np.float32))
+    y = w.tensor("y", (1, 1, 1, 3), signature=(1, -1, -1, 3))
+    w.op(
+        "CONV_2D",
+        [x, filters, w.const("bias", np.zeros(3, np.float32))],
+        [y],
+        "Conv2DOptions",
+        Padding=0,
+        StrideH=2,
+        StrideW=2,
+    )
+    data = w.build([x], [y])
+    model = edgecnn.load(save(tmp_path, data))
+    assert model.inputs[0].shape == (1, None, None, 2)
+    image = RNG.standard_normal((1, 9, 12, 2)).astype(np.float32)
+    interpreter = Interpreter(model_content=data, experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    interpreter.resize_tensor_input(interpreter.get_input_details()[0]["index"], image.shape)
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], image)
+    interpreter.invoke()
+    want = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+    np.testing.assert_allclose(model.run({"x": image})["y"], want, rtol=1e-5, atol=1e-5)

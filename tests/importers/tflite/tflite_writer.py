@@ -171,8 +171,12 @@ def _buffer(b: flatbuffers.Builder, data: bytes) -> int:
 
 
 def _opcode(b: flatbuffers.Builder, name: str) -> int:
-    code = getattr(tflite.BuiltinOperator, name)
+    """A builtin by name, or ``CUSTOM:<code>`` for a custom operator."""
+    custom = b.CreateString(name.split(":", 1)[1]) if name.startswith("CUSTOM:") else None
+    code = getattr(tflite.BuiltinOperator, name.split(":", 1)[0])
     tflite.OperatorCodeStart(b)
+    if custom is not None:
+        tflite.OperatorCodeAddCustomCode(b, custom)
     tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(code, 127))
     tflite.OperatorCodeAddBuiltinCode(b, code)
     tflite.OperatorCodeAddVersion(b, 1)
