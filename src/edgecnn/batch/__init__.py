@@ -14,7 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgecnn.batch.items import Item, list_items
-from edgecnn.batch.job import BatchJob, core_groups, default_split, usable_cores, weight_bytes
+from edgecnn.batch.job import (
+    BatchJob,
+    core_groups,
+    default_split,
+    usable_cores,
+    weight_bytes,
+    with_shared_model,
+)
 from edgecnn.batch.shards import ShardWriter, committed_indices, prepare_folder, read_rows
 from edgecnn.batch.tasks import TaskSpec, columns
 from edgecnn.errors import InputError
@@ -82,9 +89,11 @@ def run(
     todo: list[Item] = [item for item in items if item.index not in done]
     net = load(job.model, job.weights, threads=1)
     writer = ShardWriter(folder, columns(job.task, net), job.output_format)
-    del net
     cores = usable_cores()
     workers, threads = plan_split(job, len(cores))
+    if todo and (workers > 1 or engine == "ray"):
+        job = with_shared_model(job, net, folder)
+    del net
     if on_start is not None:
         on_start(len(todo), len(items))
     started = time.perf_counter()

@@ -11,19 +11,26 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgecnn.batch.items import Item, listing_digest
 from edgecnn.batch.shards import FORMATS
 from edgecnn.batch.tasks import TaskSpec
 from edgecnn.errors import InputError
+from edgecnn.format.writer import save_ecnn
 
+if TYPE_CHECKING:
+    from edgecnn.model import Model
+
+SHARED_MODEL = "_model.ecnn"
+"""The model's optimised graph, saved once in the output folder for every worker to map."""
 RUNTIME_BYTES = 200 << 20
 """Resident memory of one worker beyond its weights: Python, numpy, numba's compiled kernels."""
-WEIGHT_COPIES = 2
-"""Private copies of the weights a worker holds: the optimised graph's folded ones and the prepared (packed) ones."""
+WEIGHT_COPIES = 1
+"""Private copies of the weights a worker holds: the kernels' prepared (packed) ones (the graph's are
+mapped from ``SHARED_MODEL``)."""
 
 
 @dataclass(frozen=True)
@@ -102,3 +109,12 @@ def usable_cores() -> list[int]:
         return sorted(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return list(range(os.cpu_count() or 1))
+
+
+def with_shared_model(job: BatchJob, net: Model, folder: Path) -> BatchJob:
+    """``job`` reading ``net``'s optimised graph (folded and fused) from one .ecnn in ``folder``: the
+    workers memory-map its weights, one copy in the page cache for all of them, where loading the
+    original file would fold a private copy in each worker."""
+    path = folder / SHARED_MODEL
+    save_ecnn(net.optimized_graph, path)
+    return replace(job, model=str(path), weights=None)
