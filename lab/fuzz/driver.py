@@ -35,6 +35,9 @@ from typing import Any
 
 from minimise import minimise
 
+from edgecnn.atomic import atomic_write
+from edgecnn.errors import ConfigurationError, ModelFormatError
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 FORMATS = ("onnx", "caffe", "darknet", "ecnn", "radar")
@@ -133,10 +136,17 @@ def save_finding(corpus: Path, fmt: str, case: Case, result: dict[str, Any], ind
     digest = hashlib.sha256(signature(result).encode()).hexdigest()[:10]
     slug = re.sub(r"[^a-z0-9]+", "-", f"{result['outcome']}-{result.get('type', '')}".lower()).strip("-")
     folder = corpus / fmt / f"{slug}-{digest}"
-    write_case(case, folder)
+    folder.mkdir(parents=True, exist_ok=True)
     record = {key: result.get(key) for key in ("outcome", "type", "stage", "where", "message")}
     record.update(format=fmt, signature=signature(result), case=index, seed=seed)
-    (folder / "case.json").write_text(json.dumps(record, indent=1) + "\n")
+    files = {**case, "case.json": (json.dumps(record, indent=1) + "\n").encode()}
+    for name, data in files.items():
+        atomic_write(
+            folder / name,
+            lambda file, data=data: file.write(data),
+            error=ModelFormatError,
+            what="corpus file",
+        )
     return folder
 
 
@@ -162,12 +172,8 @@ def load_state(path: Path, fmt: str, seed: int) -> dict[str, Any]:
 
 def save_state(path: Path, state: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "w") as file:
-        file.write(json.dumps(state, indent=1, sort_keys=True) + "\n")
-        file.flush()
-        os.fsync(file.fileno())
-    temporary.replace(path)
+    text = json.dumps(state, indent=1, sort_keys=True) + "\n"
+    atomic_write(path, lambda file: file.write(text.encode()), error=ConfigurationError, what="fuzz state")
 
 
 def check_corpus(corpus: Path, fmt: str | None, worker: Worker) -> None:

@@ -1,5 +1,5 @@
-"""Short versions of lab/soak.py: many runs of one model, and load/run/drop cycles, keep the resident
-set flat and every output bit-identical to the first (the long runs and their figures:
+"""Short versions of lab/soak.py: many runs of one model (from one thread, and from 8 at once), and
+load/run/drop cycles, keep the resident set flat and every output bit-identical to the first (the long runs and their figures:
 docs/reliability.md). Run as a child so the test process's own allocations do not blur the RSS."""
 
 from __future__ import annotations
@@ -26,8 +26,12 @@ def soak(*args: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     "args",
-    [("runs", "--count", "600", "--samples", "30"), ("load-unload", "--count", "60", "--samples", "6")],
-    ids=["runs", "load-unload"],
+    [
+        ("runs", "--count", "600", "--samples", "30"),
+        ("concurrent", "--count", "800", "--samples", "30"),
+        ("load-unload", "--count", "60", "--samples", "6"),
+    ],
+    ids=["runs", "concurrent", "load-unload"],
 )
 def test_memory_stays_flat(args: tuple[str, ...]) -> None:
     result = soak(*args)
