@@ -89,7 +89,7 @@ def test_info_verify_catches_a_flipped_weight_bit(tmp_path: Path) -> None:
     data = bytearray(out.read_bytes())
     data[-100] ^= 0x10  # inside the last tensor's bytes, before the SHA-256 trailer
     out.write_bytes(bytes(data))
-    assert CliRunner().invoke(app, ["info", str(out)]).exit_code == 0  # structure only: not noticed
+    assert CliRunner().invoke(app, ["info", str(out)]).exit_code == EXIT_ERROR  # default load: weights' CRC
     bad = CliRunner().invoke(app, ["info", str(out), "--verify"])
     assert bad.exit_code == EXIT_ERROR and bad.stderr.startswith("error: ")
 
