@@ -81,6 +81,8 @@ def _option_value(rng: random.Random, key: str) -> str:
 
 def _edit_cfg(text: str, rng: random.Random) -> str:
     sections = _sections(text)
+    if not sections:  # earlier edits emptied the cfg
+        return rng.choice(CFGS)
     section = rng.choice(sections)
     action = rng.random()
     if action < 0.45:
