@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from rich.progress import TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from edgecnn.cli.console import console, error_console, headline
+from edgecnn.cli.console import console, headline, measuring_progress, step
 from edgecnn.cli.govern_cmd import parse_cpus
 from edgecnn.errors import DeviceError
 
@@ -124,11 +125,22 @@ def command(
                 model, f": {len(chosen)} level(s) and the default governor, {iterations} inferences each"
             )
         )
-        with FrequencyControl(domains, journal=journal, log=console.print) as control:
+        with (
+            FrequencyControl(domains, journal=journal, log=console.print) as control,
+            measuring_progress(
+                TextColumn("{task.description:<18}"), TimeElapsedColumn(), disable=False
+            ) as bar,
+        ):
+            task = bar.add_task("sweeping", total=len(chosen) + 1)
             rows = measured_rows(
-                run, control, chosen, energy_meter, inferences=iterations, warmup=warmup,
-                progress=lambda label: error_console.print(f"  {label} ..."),
-            )  # fmt: skip
+                run,
+                control,
+                chosen,
+                energy_meter,
+                inferences=iterations,
+                warmup=warmup,
+                progress=step(bar, task),
+            )
         title = f"{model.name} on {device}: measured ({energy_meter.describes})"
     else:
         processor = model_for_levels(EXYNOS5422_A15, common) if domains else EXYNOS5422_A15

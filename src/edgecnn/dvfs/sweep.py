@@ -169,11 +169,11 @@ def measured_rows(
     progress: Callable[[str], object] = lambda label: None,
 ) -> list[SweepRow]:
     """The default governor's row, then one per level with every domain of ``control`` pinned
-    there; ``run`` does one inference. The settings are restored after each level."""
+    there; ``run`` does one inference. The settings are restored after each level, and
+    ``progress`` is called with the level's label once it is measured."""
     rows = []
     for khz in [None, *levels_khz]:
         label = DEFAULT if khz is None else f"fixed {khz / 1000:.0f} MHz"
-        progress(label)
         if khz is not None:
             for domain in control.domains:
                 control.pin(domain, khz)
@@ -186,4 +186,5 @@ def measured_rows(
         control.release()
         mhz = None if khz is None else khz / 1000
         rows.append(SweepRow(label, mhz, report))
+        progress(label)
     return rows
