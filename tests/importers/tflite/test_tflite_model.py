@@ -176,3 +176,13 @@ def test_dynamic_spatial_size_pads_as_tflite(tmp_path: Path) -> None:
     interpreter.invoke()
     want = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
     np.testing.assert_allclose(model.run({"x": image})["y"], want, rtol=1e-5, atol=1e-5)
+
+
+def test_missing_tflite_package_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from edgecnn.errors import ConfigurationError
+
+    monkeypatch.setitem(sys.modules, "tflite", None)  # makes `import tflite` raise ImportError
+    with pytest.raises(ConfigurationError, match=r"pip install 'edgecnn\[tflite\]'"):
+        edgecnn.load(save(tmp_path, conv_pool_model()))

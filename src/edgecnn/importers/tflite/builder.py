@@ -47,6 +47,7 @@ class GraphBuilder:
         self.initializers: dict[str, np.ndarray] = {}
         self.forms: dict[tuple[int, str, bool], str] = {}
         self.home: dict[int, str] = {}
+        self.node_names: set[str] = set()
         self.unquantized: dict[int, tuple[str, str]] = {}  # tensor -> (layout, float name) to quantise
         self.graph_outputs = set(model.outputs)
         self.names = self._unique_names(model.tensors)
@@ -182,7 +183,9 @@ class GraphBuilder:
     # --- emitting ---------------------------------------------------------------------------
 
     def node(self, op: str, attrs: Any, inputs: list[str], outputs: list[str]) -> None:
-        name = self.current if not any(n.name == self.current for n in self.nodes) else outputs[0]
+        """The operator's main node takes its name (``CONV_2D_3``), helper nodes their output's."""
+        name = self.current if self.current not in self.node_names else outputs[0]
+        self.node_names.add(name)
         self.nodes.append(Node(op, name, inputs, outputs, attrs))
 
     def constant(

@@ -12,11 +12,12 @@ import math
 import os
 import struct
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from edgecnn.errors import ModelFormatError
+from edgecnn.errors import ConfigurationError, EdgeCNNError, ModelFormatError
 from edgecnn.limits import MemoryBudget, Tally, read_file_bounded
 
 FILE_IDENTIFIER = b"TFL3"
@@ -107,7 +108,7 @@ def read_tflite(path: str | os.PathLike[str], budget: MemoryBudget | None = None
         raise ModelFormatError(f"{source}: not a TensorFlow Lite file (no 'TFL3' identifier at byte 4)")
     try:
         return _Decoder(data, source, budget.tally(source, ModelFormatError)).model()
-    except ModelFormatError:
+    except EdgeCNNError:  # its own errors, and a ConfigurationError for a missing tflite package
         raise
     except DAMAGE as exc:
         raise ModelFormatError(
@@ -115,11 +116,22 @@ def read_tflite(path: str | os.PathLike[str], budget: MemoryBudget | None = None
         ) from None
 
 
+def tflite_schema() -> ModuleType:
+    """The ``tflite`` package (TFLite's schema compiled by flatc), or a ConfigurationError naming
+    the extra that installs it."""
+    try:
+        import tflite
+    except ImportError:
+        raise ConfigurationError(
+            ".tflite models need the 'tflite' package: pip install 'edgecnn[tflite]'"
+        ) from None
+    return tflite
+
+
 @functools.cache
 def _options_classes() -> dict[int, type]:
     """BuiltinOptions union code -> the generated options class of that name."""
-    import tflite
-
+    tflite = tflite_schema()
     union = tflite.BuiltinOptions
     classes = {}
     for name, code in vars(union).items():
@@ -133,8 +145,7 @@ class _Decoder:
     """Walks the generated accessors, checking every count against the bytes present."""
 
     def __init__(self, data: bytes, source: str, tally: Tally) -> None:
-        import tflite
-
+        tflite = tflite_schema()
         self.tflite = tflite
         self.data = data
         self.source = source
