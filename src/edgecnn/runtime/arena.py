@@ -56,8 +56,7 @@ def tensor_info(t: TensorType | None) -> TensorInfo | None:
     if t is None or not t.is_concrete:
         return None
     shape = t.dims
-    dtype = np.dtype(t.dtype)
-    return TensorInfo(dtype.name, shape, math.prod(shape) * dtype.itemsize)
+    return TensorInfo(t.dtype, shape, math.prod(shape) * np.dtype(t.dtype).itemsize)
 
 
 def describe_step(step: Step, plan: Program) -> tuple[StepIO, Callable[..., Any] | None]:
