@@ -4,6 +4,7 @@ come back on SIGINT and SIGTERM, and after SIGKILL on the next start (subprocess
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -21,7 +22,7 @@ from edgecnn.cli.app import EXIT_ERROR, EXIT_USAGE, app
 from edgecnn.dvfs.classifier import SceneClassifier
 from edgecnn.dvfs.control import FrequencyControl
 from edgecnn.dvfs.domains import select_domains
-from edgecnn.dvfs.governor import Governor
+from edgecnn.dvfs.governor import Governor, highest_mhz, live_samples
 from edgecnn.dvfs.scenes import SceneConfig, choose_threshold, distances, extract_template
 from edgecnn.dvfs.traces import LoadTrace
 
@@ -189,3 +190,16 @@ def test_after_sigkill_the_next_start_restores(tmp_path: Path, config_file: Path
     assert f"left by governor pid {child.pid}" in result.output
     assert read(policy / "scaling_governor") == "schedutil"
     assert not (tmp_path / "j.json").exists()
+
+
+def test_live_samples_are_frequency_invariant_where_cpufreq_shows_frequencies(tmp_path: Path) -> None:
+    cores = os.cpu_count() or 1
+    root = cpufreq_tree(tmp_path / "sys", cpus=cores)  # every core at 1200 of 2000 MHz
+    ticks = iter(range(10**6))
+    samples = live_samples(
+        0.05, None, cpufreq_root=root, clock=lambda: next(ticks) * 0.05, sleep=lambda s: None
+    )
+    scaled = [load for _, load in itertools.islice(samples, 5)]
+    assert all(0.0 <= load <= 100.0 * LEVELS_KHZ[1] / LEVELS_KHZ[-1] + 1e-9 for load in scaled)
+    assert highest_mhz(root, [0]) == [LEVELS_KHZ[-1] / 1000]
+    assert highest_mhz(tmp_path / "none", [0]) is None
