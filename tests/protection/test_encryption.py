@@ -232,3 +232,21 @@ def test_missing_cryptography_names_the_extra(
         load_ecnn(path, key=model_key)
     with pytest.raises(ConfigurationError, match=r"edgecnn\[crypto\]"):
         save_ecnn(graph, tmp_path / "x.ecnn", encrypt=model_key)
+
+
+@pytest.mark.parametrize("total", [0, 1, 4095, 4096, 4097, 5 * 4096 + 17])
+def test_chunk_boundaries_round_trip(total: int, model_key: bytes) -> None:
+    """Pieces of every size, cut anywhere, seal into chunks that open to the same bytes."""
+    from edgecnn.format.sealing import MIN_CHUNK, Opener, Sealer, sealed_length
+
+    rng = np.random.default_rng(total)
+    data = rng.integers(0, 255, total, dtype=np.uint8).tobytes()
+    cuts = sorted(int(c) for c in rng.integers(0, total + 1, 5)) if total else []
+    pieces = [data[a:b] for a, b in zip([0, *cuts], [*cuts, total], strict=True)]
+    sealer = Sealer(model_key, MIN_CHUNK)
+    stored = b"".join(sealer.seal(2, pieces, b"frame"))
+    assert len(stored) == sealed_length(total, MIN_CHUNK)
+    opener = Opener(model_key, sealer.record(), b"frame", "test")
+    assert bytes(opener.open(2, memoryview(stored), opener.plain_length(len(stored), "DATA"))) == data
+    with pytest.raises(ModelFormatError, match=DECRYPT_FAILED):
+        Opener(model_key, sealer.record(), b"other frame", "test").open(2, memoryview(stored), total)

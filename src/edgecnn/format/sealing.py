@@ -83,10 +83,19 @@ class Sealer:
         pending = bytearray()
         index = 0
         for piece in pieces:
-            pending += piece
-            while len(pending) >= self.chunk:
-                yield self._aead.encrypt(nonce(kind, index), bytes(pending[: self.chunk]), frame)
-                del pending[: self.chunk]
+            view = memoryview(piece).cast("B")
+            while view:
+                if not pending and len(view) >= self.chunk:  # a whole chunk inside the piece: no copy
+                    body: bytes | bytearray | memoryview = view[: self.chunk]
+                    view = view[self.chunk :]
+                else:
+                    take = min(self.chunk - len(pending), len(view))
+                    pending += view[:take]
+                    view = view[take:]
+                    if len(pending) < self.chunk:
+                        continue
+                    body, pending = pending, bytearray()
+                yield self._aead.encrypt(nonce(kind, index), body, frame)
                 index += 1
         if pending or index == 0:
             yield self._aead.encrypt(nonce(kind, index), bytes(pending), frame)
