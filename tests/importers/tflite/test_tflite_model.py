@@ -7,12 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
 import edgecnn
 from edgecnn.errors import ModelFormatError, UnsupportedOperatorError
 from importers.tflite.tflite_writer import TfliteWriter
 
+litert = pytest.importorskip("ai_edge_litert.interpreter", reason="LiteRT has no wheel here")
+Interpreter, OpResolverType = litert.Interpreter, litert.OpResolverType
 RNG = np.random.default_rng(11)
 
 

@@ -7,9 +7,11 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
-import flatbuffers
 import numpy as np
-import tflite
+import pytest
+
+flatbuffers = pytest.importorskip("flatbuffers")
+tflite = pytest.importorskip("tflite")
 
 TYPE_CODES = {
     "float32": 0,
