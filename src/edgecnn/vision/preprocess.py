@@ -55,9 +55,9 @@ class Preprocess:
         try:
             with warnings.catch_warnings():  # Pillow only warns below twice its pixel limit
                 warnings.simplefilter("error", Image.DecompressionBombWarning)
-                img = Image.open(path)
-            with img:
-                img = img.convert("L" if self.grayscale else "RGB")
+                opened = Image.open(path)
+            with opened:
+                img = opened.convert("L" if self.grayscale else "RGB")
                 if self.size is not None and img.size != (self.size[1], self.size[0]):
                     img = img.resize((self.size[1], self.size[0]), Image.Resampling.BILINEAR)
                 pixels = np.asarray(img, dtype=np.float32)
