@@ -139,7 +139,6 @@ def generate_signing_key() -> tuple[bytes, bytes]:
     return private_pem, public_pem
 
 
-
 def signing_key(key: Any) -> Ed25519PrivateKey:
     """An Ed25519 private key from itself, PEM bytes or a PEM file's path."""
     ed25519 = crypto_module("hazmat.primitives.asymmetric.ed25519")
