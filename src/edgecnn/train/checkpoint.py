@@ -36,6 +36,8 @@ def training_graph(trainer: Trainer) -> Graph:
 
 
 def save_checkpoint(trainer: Trainer, path: str | os.PathLike[str]) -> None:
+    """Write the trainer's model and state to ``path`` atomically (save_ecnn): a save killed or
+    failed half-way leaves the previous checkpoint whole, and the next save clears its temporary."""
     from edgecnn.format import save_ecnn
 
     save_ecnn(training_graph(trainer), path)
