@@ -4,8 +4,8 @@ scenario traces (lab/governor_record.py), with the separation margin.
 The CNN trace is cut in two: the template (the medoid 40-sample window) comes from its first half,
 the CNN distances that the threshold must admit from its second half, so that the template is never
 judged on the samples it was cut from. Every (M, psi) pair of the grid is tried; the one whose
-threshold misclassifies the smallest share of windows (CNN and others, equally weighted), then the
-one with the largest margin relative to its threshold, is kept, saved as the bundled template
+threshold has the least error (choose_threshold's: CNN windows missed plus the mean share of each
+other scenario's windows caught), then the largest margin relative to its threshold, is kept, saved as the bundled template
 (src/edgecnn/dvfs/cnn_template.json) and plotted (docs/governor-dtw.png).
 
     .venv/bin/python lab/governor_scenes.py [--traces DIR] [--source demand] [--no-save]
@@ -105,7 +105,8 @@ def main() -> None:
     )
     for name, series in {"cnn (2nd half)": cnn, **others}.items():
         print(
-            f"  {name}: {len(series)} windows, DTW min {series.min():.1f} median {np.median(series):.1f} max {series.max():.1f}"
+            f"  {name}: {len(series)} windows, DTW min {series.min():.1f} median {np.median(series):.1f} "
+            f"max {series.max():.1f}, {np.mean(series < threshold.value):.1%} below DTW_TH"
         )
     if args.no_save:
         return

@@ -11,7 +11,7 @@ import pytest
 from dvfs.fake_sysfs import cnn_like, other_like, write_trace
 from edgecnn.dvfs.classifier import SceneClassifier
 from edgecnn.dvfs.dtw import dtw_distance
-from edgecnn.dvfs.scenes import SceneConfig, choose_threshold, distances, extract_template
+from edgecnn.dvfs.scenes import SceneConfig, bundled_template, choose_threshold, distances, extract_template
 from edgecnn.dvfs.traces import LoadTrace, read_trace, regular
 from edgecnn.errors import ConfigurationError, InputError
 
@@ -98,6 +98,10 @@ def test_template_and_threshold_separate_the_scenes() -> None:
     overlap = choose_threshold(np.array([1.0, 5.0, 9.0]), {"x": np.array([4.0, 10.0, 12.0])})
     assert overlap.margin == -5.0 and overlap.value == 10.0
     assert overlap.cnn_missed == 0.0 and overlap.others_caught == pytest.approx(1 / 3)
+    weighted = choose_threshold(
+        np.array([1.0, 2.0, 3.0, 10.0]), {"far": np.full(100, 50.0), "near": np.array([2.5, 9.0])}
+    )
+    assert weighted.value == 2.5  # pooled, the near scenario's two windows would not count against 50
     with pytest.raises(InputError):
         choose_threshold(np.array([]), {"x": np.array([1.0])})
 
@@ -124,3 +128,26 @@ def test_classifier_and_config_checks(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text('{"template": [1]}')
     with pytest.raises(InputError, match="not a scene template"):
         SceneConfig.load(tmp_path / "bad.json")
+
+
+def test_the_bundled_template_on_the_recorded_scenarios() -> None:
+    """The shipped template and DTW_TH against the traces they were chosen from (docs/governor.md):
+    the CNN app's windows fall below the threshold, idle and video far above it."""
+    config = SceneConfig.load(bundled_template())
+    data = Path(__file__).parent / "data"
+
+    def below(scene: str) -> float:
+        trace = read_trace(data / f"{scene}.csv", source="demand")
+        found = distances(
+            trace,
+            np.array(config.template),
+            window=config.window,
+            period=config.period,
+            step=4,
+            psi=config.psi,
+        )
+        return float(np.mean(found < config.threshold))
+
+    assert below("cnn") > 0.9
+    assert below("idle") == 0.0 and below("video") == 0.0
+    assert below("compile") < 0.2

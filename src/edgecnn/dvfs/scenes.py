@@ -76,13 +76,14 @@ class Threshold:
     other_min: float
     nearest_scene: str  # the other scenario that comes closest to the template
     cnn_missed: float  # share of CNN windows at or above the threshold
-    others_caught: float  # share of other windows below it
+    others_caught: float  # mean over the other scenarios of the share of their windows below it
 
 
 def choose_threshold(cnn: np.ndarray, others: Mapping[str, np.ndarray]) -> Threshold:
     """Midway between the farthest CNN window and the nearest other one when they separate;
-    where they overlap, the value that misclassifies the smallest share of windows (CNN and
-    others weighted equally)."""
+    where they overlap, the value with the least error: the share of CNN windows at or above it
+    plus the mean over the other scenarios of the share of theirs below it (each scenario counts
+    the same, however many windows its recording gave)."""
     if len(cnn) == 0 or not others or any(len(d) == 0 for d in others.values()):
         raise InputError("choosing a threshold needs windows of the CNN scenario and of every other")
     pooled = np.concatenate(list(others.values()))
@@ -92,7 +93,7 @@ def choose_threshold(cnn: np.ndarray, others: Mapping[str, np.ndarray]) -> Thres
         value = (cnn_max + other_min) / 2
     else:
         candidates = np.unique(np.concatenate([cnn, pooled]))
-        errors = [np.mean(cnn >= c) + np.mean(pooled < c) for c in candidates]
+        errors = [np.mean(cnn >= c) + caught(others, c) for c in candidates]
         value = float(candidates[int(np.argmin(errors))])
     return Threshold(
         value=value,
@@ -102,8 +103,13 @@ def choose_threshold(cnn: np.ndarray, others: Mapping[str, np.ndarray]) -> Thres
         other_min=other_min,
         nearest_scene=nearest,
         cnn_missed=float(np.mean(cnn >= value)),
-        others_caught=float(np.mean(pooled < value)),
+        others_caught=caught(others, value),
     )
+
+
+def caught(others: Mapping[str, np.ndarray], value: float) -> float:
+    """The mean over the scenarios of the share of their windows below ``value``."""
+    return float(np.mean([np.mean(d < value) for d in others.values()]))
 
 
 @dataclass(frozen=True)
