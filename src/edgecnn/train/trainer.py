@@ -233,7 +233,13 @@ class Trainer:
 
 
 def random_shift(images: np.ndarray, limit: int, rng: np.random.Generator) -> np.ndarray:
-    """Translate every (C, H, W) image by its own random offset in -limit..limit, filling with zeros."""
+    """Translate every (C, H, W) image (or (C, L) signal, along L) by its own random offset in
+    -limit..limit, filling with zeros."""
+    if images.ndim == 3:
+        length = images.shape[2]
+        padded = np.pad(images, ((0, 0), (0, 0), (limit, limit)))
+        starts = rng.integers(0, 2 * limit + 1, size=len(images))
+        return np.stack([padded[i, :, start : start + length] for i, start in enumerate(starts)])
     n, _, h, w = images.shape
     padded = np.pad(images, ((0, 0), (0, 0), (limit, limit), (limit, limit)))
     offsets = rng.integers(0, 2 * limit + 1, size=(n, 2))

@@ -1,6 +1,6 @@
-"""The compiled 1-D pooling of training (train/layers/pool1d_kernels.py): gradients against finite
-differences, and forward and backward equal to the numpy window path on the same input, ties
-included."""
+"""Training on 1-D signals (N, C, L): the compiled 1-D pooling of train/layers/pool1d_kernels.py
+(gradients against finite differences; forward and backward equal to the numpy window path, ties
+included) and the shift augmentation along the signal."""
 
 from __future__ import annotations
 
@@ -77,3 +77,18 @@ def test_compiled_1d_matches_the_window_path(fields: dict) -> None:
         rtol=1e-5,
         atol=1e-6,
     )
+
+
+def test_random_shift_moves_signals_along_their_length() -> None:
+    from edgecnn.train.trainer import random_shift
+
+    signals = np.arange(2 * 3 * 10, dtype=np.float32).reshape(2, 3, 10) + 1
+    shifted = random_shift(signals, 2, np.random.default_rng(0))
+    assert shifted.shape == signals.shape
+    for original, moved in zip(signals, shifted):
+        offsets = [
+            d for d in range(-2, 3) if np.array_equal(np.roll(original, d, axis=1)[:, 2:-2], moved[:, 2:-2])
+        ]
+        assert len(offsets) == 1
+        zeros = (moved == 0).sum(axis=1)
+        assert (zeros == abs(offsets[0])).all()
