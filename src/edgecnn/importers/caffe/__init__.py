@@ -196,6 +196,8 @@ class LayerContext:
         self.inputs = [builder.blob_tensor[x] for x in layer.bottoms]
         if not self.inputs:
             raise self.fail("has no bottom")
+        if not layer.tops:
+            raise self.fail("has no top")
         self._counter = 0
 
     def fail(self, message: str) -> ModelFormatError:
