@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from common import drop_from_page_cache
 from edgecnn.compress import compress
 from edgecnn.compress.report import seeded_feeds
 from edgecnn.compress.sensitivity import top1
@@ -97,15 +98,6 @@ class Row:
     max_abs_diff: float
     agreement: float
     extra: dict[str, str]
-
-
-def drop_from_page_cache(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 def median_ms(action: Callable[[], object], repeats: int, before: Callable[[], None] | None = None) -> float:

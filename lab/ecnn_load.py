@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 import edgecnn
+from common import drop_from_page_cache
 from edgecnn.format import load_ecnn, read_sections, save_ecnn
 from edgecnn.ir.graph import Graph, Node, TensorSpec
 from edgecnn.ops.activation import SoftmaxAttrs
@@ -107,16 +108,6 @@ def to_onnx(graph: Graph) -> Any:
     model = helper.make_model(onnx_graph, opset_imports=[helper.make_opsetid("", 21)])
     model.ir_version = 10
     return model
-
-
-def drop_from_page_cache(*paths: Path) -> None:
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 def median_ms(run: Callable[[], Any], repeats: int, cold: list[Path] | None = None) -> float:
