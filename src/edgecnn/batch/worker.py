@@ -38,9 +38,13 @@ def worker_main(job: BatchJob, cores: list[int] | None, threads: int, conn: Conn
 
         runner = Runner(load(job.model, job.weights, threads=threads), job.task, job.batch_size)
     except EdgeCNNError as exc:
-        conn.send(("fatal", str(exc)))
+        with contextlib.suppress(OSError):
+            conn.send(("fatal", str(exc)))
         return
-    conn.send(("ready", os.getpid()))
+    try:
+        conn.send(("ready", os.getpid()))
+    except OSError:
+        return  # the coordinator died while this worker was starting
     todo: queue.Queue[Item | None] = queue.Queue()
     ready: queue.Queue[Prepared | None] = queue.Queue(maxsize=2 * job.batch_size)
     threading.Thread(target=_receive, args=(conn, todo), daemon=True).start()
