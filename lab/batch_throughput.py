@@ -7,7 +7,7 @@ by `edgecnn time` (decoding hidden behind inference); and that the Ray engine's 
 on a local cluster be within 25% of the local engine's.
 
     .venv/bin/python lab/batch_throughput.py                       # the issue's table (minutes)
-    .venv/bin/python lab/batch_throughput.py --face 200 --resnet 16 --configs 1x1,2x1 --no-ray   # smoke
+    .venv/bin/python lab/batch_throughput.py --face 200 --resnet 16 --configs 1x1,2x1u --no-ray   # smoke
 
 For each model (the bundled face classifier, zoo resnet50; both converted once to .ecnn so that the
 workers memory-map one file) it writes its test images into --workdir (random crops of the bundled
@@ -19,7 +19,8 @@ then measures, in this order:
 - pure inference: for W workers of T threads, W concurrent `edgecnn time MODEL --json --threads T
   --batch B` children, each bound to its own core group (taskset), summed as B x 1000 / median ms:
   what the cores give when nothing but inference runs on them;
-- `edgecnn.batch.run` with each --configs WxT (workers x intra-op threads), into a fresh folder:
+- `edgecnn.batch.run` with each --configs WxT (workers x intra-op threads; WxTu: workers not bound
+  to cores, `--no-bind`), into a fresh folder:
   steady items/s from the first committed row to the end (start-up left out, as in `edgecnn
   time`'s warm-up), and the wall time with start-up; the resident memory of each worker sampled
   mid-job from /proc/PID/smaps_rollup (RSS, private = what this worker alone holds, shared);
@@ -60,12 +61,13 @@ class Measured:
     memory: str = ""
 
 
-def parse_configs(text: str) -> list[tuple[int, int]]:
-    pairs = []
+def parse_configs(text: str) -> list[tuple[int, int, bool]]:
+    """'2x1,2x1u' -> [(2, 1, True), (2, 1, False)]: workers x threads, a trailing u for unbound workers."""
+    configs = []
     for part in text.split(","):
         workers, _, threads = part.partition("x")
-        pairs.append((int(workers), int(threads or 1)))
-    return pairs
+        configs.append((int(workers), int(threads.rstrip("u") or 1), not threads.endswith("u")))
+    return configs
 
 
 def write_images(folder: Path, count: int, side: int, seed: int) -> Path:
@@ -199,7 +201,14 @@ def pure_inference(model: Path, workers: int, threads: int, batch_size: int, ite
 
 
 def batch_run(
-    model: Path, folder: Path, task: Any, workers: int, threads: int, batch_size: int, engine: str
+    model: Path,
+    folder: Path,
+    task: Any,
+    workers: int,
+    threads: int,
+    batch_size: int,
+    engine: str,
+    bind: bool = True,
 ) -> Measured:
     import multiprocessing
 
@@ -217,7 +226,9 @@ def batch_run(
                     samples.append(memory_of(child.pid))
 
     with tempfile.TemporaryDirectory(prefix="batch-out-") as out:
-        job = BatchJob(str(model), out, task, workers=workers, threads=threads, batch_size=batch_size)
+        job = BatchJob(
+            str(model), out, task, workers=workers, threads=threads, batch_size=batch_size, bind=bind
+        )
         started = time.perf_counter()
         summary = run(job, [folder], engine=engine, on_rows=on_rows)
         wall = time.perf_counter() - started
@@ -226,7 +237,7 @@ def batch_run(
     memory = ""
     if samples:
         memory = "; ".join(f"{s['rss']}/{s['private']}/{s['shared']}" for s in samples)
-    label = f"{'ray' if engine == 'ray' else 'batch'} {workers} x {threads}"
+    label = f"{'ray' if engine == 'ray' else 'batch'} {workers} x {threads}{'' if bind else ' unbound'}"
     return Measured(label, steady, wall, memory)
 
 
@@ -244,14 +255,19 @@ def measure_model(name: str, args: argparse.Namespace) -> list[str]:
         f"| one process, one core (Runner loop) | {base:.1f} | 1.00 | | | |",
     ]
     iterations = max(10, min(200, count // args.batch_size))
-    for workers, threads in parse_configs(args.configs):
-        pure = pure_inference(model, workers, threads, args.batch_size, iterations)
-        lines.append(
-            f"| `edgecnn time` x {workers} (threads {threads}) | {pure:.1f} | {pure / base:.2f} | 1.00 | | |"
-        )
-        engines = ["local"] + ([] if args.no_ray else ["ray"])
+    pure_of: dict[tuple[int, int], float] = {}
+    for workers, threads, bind in parse_configs(args.configs):
+        if (workers, threads) not in pure_of:
+            pure_of[workers, threads] = pure = pure_inference(
+                model, workers, threads, args.batch_size, iterations
+            )
+            lines.append(
+                f"| `edgecnn time` x {workers} (threads {threads}) | {pure:.1f} | {pure / base:.2f} | 1.00 | | |"
+            )
+        pure = pure_of[workers, threads]
+        engines = ["local"] + ([] if args.no_ray or not bind else ["ray"])
         for engine in engines:
-            got = batch_run(model, folder, task, workers, threads, args.batch_size, engine)
+            got = batch_run(model, folder, task, workers, threads, args.batch_size, engine, bind)
             lines.append(
                 f"| {got.label} | {got.items_per_s:.1f} | {got.items_per_s / base:.2f} | "
                 f"{got.items_per_s / pure:.2f} | {got.wall_s:.1f} | {got.memory} |"
@@ -267,7 +283,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--face", type=int, default=2000, help="images for the face classifier")
     parser.add_argument("--resnet", type=int, default=200, help="images for ResNet-50")
-    parser.add_argument("--configs", default="1x1,2x1,1x2", help="workers x threads, comma-separated")
+    parser.add_argument(
+        "--configs",
+        default="1x1,2x1,2x1u,1x2",
+        help="workers x threads, comma-separated; a trailing u: unbound",
+    )
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--models", default=",".join(MODELS), help=f"some of {', '.join(MODELS)}")
     parser.add_argument("--no-ray", action="store_true", help="leave the Ray engine out")
