@@ -68,12 +68,13 @@ def test_convert_encrypts_and_signs_and_the_model_runs_the_same(
     assert result.exit_code != 0 and "only .ecnn outputs" in result.output  # type: ignore[attr-defined]
 
 
-def test_compress_writes_an_encrypted_output(tmp_path: Path, keys: tuple[Path, Path]) -> None:
-    model_key, _ = keys
+def test_compress_writes_an_encrypted_signed_output(tmp_path: Path, keys: tuple[Path, Path]) -> None:
+    model_key, signing = keys
     out = tmp_path / "small.ecnn"
     common = ["--quantize", "fp16", "--iterations", "1", "--samples", "1", "--threads", "1"]
-    result = invoke("compress", FACE_ONNX, *common, "--encrypt", model_key, "-o", out)
+    result = invoke("compress", FACE_ONNX, *common, "--encrypt", model_key, "--sign", signing, "-o", out)
     assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
     assert read_header(out).encrypted
     assert [p.name for p in tmp_path.iterdir() if p.suffix == ".ecnn"] == ["small.ecnn"]
-    assert edgecnn.load(out, key=model_key).graph.initializers
+    loaded = edgecnn.load(out, key=model_key, verify_signature=Path(f"{signing}.pub"))
+    assert {str(a.dtype) for a in loaded.graph.initializers.values()} == {"float32"}  # fp16 decoded

@@ -250,3 +250,12 @@ def test_chunk_boundaries_round_trip(total: int, model_key: bytes) -> None:
     assert bytes(opener.open(2, memoryview(stored), opener.plain_length(len(stored), "DATA"))) == data
     with pytest.raises(ModelFormatError, match=DECRYPT_FAILED):
         Opener(model_key, sealer.record(), b"other frame", "test").open(2, memoryview(stored), total)
+
+
+def test_truncated_or_extended_encrypted_files(tmp_path: Path, graph: Graph, model_key: bytes) -> None:
+    raw = saved(tmp_path, graph, model_key).read_bytes()
+    damaged = tmp_path / "damaged.ecnn"
+    for edited in [raw[:keep] for keep in range(0, len(raw), 97)] + [raw + b"\0", raw[:-1]]:
+        damaged.write_bytes(reseal(edited) if len(edited) > HEADER.size else edited)
+        with pytest.raises(ModelFormatError):
+            load_ecnn(damaged, key=model_key)
