@@ -1,6 +1,7 @@
 """Training on 1-D signals (N, C, L): the compiled 1-D pooling of train/layers/pool1d_kernels.py
 (gradients against finite differences; forward and backward equal to the numpy window path, ties
-included) and the shift augmentation along the signal."""
+included), the compiled 1-D convolution (conv1d_kernels.py, against the im2col path) and the shift
+augmentation along the signal."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 from train_helpers import check_op_gradients
 
+from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.pool import (
     AveragePoolAttrs,
     MaxPoolAttrs,
@@ -16,6 +18,7 @@ from edgecnn.ops.pool import (
     padded_windows,
     pool_geometry,
 )
+from edgecnn.train.layers.conv import conv_backward, conv_forward
 from edgecnn.train.layers.pool import (
     average_pool_backward,
     average_pool_forward,
@@ -92,3 +95,36 @@ def test_random_shift_moves_signals_along_their_length() -> None:
         assert len(offsets) == 1
         zeros = (moved == 0).sum(axis=1)
         assert (zeros == abs(offsets[0])).all()
+
+
+@pytest.mark.parametrize(
+    ("attrs", "x_shape", "w_shape"),
+    [
+        (ConvAttrs(), (3, 1, 150), (6, 1, 5)),  # seed 003's first layer
+        (ConvAttrs(strides=(2,), pads=(1, 2), dilations=(2,)), (2, 4, 17), (5, 4, 3)),
+        (ConvAttrs(group=2, strides=(3,), pads=(2, 0)), (2, 4, 13), (6, 2, 4)),
+    ],
+)
+def test_compiled_conv_1d_matches_the_2d_im2col_path(
+    attrs: ConvAttrs, x_shape: tuple, w_shape: tuple
+) -> None:
+    """The 1-D forward and backward equal the im2col path's on the same data seen as (N, C, 1, L)."""
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32)
+    flat = conv_forward(attrs, [x, w, b], Context())
+    lifted_attrs = ConvAttrs(
+        kernel_shape=(1, w_shape[2]),
+        strides=(1, *(attrs.strides or (1,))),
+        pads=(0, (attrs.pads or (0, 0))[0], 0, (attrs.pads or (0, 0))[1]),
+        dilations=(1, *(attrs.dilations or (1,))),
+        group=attrs.group,
+    )
+    lifted = conv_forward(lifted_attrs, [x[:, :, None], w[:, :, None], b], Context())
+    np.testing.assert_allclose(flat.outputs[0], lifted.outputs[0][:, :, 0], rtol=1e-5, atol=1e-5)
+    dy = rng.standard_normal(flat.outputs[0].shape).astype(np.float32)
+    got = conv_backward(attrs, flat.cache, dy, [True, True, True])
+    want = conv_backward(lifted_attrs, lifted.cache, dy[:, :, None], [True, True, True])
+    for a, e in zip(got, want):
+        assert a is not None and e is not None
+        np.testing.assert_allclose(a, e.reshape(a.shape), rtol=1e-4, atol=1e-4)

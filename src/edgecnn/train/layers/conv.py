@@ -1,4 +1,5 @@
-"""Conv backward through im2col / col2im (groups, strides, pads, dilations; 1-D to 3-D)."""
+"""Conv backward through im2col / col2im (groups, strides, pads, dilations; 2-D and 3-D), and 1-D
+convolutions through the compiled loops of conv1d_kernels.py."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgecnn.ops.conv import ConvAttrs, ConvGeometry, conv_geometry, im2col
+from edgecnn.train.layers.conv1d_kernels import Conv1dCache, conv1d_backward, conv1d_forward
 from edgecnn.train.registry import Context, Forward, register_grad
 
 
@@ -63,6 +65,9 @@ def conv_forward(attrs: ConvAttrs, inputs: Sequence[np.ndarray | None], ctx: Con
     x, w = inputs[0], inputs[1]
     b = inputs[2] if len(inputs) > 2 else None
     assert x is not None and w is not None
+    if x.ndim == 3 and x.dtype in (np.float32, np.float64):
+        y1, cache1 = conv1d_forward(attrs, x, w, b)
+        return Forward((y1,), cache1)
     geo = conv_geometry(attrs, x.shape, w.shape)
     groups = attrs.group
     cols, out = unfold(x, geo, groups)
@@ -77,8 +82,11 @@ def conv_forward(attrs: ConvAttrs, inputs: Sequence[np.ndarray | None], ctx: Con
 
 
 def conv_backward(
-    attrs: ConvAttrs, cache: ConvCache, dy: np.ndarray, needed: Sequence[bool]
+    attrs: ConvAttrs, cache: ConvCache | Conv1dCache, dy: np.ndarray, needed: Sequence[bool]
 ) -> list[np.ndarray | None]:
+    if isinstance(cache, Conv1dCache):
+        dx, dw = conv1d_backward(cache, dy, needed[0])
+        return [dx, dw, dy.sum(axis=(0, 2))] if cache.has_bias else [dx, dw]
     groups, n = attrs.group, dy.shape[0]
     m, rank = dy.shape[1], len(cache.out)
     per_group_out = m // groups
