@@ -67,5 +67,5 @@ def test_unreadable_cache_is_ignored_with_one_warning_and_rewritten(cache: Path,
 
 def test_a_failed_write_names_the_cache(cache: Path) -> None:
     cache.mkdir()  # the target is a directory
-    with pytest.raises(ConfigurationError, match=r"kernel tuning cache .*kernel-tuning\.json"):
+    with pytest.raises(ConfigurationError, match=r"cannot write the tuning cache .*kernel-tuning\.json"):
         tuning.write_cache(cache, {})

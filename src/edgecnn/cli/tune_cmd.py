@@ -10,17 +10,12 @@ from rich.progress import TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from edgecnn.cli.console import console, headline, measuring_progress, step
-from edgecnn.errors import EdgeCNNError
 from edgecnn.kernels.tuning_measure import LayerTiming, time_layers, tunable_layers
 from edgecnn.runtime.feeds import random_feeds
 from edgecnn.runtime.plan import Plan
 from edgecnn.vision.preprocess import parse_shape
 
 NAME = "tune"
-
-
-class TuningError(EdgeCNNError):
-    """The tuning results could not be saved."""
 
 
 def plan_layers(plan: Plan) -> list[tuple]:
@@ -57,10 +52,7 @@ def command(
         task = progress.add_task("tuning", total=len(tunable))
         advance = step(progress, task)
         timings = time_layers([layers[i] for i in tunable], net.options.threads, on_layer=lambda _: advance())
-    try:
-        path = store_choices({t.key: t.choice() for t in timings}) if timings else cache_path()
-    except OSError as exc:
-        raise TuningError(f"cannot write the tuning cache {cache_path()}: {exc}") from None
+    path = store_choices({t.key: t.choice() for t in timings}) if timings else cache_path()
     if as_json:
         document = {
             "model": str(model),

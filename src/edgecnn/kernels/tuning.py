@@ -143,10 +143,8 @@ def write_cache(path: Path, machines: Mapping[str, Mapping[str, TunedChoice]]) -
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfigurationError(
-            f"cannot create the cache directory {path.parent}: {exc.strerror or exc}"
-        ) from None
-    atomic_write(path, lambda file: file.write(text), error=ConfigurationError, what="kernel tuning cache")
+        raise ConfigurationError(f"cannot write the tuning cache {path}: {exc.strerror or exc}") from None
+    atomic_write(path, lambda file: file.write(text), error=ConfigurationError, what="the tuning cache")
 
 
 def store_choices(choices: Mapping[str, TunedChoice], path: Path | None = None) -> Path:
