@@ -314,14 +314,19 @@ def give_blob_names_to_final_versions(builder: GraphBuilder, inputs: set[str]) -
     ``<blob>/<its layer>``."""
     producer = {out: node for node in builder.nodes for out in node.outputs}
     for blob, final in list(builder.blob_tensor.items()):
-        if final == blob or blob in inputs or blob not in producer or final not in producer:
+        if final == blob or blob in inputs or final not in producer:
             continue
-        first = builder.fresh(f"{blob}/{producer[blob].name}")
-        for old, new in ((blob, first), (final, blob)):
+        renames = [(final, blob)]
+        if blob in builder.types:  # a tensor holds the name: an earlier version of the blob, moved aside
+            if blob not in producer:
+                continue  # a constant's name
+            renames.insert(0, (blob, builder.fresh(f"{blob}/{producer[blob].name}")))
+        for old, new in renames:
             for node in builder.nodes:
                 node.inputs = [new if x == old else x for x in node.inputs]
                 node.outputs = [new if x == old else x for x in node.outputs]
             builder.types[new] = builder.types.pop(old)
+            producer[new] = producer.pop(old)  # later blobs see the names as they are now
             for name, tensor in builder.blob_tensor.items():
                 if tensor == old:
                     builder.blob_tensor[name] = new
@@ -335,7 +340,9 @@ def build_graph(net: Any, weights: WeightSource, source: str, tally: Tally | Non
     tally = tally or MemoryBudget.default().tally(source, ModelFormatError)
     layers = [layer for layer in network_layers(net) if in_test_phase(layer.message)]
     unsupported = [
-        (layer.type, layer.name) for layer in layers if layer.type != "Input" and layer.type not in CONVERTERS
+        (excerpt(layer.type), excerpt(layer.name))
+        for layer in layers
+        if layer.type != "Input" and layer.type not in CONVERTERS
     ]
     if unsupported:
         raise UnsupportedOperatorError(unsupported, source)
