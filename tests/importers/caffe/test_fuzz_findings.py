@@ -57,3 +57,10 @@ def test_in_place_layer_named_like_a_later_blob(tmp_path: Path) -> None:
     expected_a = np.maximum(1 / (1 + np.exp(-x)), 0)
     np.testing.assert_allclose(out["a"], expected_a, rtol=1e-6)
     np.testing.assert_allclose(out["b"], np.tanh(expected_a), rtol=1e-6)
+
+
+def test_input_of_a_thousand_dimensions(tmp_path: Path) -> None:
+    """7^1000 elements: the size was too large for a float in the budget's message (OverflowError)."""
+    prototxt = write(tmp_path, 'input: "data"\ninput_shape { ' + "dim: 7 " * 1000 + "}\n")
+    with pytest.raises(ModelFormatError, match="input 'data' has an invalid shape"):
+        load_caffe(prototxt, random_seed=0)

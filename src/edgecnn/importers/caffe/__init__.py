@@ -59,6 +59,8 @@ V1_TYPE_NAMES = {
     "SOFTMAX": "Softmax", "SPLIT": "Split", "SLICE": "Slice", "TANH": "TanH",
 }  # fmt: skip
 V1_NUMBER_TO_NAME = {number: name for name, number in V1_LAYER_TYPES.items()}
+MAX_RANK = 32
+"""Input dimensions at most (numpy's own limit in 1.x, and .ecnn's)."""
 STRUCTURE_ONLY = {"weights": "none: structure only, every blob zero-filled"}
 """The ``Graph.metadata`` entry of a graph loaded with ``structure_only=True``."""
 
@@ -297,7 +299,7 @@ def declared_inputs(net: Any, layers: list[CaffeLayer], source: str) -> list[tup
             )
         inputs.extend(zip(layer.tops, shapes))
     for name, shape in inputs:
-        if not shape or any(d < 1 or d > 1 << 24 for d in shape):
+        if not shape or len(shape) > MAX_RANK or any(d < 1 or d > 1 << 24 for d in shape):
             raise ModelFormatError(
                 f"{source}: input '{excerpt(name)}' has an invalid shape {excerpt(str(list(shape)))}"
             )
