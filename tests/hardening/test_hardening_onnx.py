@@ -127,6 +127,9 @@ def test_model_paths_that_are_not_regular_files(tmp_path: Path) -> None:
         edgecnn.load(fifo)
     with pytest.raises(ModelFormatError, match="is a directory"):
         edgecnn.load(tmp_path)
+    model = onnx_file(tmp_path / "relu.onnx", [helper.make_node("Relu", ["x"], ["y"])])
+    with pytest.raises(ModelFormatError, match=r"weights file .* is a directory"):
+        edgecnn.load(model, weights=tmp_path)  # an IsADirectoryError before, for Darknet and Caffe
 
 
 def test_external_weights_are_checked_before_they_are_read(tmp_path: Path) -> None:
