@@ -64,9 +64,9 @@ def read_sections(path: str | os.PathLike[str]) -> list[SectionInfo]:
 
 
 DEFAULT_VERIFY_MAX_BYTES = 256 << 20
-"""``verify=None`` checks the DATA section's CRC-32 of files up to this size: one pass over the
-weights at about 0.3-1 ms per MB (lab/ecnn_verify_cost.py), so a model that loads in milliseconds
-stays under a few hundred; larger files are mapped without reading them, as before."""
+"""``verify=None`` checks the DATA section's CRC-32 in files up to this size: one pass over the
+weights (its cost per MiB is in docs/security.md), which the first run would mostly pay anyway by
+faulting the pages in; larger files are mapped without being read."""
 
 
 def load_ecnn(
@@ -113,7 +113,7 @@ def load_ecnn(
         graph_bytes = graph_stored
         data = DataSection(mapped, data_section.offset, data_section.length)
         if verify is None and size <= DEFAULT_VERIFY_MAX_BYTES:
-            check_tensors = not _data_crc_matches(mapped, data_section)
+            check_tensors = _crc_of(mapped, data_section) != data_section.crc32
     check = CheckedJson(source)
     document = _parse_json(graph_bytes, graph_section.offset, check)
     if not isinstance(document, dict):
@@ -122,11 +122,7 @@ def load_ecnn(
         check.member(document, "tensors", list, "GRAPH"), data, check_tensors, check, tally
     )
     if check_tensors and not verify:  # the DATA CRC failed but no tensor's: the damage is in padding
-        _check_crc(
-            data_section,
-            zlib.crc32(mapped[data_section.offset : data_section.offset + data_section.length]),
-            source,
-        )
+        _check_crc(data_section, _crc_of(mapped, data_section), source)
     return decode_graph(document, tensors, check)
 
 
@@ -149,9 +145,10 @@ def _open_section(opener: Opener, mapped: mmap.mmap, section: SectionInfo, tally
         return opener.open(section.kind, view[section.offset : section.offset + section.length], plain)
 
 
-def _data_crc_matches(mapped: mmap.mmap, section: SectionInfo) -> bool:
+def _crc_of(mapped: mmap.mmap, section: SectionInfo) -> int:
+    """The CRC-32 of a section's bytes, read through the mapping (no copy)."""
     with memoryview(mapped) as view:
-        return zlib.crc32(view[section.offset : section.offset + section.length]) == section.crc32
+        return _section_crc(view, section)
 
 
 def _check_crc(section: SectionInfo, computed: int, source: str) -> None:
