@@ -75,9 +75,13 @@ def test_noise_and_clutter_change_returns_as_their_ratios_say() -> None:
     assert pair(RadarSettings(snr_db=(0.0, 0.0), clutter_db=(0.0, 0.0))) > 0.2
 
 
-def test_at_least_one_return_per_class() -> None:
+def test_at_least_one_return_per_class_and_sane_settings() -> None:
     with pytest.raises(InputError, match="per class"):
         simulate_returns(0)
+    with pytest.raises(InputError, match=r"cells >= 2, bandwidth_hz > 0"):
+        RadarSettings(cells=1, bandwidth_hz=0.0)
+    with pytest.raises(InputError, match="snr_db low <= high"):
+        RadarSettings(snr_db=(30.0, 10.0))
 
 
 def test_every_class_is_distinct_and_fits_the_window() -> None:

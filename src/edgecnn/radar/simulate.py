@@ -50,6 +50,22 @@ class RadarSettings:
     clutter_db: tuple[float, float] = (-25.0, -10.0)
     clutter_points: int = 40
 
+    def __post_init__(self) -> None:
+        checks = {
+            "cells >= 2": self.cells >= 2,
+            "carrier_hz > 0": self.carrier_hz > 0,
+            "bandwidth_hz > 0": self.bandwidth_hz > 0,
+            "0 <= aspect_deg <= 90": 0 <= self.aspect_deg <= 90,
+            "shift_cells >= 0": self.shift_cells >= 0,
+            "fluctuation >= 0": self.fluctuation >= 0,
+            "snr_db low <= high": self.snr_db[0] <= self.snr_db[1],
+            "clutter_db low <= high": self.clutter_db[0] <= self.clutter_db[1],
+            "clutter_points >= 0": self.clutter_points >= 0,
+        }
+        failed = [rule for rule, ok in checks.items() if not ok]
+        if failed:
+            raise InputError(f"radar settings {self}: need {', '.join(failed)}")
+
     @property
     def cell_metres(self) -> float:
         return LIGHT_SPEED / (2 * self.bandwidth_hz)
