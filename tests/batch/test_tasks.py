@@ -4,17 +4,23 @@ item in order, and an error row (not an exception) for each bad item."""
 from __future__ import annotations
 
 import dataclasses
+import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 
 import edgecnn
 from batch.support import FACE_MODEL, FACE_TASK
 from edgecnn.batch.items import list_items
+from edgecnn.batch.job import BatchJob, with_shared_model
 from edgecnn.batch.tasks import Runner, TaskSpec, columns
 from edgecnn.errors import InputError
+from edgecnn.importers.darknet import write_random_weights
 from edgecnn.ops.activation import SoftmaxAttrs, softmax
+from edgecnn.vision import Detector
 
 
 @pytest.fixture(scope="module")
@@ -65,3 +71,43 @@ def test_letterbox_pads_instead_of_stretching(image_folder: Path, face_net: edge
         TaskSpec("classify", letterbox=True)
     with pytest.raises(InputError, match="task must be"):
         TaskSpec("segment")
+
+
+def assert_same_detections(got: Iterable[tuple[str, float, Sequence[float]]], want: Iterable) -> None:
+    """The same boxes per label, up to float32 noise (ties may come in another order)."""
+    by_label: dict[str, list[list]] = {}
+    for side, detections in enumerate((got, want)):
+        for label, score, box in detections:
+            by_label.setdefault(label, [[], []])[side].append((score, *box))
+    for label, (mine, theirs) in by_label.items():
+        assert len(mine) == len(theirs), label
+        np.testing.assert_allclose(np.sort(mine, axis=0), np.sort(theirs, axis=0), atol=2e-2, err_msg=label)
+
+
+def test_detect_rows_are_the_detectors_boxes_also_from_the_shared_model(
+    tmp_path: Path, image_folder: Path
+) -> None:
+    fixtures = Path("/work/shared/fixtures/darknet")
+    if not fixtures.is_dir():
+        fixtures = Path(__file__).parents[1] / "fixtures" / "darknet"
+    cfg = tmp_path / "yolov3-tiny.cfg"
+    text = (fixtures / "yolov3-tiny.cfg").read_text()
+    cfg.write_text(re.sub(r"^(width|height)=\d+", r"\1=160", text, flags=re.M))
+    weights = tmp_path / "yolov3-tiny.weights"
+    write_random_weights(cfg, weights, seed=5)
+    items = list_items([image_folder / "b"])[:4]
+    spec = TaskSpec("detect", score_threshold=0.5)
+    net = edgecnn.load(cfg, weights, threads=1)
+    job = with_shared_model(BatchJob(str(cfg), str(tmp_path), spec, weights=str(weights)), net, tmp_path)
+    assert job.model == str(tmp_path / "_model.ecnn") and job.weights is None
+    detector = Detector.load(cfg, weights=str(weights), score_threshold=0.5, threads=1)
+    for model in (net, edgecnn.load(job.model, threads=1)):
+        runner = Runner(model, spec, 1)  # one image per run, as the detector runs them
+        rows = runner.infer([runner.prepare(i) for i in items])
+        for item, row in zip(items, rows):
+            found = detector.detect(Image.open(item.path))
+            assert row["error"] is None and found
+            got = zip(row["labels"], row["scores"], row["boxes"])
+            want = [(d.label, d.score, d.box) for d in found]
+            assert_same_detections(got, want)
+    assert Runner(net, spec, 1).prepare(dataclasses.replace(items[0], kind="array")).error
