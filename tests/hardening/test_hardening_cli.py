@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from edgecnn.cli.app import EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, app, reports_errors
 from edgecnn.cli.demo_cmd import bundled
+from edgecnn.vision.sources import FrameError, read_image
 from hardening.support import onnx_file, run_child
 
 FACE_MODEL = bundled("simplecnn/face_binary_cls.onnx")  # declares [1, 3, 128, 128]
@@ -127,9 +128,20 @@ def test_run_size_is_checked_before_images_are_decoded() -> None:
     assert result["peak_mb"] < 700, result
 
 
-def test_decompression_bomb_is_an_input_error(tmp_path: Path) -> None:
-    bomb = tmp_path / "bomb.png"
-    Image.new("L", (9500, 9500)).save(bomb)  # 90 Mpixels in a file of about 90 KB
+@pytest.fixture(scope="module")
+def bomb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """90 Mpixels in a file of about 90 KB: over Pillow's limit, under twice it (where it only warned)."""
+    path = tmp_path_factory.mktemp("bomb") / "bomb.png"
+    Image.new("L", (9500, 9500)).save(path)
+    return path
+
+
+def test_decompression_bomb_is_an_input_error(bomb: Path) -> None:
     result = invoke("run", FACE_MODEL, bomb)
     assert result.exit_code == EXIT_ERROR, result.output
     assert "decompression bomb" in result.output
+
+
+def test_decompression_bomb_in_detect_sources_is_a_frame_error(bomb: Path) -> None:
+    item = read_image(str(bomb))
+    assert isinstance(item, FrameError) and "decompression bomb" in item.message

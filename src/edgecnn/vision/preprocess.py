@@ -12,10 +12,14 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from edgecnn.errors import EdgeCNNError, InputError
+
+if TYPE_CHECKING:
+    import PIL.Image
 from edgecnn.limits import MemoryBudget, regular_file_size
 
 LAYOUTS = ("nchw", "nhwc")
@@ -53,10 +57,7 @@ class Preprocess:
 
         input_file_size(path)
         try:
-            with warnings.catch_warnings():  # Pillow only warns below twice its pixel limit
-                warnings.simplefilter("error", Image.DecompressionBombWarning)
-                opened = Image.open(path)
-            with opened:
+            with open_image(path) as opened:
                 img = opened.convert("L" if self.grayscale else "RGB")
                 if self.size is not None and img.size != (self.size[1], self.size[0]):
                     img = img.resize((self.size[1], self.size[0]), Image.Resampling.BILINEAR)
@@ -65,9 +66,6 @@ class Preprocess:
             raise InputError(f"input file not found: {path}") from None
         except (UnidentifiedImageError, OSError) as exc:
             raise InputError(f"{path}: not an image Pillow can read ({exc})") from None
-        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-            # a few KB that would decode to gigapixels
-            raise InputError(f"{path}: refused as a decompression bomb ({exc})") from None
         if pixels.ndim == 2:
             pixels = pixels[:, :, None]
         if self.channel_order == "bgr":
@@ -84,6 +82,19 @@ class Preprocess:
         if self.layout == "nchw":
             x = x.transpose(2, 0, 1)
         return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def open_image(path: str | os.PathLike[str]) -> PIL.Image.Image:
+    """``Image.open(path)``, except that an image over Pillow's pixel limit is an InputError: a
+    file of a few KB can declare gigapixels, and below twice the limit Pillow only warns."""
+    from PIL import Image
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            return Image.open(path)
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise InputError(f"{os.fspath(path)}: refused as a decompression bomb ({exc})") from None
 
 
 def parse_shape(text: str, label: str = "shape", example: str = "1x3x224x224") -> tuple[int, ...]:

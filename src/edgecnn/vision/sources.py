@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgecnn.errors import EdgeCNNError, InputError
+from edgecnn.vision.preprocess import open_image
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -98,13 +99,15 @@ def video_frame_count(path: str) -> int | None:
 
 def read_image(path: str) -> Item:
     """An image file as a :class:`Frame`, or a :class:`FrameError` saying why not."""
-    from PIL import Image, UnidentifiedImageError
+    from PIL import UnidentifiedImageError
 
     try:
-        with Image.open(path) as img:
+        with open_image(path) as img:
             return Frame(img.convert("RGB"), path, 0, None)
     except FileNotFoundError:
         return FrameError(path, 0, "file not found")
+    except InputError as exc:  # a decompression bomb
+        return FrameError(path, 0, str(exc))
     except (UnidentifiedImageError, OSError, ValueError) as exc:
         return FrameError(path, 0, f"not an image Pillow can read ({exc})")
 
