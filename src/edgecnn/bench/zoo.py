@@ -1,4 +1,5 @@
-"""The benchmark's model zoo: classic CNNs rebuilt in ONNX with seeded random weights.
+"""The benchmark's model zoo: classic CNNs (and, from modern_nets, the networks deployed now)
+rebuilt in ONNX with seeded random weights.
 
 Every builder takes ``width`` (channel multiplier) and ``resolution`` (input side) so tests can
 build small variants quickly; the benchmark uses the full-size defaults. Models are written once
@@ -16,19 +17,18 @@ from pathlib import Path
 import onnx
 
 from edgecnn import paths
-from edgecnn.bench.builder import INPUT_NAME, Chw, NetBuilder
+from edgecnn.bench.builder import INPUT_NAME, Chw, NetBuilder, Scale
+from edgecnn.bench.modern_nets import (
+    convnext_tiny,
+    efficientnet_b0,
+    mobilenet_v3_large,
+    pp_lcnet,
+    regnet_y_400mf,
+    yolov8n,
+)
 from edgecnn.errors import InputError
 
 ZOO_VERSION = 1  # bump when a builder changes, so cached files are rebuilt
-
-
-@dataclass(frozen=True)
-class Scale:
-    width: float = 1.0
-
-    def ch(self, channels: int, multiple: int = 1) -> int:
-        """Scaled channel count, a positive multiple of ``multiple`` (for groups and splits)."""
-        return max(multiple, round(channels * self.width / multiple) * multiple)
 
 
 def alexnet(b: NetBuilder, s: Scale) -> str:
@@ -237,6 +237,12 @@ MODELS: dict[str, ZooModel] = {
         ZooModel("tiny-yolo", tiny_yolo, 3, 448),
         ZooModel("lenet5", lenet5, 1, 28),
         ZooModel("simplecnn", None, 3, 128, fixed_batch=1, bundled="simplecnn/face_binary_cls.onnx"),
+        ZooModel("mobilenetv3-large", mobilenet_v3_large, 3, 224),
+        ZooModel("efficientnet-b0", efficientnet_b0, 3, 224),
+        ZooModel("pp-lcnet", pp_lcnet, 3, 224),
+        ZooModel("regnety-400mf", regnet_y_400mf, 3, 224),
+        ZooModel("convnext-tiny", convnext_tiny, 3, 224),
+        ZooModel("yolov8n", yolov8n, 3, 640),
     )
 }
 
