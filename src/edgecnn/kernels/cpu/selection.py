@@ -64,6 +64,7 @@ FAMILIES: dict[str, Family] = {
     "int8_dense": Family(("QLinearMatMul", "Int8Gemm"), (("int8_dense", "int8.steps"),)),
     "quantize": Family(("QuantizeLinear",), (("quantize_int8", "int8.steps"),)),
     "lrn": Family(("LRN",), (("lrn", "lrn"),)),
+    "softmax": Family(("Softmax",), (("softmax", "softmax"),)),
     "pool": Family(
         ("MaxPool", "AveragePool", "FusedMaxPool", "FusedAveragePool"),
         (("pool_1d", "pool.pool1d"), ("pool_2d", "pool.steps")),
