@@ -528,6 +528,80 @@ def fp16_weights_through_dequantize() -> tuple[bytes, dict[str, np.ndarray]]:
     return w.build([x], [y]), {"x": normal(1, 6, 5, 3)}
 
 
+@case
+def maximum_then_minimum() -> tuple[bytes, dict[str, np.ndarray]]:
+    w = TfliteWriter()
+    x = w.tensor("x", (1, 5, 6, 4))
+    filters = w.const("filters", normal(4, 1, 1, 4))
+    hidden = w.tensor("hidden", (1, 5, 6, 4))
+    w.op(
+        "CONV_2D",
+        [x, filters, w.const("bias", normal(4))],
+        [hidden],
+        "Conv2DOptions",
+        Padding=1,
+        StrideH=1,
+        StrideW=1,
+    )
+    upper = w.tensor("upper", (1, 5, 6, 4))
+    w.op("MAXIMUM", [hidden, x], [upper])
+    y = w.tensor("y", (1, 5, 6, 4))
+    w.op("MINIMUM", [upper, w.const("cap", np.float32(0.5))], [y])
+    return w.build([x], [y]), {"x": normal(1, 5, 6, 4)}
+
+
+@case
+def expand_dims() -> tuple[bytes, dict[str, np.ndarray]]:
+    return single("EXPAND_DIMS", (3, 5), (3, 1, 5), None, (np.array(1, np.int32),))
+
+
+@case
+def pack_two_rows() -> tuple[bytes, dict[str, np.ndarray]]:
+    w = TfliteWriter()
+    x = w.tensor("x", (3, 4))
+    y = w.tensor("y", (3, 2, 4))
+    w.op("PACK", [x, w.const("other", normal(3, 4))], [y], "PackOptions", ValuesCount=2, Axis=1)
+    return w.build([x], [y]), {"x": normal(3, 4)}
+
+
+@case
+def keras_flatten_with_computed_shape() -> tuple[bytes, dict[str, np.ndarray]]:
+    """SHAPE -> STRIDED_SLICE -> PACK -> RESHAPE, as Keras' Flatten converts, after a convolution."""
+    w = TfliteWriter()
+    x = w.tensor("x", (1, 5, 6, 4))
+    filters = w.const("filters", normal(3, 1, 1, 4))
+    hidden = w.tensor("hidden", (1, 5, 6, 3))
+    w.op(
+        "CONV_2D",
+        [x, filters, w.const("bias", normal(3))],
+        [hidden],
+        "Conv2DOptions",
+        Padding=1,
+        StrideH=1,
+        StrideW=1,
+    )
+    shape = w.tensor("flatten/Shape", (4,), "int32")
+    w.op("SHAPE", [hidden], [shape], "ShapeOptions", OutType=2)
+    batch = w.tensor("flatten/strided_slice", (), "int32")
+    bounds = [
+        w.const(name, np.array([value], np.int32))
+        for name, value in (("begin", 0), ("end", 1), ("stride", 1))
+    ]
+    w.op("STRIDED_SLICE", [shape, *bounds], [batch], "StridedSliceOptions", ShrinkAxisMask=1)
+    target = w.tensor("flatten/Reshape/shape", (2,), "int32")
+    w.op(
+        "PACK",
+        [batch, w.const("minus_one", np.array(-1, np.int32))],
+        [target],
+        "PackOptions",
+        ValuesCount=2,
+        Axis=0,
+    )
+    y = w.tensor("flatten/Reshape", (1, 90))
+    w.op("RESHAPE", [hidden, target], [y])
+    return w.build([x], [y, shape]), {"x": normal(1, 5, 6, 4)}
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_operator_matches_litert(tmp_path: Path, name: str) -> None:
     data, feeds = CASES[name]()

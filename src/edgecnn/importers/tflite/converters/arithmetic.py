@@ -24,7 +24,7 @@ from edgecnn.ops.reduce import ReduceAttrs
 from edgecnn.ops.registry import NoAttrs
 from edgecnn.ops.shape import ReshapeAttrs, TransposeAttrs
 
-BINARY = {"ADD": "Add", "SUB": "Sub", "MUL": "Mul", "DIV": "Div"}
+BINARY = {"ADD": "Add", "SUB": "Sub", "MUL": "Mul", "DIV": "Div", "MAXIMUM": "Max", "MINIMUM": "Min"}
 UNARY = {"RELU": "Relu", "LOGISTIC": "Sigmoid", "TANH": "Tanh", "HARD_SWISH": "HardSwish"}
 CLIPS = {"RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0), "RELU_0_TO_1": (0.0, 1.0)}
 L2_EPSILON = 1e-6

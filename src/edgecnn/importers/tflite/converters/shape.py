@@ -4,7 +4,15 @@ when the tensor is held as NCHW."""
 
 from __future__ import annotations
 
-from edgecnn.importers.tflite.builder import NCHW, NHWC, TO_NCHW, ConversionError, GraphBuilder, nchw_axis
+from edgecnn.importers.tflite.builder import (
+    NCHW,
+    NHWC,
+    TO_NCHW,
+    TO_NHWC,
+    ConversionError,
+    GraphBuilder,
+    nchw_axis,
+)
 from edgecnn.importers.tflite.converters.arithmetic import static_shape
 from edgecnn.importers.tflite.converters.common import (
     converts,
@@ -16,8 +24,17 @@ from edgecnn.importers.tflite.converters.common import (
     same_quantization,
 )
 from edgecnn.importers.tflite.reader import TfliteOperator
+from edgecnn.ops.elementwise import CastAttrs
 from edgecnn.ops.registry import NoAttrs
-from edgecnn.ops.shape import ConcatAttrs, GatherAttrs, PadAttrs, ReshapeAttrs, SplitAttrs, TransposeAttrs
+from edgecnn.ops.shape import (
+    ConcatAttrs,
+    GatherAttrs,
+    PadAttrs,
+    ReshapeAttrs,
+    ShapeAttrs,
+    SplitAttrs,
+    TransposeAttrs,
+)
 
 FAR = 1 << 62
 """A slice bound past any dimension (what a begin or end mask means)."""
@@ -55,9 +72,10 @@ def concatenation(b: GraphBuilder, op: TfliteOperator) -> None:
         emit(b, "Concat", attrs, args, y, layout, fused)
 
 
-@converts("RESHAPE", "SQUEEZE")
+@converts("RESHAPE", "SQUEEZE", "EXPAND_DIMS")
 def reshape(b: GraphBuilder, op: TfliteOperator) -> None:
-    """The target is the output tensor's shape (the new_shape input or option says the same)."""
+    """The target is the output tensor's shape (what the new_shape input, the squeeze dims or the
+    axis say); a shape computed at run time (Keras' SHAPE -> PACK pattern) is then not needed."""
     (x,) = inputs(op, 1)
     y = output(op)
     direct = same_quantization(b, [x, y])
@@ -190,3 +208,35 @@ def gather(b: GraphBuilder, op: TfliteOperator) -> None:
     axis = _axis(b, x, int(option(op, "Axis", 0)), NHWC)
     args = [b.get(x, NHWC, real=not direct), b.get(indices, NHWC, real=False)]
     _write(b, "Gather", GatherAttrs(axis=axis), args, y, NHWC, direct)
+
+
+@converts("SHAPE")
+def shape(b: GraphBuilder, op: TfliteOperator) -> None:
+    """TFLite's NHWC shape, also of a tensor held as NCHW (gathered back into TFLite's order)."""
+    (x,) = inputs(op, 1)
+    y = output(op)
+    layout = b.layout_of(x)
+    target = b.put(y, NHWC, real=False)
+    dims = f"{b.current}::dims"
+    b.node("Shape", ShapeAttrs(), [b.get(x, layout, real=False)], [dims])
+    if layout == NCHW:
+        ordered = f"{b.current}::nhwc_dims"
+        b.node("Gather", GatherAttrs(axis=0), [dims, b.constant(list(TO_NHWC), "order", "int64")], [ordered])
+        dims = ordered
+    b.node("Cast", CastAttrs(to=b.tensor(y).dtype), [dims], [target])
+
+
+@converts("PACK")
+def pack(b: GraphBuilder, op: TfliteOperator) -> None:
+    """Stack along a new axis: each input gains the axis, then they are concatenated."""
+    xs = [i for i in op.inputs if i >= 0]
+    y = output(op)
+    axis = _axis(b, y, int(option(op, "Axis", 0)), NHWC)
+    direct = same_quantization(b, [*xs, y]) or not any(b.quantized(i) for i in [*xs, y])
+    axes = b.constant([axis], "axes", "int64")
+    parts = []
+    for position, index in enumerate(xs):
+        part = f"{b.current}::part{position}"
+        b.node("Unsqueeze", NoAttrs(), [b.get(index, NHWC, real=not direct), axes], [part])
+        parts.append(part)
+    _write(b, "Concat", ConcatAttrs(axis=axis), parts, y, NHWC, direct)
