@@ -64,9 +64,10 @@ def command(
     if sniff_format(model) == "ecnn":
         console.print(file_sections(model))
         if verify:
+            from edgecnn.api import environment_key
             from edgecnn.format import load_ecnn
 
-            load_ecnn(model, verify=True)
+            load_ecnn(model, verify=True, key=environment_key())  # an encrypted file's key, if set
             console.print("checksums: every section and tensor CRC-32 and the SHA-256 match")
     if passes:
         for report in net.pass_reports:
