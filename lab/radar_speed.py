@@ -91,6 +91,7 @@ def batch_one_steps(graph: Graph) -> list[tuple[str, float]]:
     """Where a batch-1 run's time goes (1 thread, best calls): each step's kernel called alone, the
     whole Model call, and the Model call of a one-Relu graph (the cost of a run with one cheap step)."""
     from edgecnn.ir.graph import Node, TensorSpec
+    from edgecnn.kernels.cpu.system.threads import cpu_threads
     from edgecnn.ops.registry import NoAttrs
 
     net = Model(graph, RuntimeOptions.resolve(threads=1))
@@ -98,6 +99,8 @@ def batch_one_steps(graph: Graph) -> list[tuple[str, float]]:
     plan = net.plan_for({"input": x})
     values = {"input": x, **net.run({"input": x}, outputs=[s.node.outputs[0] for s in plan.steps])}
     rows = []
+    budget = cpu_threads(1)  # as inside a run: BLAS held at one thread, not switched per call
+    budget.__enter__()
     for step in plan.steps:
         run, source = step.kernel.run, values[step.node.inputs[0]]
         if step.node.op == "Flatten":
@@ -113,6 +116,7 @@ def batch_one_steps(graph: Graph) -> list[tuple[str, float]]:
         else:
             inputs = [values.get(i) for i in step.node.inputs]
             rows.append((f"{step.node.name} ({step.kernel.name})", best_us(lambda r=run, v=inputs: r(*v))))
+    budget.__exit__(None, None, None)
     rows.append(("sum of the steps", sum(t for _, t in rows)))
     rows.append(("whole Model call", best_us(lambda: net(x))))
     relu = Graph(
@@ -132,7 +136,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=300, help="Interleaved rounds per block (batch 1).")
     parser.add_argument("--blocks", type=int, default=3, help="Blocks of rounds; their spread is the noise.")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--steps-only", action="store_true", help="Only the batch-1 time per step.")
     args = parser.parse_args()
+    if args.steps_only:
+        for name, micros in batch_one_steps(untrained_network(seed=0)):
+            print(f"  {name:<34} {micros:7.2f}")
+        return
 
     import onnxruntime as ort
 
