@@ -65,6 +65,7 @@ FAMILIES: dict[str, Family] = {
     "quantize": Family(("QuantizeLinear",), (("quantize_int8", "int8.steps"),)),
     "lrn": Family(("LRN",), (("lrn", "lrn"),)),
     "softmax": Family(("Softmax",), (("softmax", "softmax"),)),
+    "binary": Family(("Add", "Sub", "Mul", "Div"), (("binary", "binary"),)),  # broadcast arithmetic
     "pool": Family(
         ("MaxPool", "AveragePool", "FusedMaxPool", "FusedAveragePool"),
         (("pool_1d", "pool.pool1d"), ("pool_2d", "pool.steps")),
