@@ -15,17 +15,21 @@ samples and scene, JPEG, at sizes around the model's input: decoding and resizin
 then measures, in this order:
 
 - one core, one process: a child bound to the first core runs the batch Runner over every image in
-  turn (decode, pre-process, infer in batches of --batch-size), timed from the second batch;
+  turn (decode, pre-process, infer in batches of --batch-size), timed from the second batch, and
+  the model alone on one prepared batch (CPU time per item: what decoding leaves to inference);
 - pure inference: for W workers of T threads, W concurrent `edgecnn time MODEL --json --threads T
   --batch B` children, each bound to its own core group (taskset), summed as B x 1000 / median ms:
   what the cores give when nothing but inference runs on them;
 - `edgecnn.batch.run` with each --configs WxT (workers x intra-op threads; WxTu: workers not bound
   to cores, `--no-bind`), into a fresh folder:
-  steady items/s from the first committed row to the end (start-up left out, as in `edgecnn
-  time`'s warm-up), and the wall time with start-up; the resident memory of each worker sampled
-  mid-job from /proc/PID/smaps_rollup (RSS, private = what this worker alone holds, shared);
-- the Ray engine on a local cluster (ray.init with the machine's cores), the same job, one actor per
-  worker (unless --no-ray).
+  steady items/s from the row that completes the first 10% of the items to the end (start-up left
+  out, as in `edgecnn time`'s warm-up), and the wall time with start-up; the resident memory of each worker sampled
+  mid-job from /proc/PID/smaps_rollup (RSS, private = what this worker alone holds, shared); and
+  the CPU time per item of the workers (Ray: its map actors) and the coordinator over the same
+  rows, which a shared machine distorts far less than items/s;
+- after every local run (Ray's driver threads and daemons would take CPU from them), the Ray engine
+  on a local cluster (ray.init with the machine's cores), the same jobs, one actor per worker
+  (unless --no-ray).
 
 It prints one markdown table per model with the command, the machine line, the date and the load.
 Run it on a quiet machine: on a shared one every ratio mostly measures the neighbours.
@@ -57,8 +61,69 @@ MODELS = ("face", "resnet50")
 class Measured:
     label: str
     items_per_s: float
+    cpu_ms: float  # CPU time of the workers and the coordinator per item, in the steady state
     wall_s: float | None = None
     memory: str = ""
+
+
+class CpuMeter:
+    """CPU seconds used by this process and the job's workers (batch workers or Ray's map actors),
+    less what the meter itself spends."""
+
+    RESCAN_S = 2.0  # Ray's actors are found by a walk over /proc, redone this often
+
+    def __init__(self, engine: str) -> None:
+        import psutil
+
+        self.psutil = psutil
+        self.engine = engine
+        self.seen: dict[int, float] = {}
+        self.start: dict[int, float] | None = None
+        self.start_self = time.process_time()
+        self.overhead = 0.0
+        self.actors: list[Any] = []
+        self.scanned = 0.0
+
+    def _workers(self) -> list[Any]:
+        import multiprocessing
+
+        if self.engine == "local":
+            return [
+                self.psutil.Process(c.pid)
+                for c in multiprocessing.active_children()
+                if c.name.startswith("edgecnn-batch-") and c.pid
+            ]
+        if time.monotonic() - self.scanned > self.RESCAN_S:
+            self.actors = [
+                p for p in self.psutil.Process().children(recursive=True) if "MapWorker" in self._title(p)
+            ]
+            self.scanned = time.monotonic()
+        return self.actors
+
+    def _title(self, process: Any) -> str:
+        try:
+            return " ".join(process.cmdline())
+        except self.psutil.Error:
+            return ""
+
+    def sample(self) -> None:
+        """The first call starts the count; a worker first seen later counts from then."""
+        began = time.process_time()
+        if self.start is None:
+            self.start, self.start_self = {}, began
+        for process in self._workers():
+            try:
+                times = process.cpu_times()
+            except self.psutil.Error:
+                continue
+            self.seen[process.pid] = times.user + times.system
+            self.start.setdefault(process.pid, self.seen[process.pid])
+        self.overhead += time.process_time() - began
+
+    def used(self) -> float:
+        start = self.start or {}
+        workers = sum(t - start.get(pid, 0.0) for pid, t in self.seen.items())
+        return workers + time.process_time() - self.start_self - self.overhead
 
 
 def parse_configs(text: str) -> list[tuple[int, int, bool]]:
@@ -131,7 +196,8 @@ def memory_of(pid: int) -> dict[str, int]:
 
 
 def baseline_child(model: str, folder: str, task_json: str, batch_size: int) -> None:
-    """(Child) the Runner over every image in one process on one core; prints items/s as JSON."""
+    """(Child) the Runner over every image in one process on one core, then the model alone on one
+    prepared batch; prints items/s and the CPU milliseconds per item of both as JSON."""
     import edgecnn
     from edgecnn.batch.items import list_items
     from edgecnn.batch.tasks import Runner
@@ -140,12 +206,22 @@ def baseline_child(model: str, folder: str, task_json: str, batch_size: int) -> 
     runner = Runner(edgecnn.load(model, threads=1), task, batch_size)
     items = list_items([folder])
     batches = [items[i : i + batch_size] for i in range(0, len(items), batch_size)]
-    runner.infer([runner.prepare(i) for i in batches[0]])  # plans built, kernels loaded
-    started = time.perf_counter()
+    first = [runner.prepare(i) for i in batches[0]]
+    runner.infer(first)  # plans built, kernels loaded
+    started, cpu = time.perf_counter(), time.process_time()
     for batch in batches[1:]:
         runner.infer([runner.prepare(i) for i in batch])
     done = sum(len(b) for b in batches[1:])
-    print(json.dumps({"items_per_s": done / (time.perf_counter() - started)}))
+    result = {
+        "items_per_s": done / (time.perf_counter() - started),
+        "cpu_ms": (time.process_time() - cpu) * 1000 / done,
+    }
+    x = np.stack([p.tensor for p in first])
+    cpu = time.process_time()
+    for _ in range(len(batches)):
+        runner.net.run({runner.input_name: x})
+    result["inference_cpu_ms"] = (time.process_time() - cpu) * 1000 / (len(batches) * len(first))
+    print(json.dumps(result))
 
 
 def task_from_json(text: str) -> Any:
@@ -160,7 +236,7 @@ def task_from_json(text: str) -> Any:
     return TaskSpec(preprocess=Preprocess(**pre), **fields)
 
 
-def one_core(model: Path, folder: Path, task: Any, batch_size: int) -> float:
+def one_core(model: Path, folder: Path, task: Any, batch_size: int) -> dict[str, float]:
     import dataclasses
 
     task_json = json.dumps(dataclasses.asdict(task))
@@ -168,7 +244,7 @@ def one_core(model: Path, folder: Path, task: Any, batch_size: int) -> float:
     command = ["taskset", "-c", core, sys.executable, __file__, "--baseline-child", str(model), str(folder)]
     command += [task_json, str(batch_size)]
     done = subprocess.run(command, capture_output=True, text=True, check=True, env=child_env(1))
-    return float(json.loads(done.stdout.strip().splitlines()[-1])["items_per_s"])
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def child_env(threads: int) -> dict[str, str]:
@@ -209,18 +285,23 @@ def batch_run(
     batch_size: int,
     engine: str,
     bind: bool = True,
+    total: int = 0,
 ) -> Measured:
     import multiprocessing
 
     from edgecnn.batch import BatchJob, run
 
-    rows: list[tuple[float, int]] = []
+    rows: list[tuple[float, int]] = []  # (time, count) from the first 10% of the items on
+    done = [0]
     samples: list[dict[str, int]] = []
+    meter = CpuMeter(engine)
 
     def on_rows(count: int) -> None:
-        rows.append((time.perf_counter(), count))
-        done = sum(c for _, c in rows)
-        if not samples and done >= 4 * batch_size * workers and engine == "local":
+        done[0] += count
+        if done[0] >= total // 10:  # steady state: every worker has started by then
+            rows.append((time.perf_counter(), count))
+            meter.sample()
+        if not samples and done[0] >= 4 * batch_size * workers and engine == "local":
             for child in multiprocessing.active_children():
                 if child.name.startswith("edgecnn-batch-") and child.pid:
                     samples.append(memory_of(child.pid))
@@ -233,47 +314,87 @@ def batch_run(
         summary = run(job, [folder], engine=engine, on_rows=on_rows)
         wall = time.perf_counter() - started
     assert summary.failed == 0, f"{summary.failed} item(s) failed"
-    steady = sum(c for _, c in rows[1:]) / (rows[-1][0] - rows[0][0]) if len(rows) > 1 else 0.0
+    after_first = sum(c for _, c in rows[1:])
+    steady = after_first / (rows[-1][0] - rows[0][0]) if len(rows) > 1 else 0.0
     memory = ""
     if samples:
         memory = "; ".join(f"{s['rss']}/{s['private']}/{s['shared']}" for s in samples)
     label = f"{'ray' if engine == 'ray' else 'batch'} {workers} x {threads}{'' if bind else ' unbound'}"
-    return Measured(label, steady, wall, memory)
+    return Measured(label, steady, meter.used() * 1000 / max(after_first, 1), wall, memory)
 
 
-def measure_model(name: str, args: argparse.Namespace) -> list[str]:
+@dataclass
+class Setup:
+    """One model's inputs and reference numbers, shared by the local and the Ray pass."""
+
+    name: str
+    model: Path
+    task: Any
+    folder: Path
+    count: int
+    base: float
+    pure: dict[tuple[int, int], float]
+    lines: list[str]
+
+
+def measure_model(name: str, args: argparse.Namespace) -> Setup:
+    """The references (one core, `edgecnn time`) and the local engine's rows of one model's table."""
     workdir = Path(args.workdir)
     model, task, side = model_and_task(name, workdir)
     count = args.face if name == "face" else args.resnet
     folder = write_images(workdir / f"{name}-images-{count}", count, side, seed=33)
-    base = one_core(model, folder, task, args.batch_size)
-    lines = [
+    one = one_core(model, folder, task, args.batch_size)
+    base = one["items_per_s"]
+    setup = Setup(name, model, task, folder, count, base, {}, [
         f"### {name}: {count} images, batch size {args.batch_size}",
         "",
-        "| run | items/s | x one core | / pure inference | wall s (with start-up) | worker MiB rss/private/shared |",
-        "|---|---|---|---|---|---|",
-        f"| one process, one core (Runner loop) | {base:.1f} | 1.00 | | | |",
-    ]
+        "| run | items/s | x one core | / pure inference | CPU ms/item | wall s (with start-up) "
+        "| worker MiB rss/private/shared |",
+        "|---|---|---|---|---|---|---|",
+        f"| one process, one core (Runner loop) | {base:.1f} | 1.00 | | {one['cpu_ms']:.2f} | | |",
+        f"| the model alone, one core (CPU) | | | | {one['inference_cpu_ms']:.2f} | | |",
+    ])  # fmt: skip
     iterations = max(10, min(200, count // args.batch_size))
-    pure_of: dict[tuple[int, int], float] = {}
     for workers, threads, bind in parse_configs(args.configs):
-        if (workers, threads) not in pure_of:
-            pure_of[workers, threads] = pure = pure_inference(
+        if (workers, threads) not in setup.pure:
+            setup.pure[workers, threads] = pure = pure_inference(
                 model, workers, threads, args.batch_size, iterations
             )
-            lines.append(
-                f"| `edgecnn time` x {workers} (threads {threads}) | {pure:.1f} | {pure / base:.2f} | 1.00 | | |"
+            setup.lines.append(
+                f"| `edgecnn time` x {workers} (threads {threads}) | {pure:.1f} | {pure / base:.2f} | 1.00 "
+                "| | | |"
             )
-        pure = pure_of[workers, threads]
-        engines = ["local"] + ([] if args.no_ray or not bind else ["ray"])
-        for engine in engines:
-            got = batch_run(model, folder, task, workers, threads, args.batch_size, engine, bind)
-            lines.append(
-                f"| {got.label} | {got.items_per_s:.1f} | {got.items_per_s / base:.2f} | "
-                f"{got.items_per_s / pure:.2f} | {got.wall_s:.1f} | {got.memory} |"
-            )
-            print(lines[-1], file=sys.stderr, flush=True)
-    return lines
+        add_run(setup, args, workers, threads, "local", bind)
+    return setup
+
+
+def add_run(
+    setup: Setup, args: argparse.Namespace, workers: int, threads: int, engine: str, bind: bool
+) -> None:
+    got = batch_run(
+        setup.model, setup.folder, setup.task, workers, threads, args.batch_size, engine, bind, setup.count
+    )
+    pure = setup.pure[workers, threads]
+    setup.lines.append(
+        f"| {got.label} | {got.items_per_s:.1f} | {got.items_per_s / setup.base:.2f} | "
+        f"{got.items_per_s / pure:.2f} | {got.cpu_ms:.2f} | {got.wall_s:.1f} | {got.memory} |"
+    )
+    print(setup.lines[-1], file=sys.stderr, flush=True)
+
+
+def start_ray() -> None:
+    """A local Ray cluster on this machine's cores (after the local runs: its driver threads, raylet
+    and object store would take CPU from them)."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    import ray
+
+    ray.init(
+        num_cpus=len(os.sched_getaffinity(0)),
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+        configure_logging=False,
+    )
 
 
 def main() -> None:
@@ -294,21 +415,17 @@ def main() -> None:
     parser.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "edgecnn-batch-lab"))
     args = parser.parse_args()
     Path(args.workdir).mkdir(parents=True, exist_ok=True)
-    if not args.no_ray:
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        import ray
-
-        ray.init(
-            num_cpus=len(os.sched_getaffinity(0)),
-            include_dashboard=False,
-            _node_ip_address="127.0.0.1",
-            log_to_driver=False,
-            configure_logging=False,
-        )
     print(f"`.venv/bin/python lab/{Path(__file__).name} {shlex.join(sys.argv[1:])}`")
     print(f"{machine_line()}; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC\n")
-    for name in args.models.split(","):
-        print("\n".join(measure_model(name, args)) + "\n", flush=True)
+    setups = [measure_model(name, args) for name in args.models.split(",")]
+    if not args.no_ray:
+        start_ray()
+        for setup in setups:
+            for workers, threads, bind in parse_configs(args.configs):
+                if bind:
+                    add_run(setup, args, workers, threads, "ray", bind)
+    for setup in setups:
+        print("\n".join(setup.lines) + "\n", flush=True)
     print(f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
