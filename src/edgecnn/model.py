@@ -33,19 +33,19 @@ class Model:
             check_arity(node)
         self.graph = graph.topologically_sorted()
         self.options = options or RuntimeOptions.resolve()
-        # the budget: what the passes fold and infer is checked against it
+        self._plans = PlanCache(self.options.memory_limit)
+        self._plans_lock = threading.Lock()
+        self._inputs = [s for s in self.graph.inputs if s.name not in self.graph.initializers]
+        self._input_names = tuple(s.name for s in self._inputs)
+        # what the passes fold and what inference finds is checked against the model's memory limit
         with using_budget(self.options.budget), collector_paused():
             if self.options.optimize:
                 self.optimized_graph, self.pass_reports = optimize(self.graph)
             else:
                 self.optimized_graph, self.pass_reports = self.graph, []
-            self._optimized_tensors = tensor_names(self.optimized_graph)
-            self._graph_tensors = tensor_names(self.graph)
-            self._plans = PlanCache(self.options.memory_limit)
-            self._plans_lock = threading.Lock()
-            self._inputs = [s for s in self.graph.inputs if s.name not in self.graph.initializers]
-            self._input_names = tuple(s.name for s in self._inputs)
             self._outputs = self._infer_output_specs()
+        self._optimized_tensors = tensor_names(self.optimized_graph)
+        self._graph_tensors = tensor_names(self.graph)
 
     # ----------------------------------------------------------------- specs
     @property
