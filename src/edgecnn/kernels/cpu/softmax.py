@@ -25,9 +25,11 @@ from edgecnn.kernels.cpu.system.twins import parallel_and_serial
 from edgecnn.ops.activation import SoftmaxAttrs, softmax_axes
 
 
-def _softmax(x: np.ndarray, out: np.ndarray, workers: int) -> None:
-    """x, out: (outer, n, inner) float32, C-contiguous."""
-    outer, n, inner = x.shape
+def _softmax(x_in: np.ndarray, out_in: np.ndarray, view: tuple[int, int, int], workers: int) -> None:
+    """x_in, out_in: float32 of any shape, out_in C-contiguous, seen as ``view`` = (outer, n, inner)
+    (the reshapes happen here: in Python each costs more than a classifier head's arithmetic)."""
+    outer, n, inner = view
+    x, out = x_in.ravel().reshape(view), out_in.reshape(view)
     for worker in numba.prange(workers):
         first, end = worker_share(worker, workers, outer)
         peak = np.empty(inner, np.float32)
@@ -83,11 +85,10 @@ class Softmax:
 
     def run_into(self, out: np.ndarray, x: np.ndarray) -> None:
         """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
-        source = np.ascontiguousarray(x).reshape(self.view)
         if self.small:  # no parallel region to start
-            softmax_rows_serial(source, out.reshape(self.view), 1)
+            softmax_rows_serial(x, out, self.view, 1)
         else:
-            softmax_rows(source, out.reshape(self.view), current_threads())
+            softmax_rows(x, out, self.view, current_threads())
 
 
 register("softmax", Softmax, when=when_softmax)

@@ -44,7 +44,7 @@ def conv1d_forward(
     )
     bias = np.zeros(kernels, x.dtype) if b is None else np.ascontiguousarray(b, x.dtype)
     y = np.empty((x.shape[0], kernels, out_length), x.dtype)
-    conv_1d_serial(x.reshape(-1), w.reshape(-1), bias, lo, hi, geometry, np.zeros(3), 1, y.reshape(-1))
+    conv_1d_serial(x, w.reshape(-1), bias, lo, hi, geometry, np.zeros(3), 1, y)
     return y, Conv1dCache(x, w, geometry, lo, hi, b is not None)
 
 

@@ -89,3 +89,16 @@ def test_auto_pad_same() -> None:
     x = rng.standard_normal((2, 3, 23)).astype(np.float32)
     w = rng.standard_normal((5, 3, 4)).astype(np.float32)
     check(ConvAttrs(strides=(2,), auto_pad=AutoPad.SAME_LOWER), x, w, None, 1)
+
+
+def test_non_contiguous_input() -> None:
+    """A strided view as input (as a caller's array may be) gives the result of its copy."""
+    from edgecnn.ir.graph import Node, TensorType
+    from edgecnn.kernels.cpu.conv.conv1d import Conv1d
+
+    rng = np.random.default_rng(6)
+    wide = rng.standard_normal((2, 3, 40)).astype(np.float32)
+    x, w = wide[:, :, ::2], rng.standard_normal((4, 3, 3)).astype(np.float32)
+    node = Node("Conv", "c", ["x", "w"], ["y"], ConvAttrs())
+    step = Conv1d(node, [TensorType("float32", x.shape), TensorType("float32", w.shape)], [None, w])
+    np.testing.assert_array_equal(step(x), step(np.ascontiguousarray(x)))

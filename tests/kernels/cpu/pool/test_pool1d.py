@@ -69,3 +69,14 @@ def test_nan_and_seed_003_pools() -> None:
         x[3, 1, 20] = np.nan
         for attrs in (AveragePoolAttrs((5,), (2,)), MaxPoolAttrs((5,), (2,))):
             check(attrs, "relu", x, 2)
+
+
+def test_non_contiguous_input() -> None:
+    from edgecnn.ir.graph import Node, TensorType
+    from edgecnn.kernels.cpu.pool.pool1d import Pool1d
+
+    wide = np.random.default_rng(7).standard_normal((2, 3, 40)).astype(np.float32)
+    x = wide[:, :, ::2]
+    node = Node("AveragePool", "p", ["x"], ["y"], AveragePoolAttrs((3,), (2,)))
+    step = Pool1d(node, [TensorType("float32", x.shape)], [None])
+    np.testing.assert_array_equal(step(x), step(np.ascontiguousarray(x)))

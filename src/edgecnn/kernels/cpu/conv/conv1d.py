@@ -49,7 +49,7 @@ def tap_ranges(
 
 
 def _conv_1d(
-    x: np.ndarray,
+    x_in: np.ndarray,
     w: np.ndarray,
     bias: np.ndarray,
     lo: np.ndarray,
@@ -57,12 +57,14 @@ def _conv_1d(
     geometry: np.ndarray,
     parameters: np.ndarray,
     workers: int,
-    out: np.ndarray,
+    out_in: np.ndarray,
 ) -> None:
-    """x: flat (N, C, L); w: flat (M, C / group, K); out: flat (N, M, out_length). ``geometry``
+    """x_in: (N, C, L); w: flat (M, C / group, K); out_in: C-contiguous (N, M, out_length). ``geometry``
     (int64): C, L, M, C / group, K, out_length, stride, dilation, pad_begin, activation kind;
     ``parameters`` (float64): the activation's alpha, low, high. Two arrays, not thirteen
-    arguments: each argument costs a type check per call, which is most of a batch-1 layer's time."""
+    arguments: each argument costs a type check per call, which is most of a batch-1 layer's time.
+    The arrays come in their own shapes for the same reason: a reshape in Python costs more than the
+    batch-1 layer's arithmetic."""
     channels, length, kernels, group_channels, taps = (
         geometry[0],
         geometry[1],
@@ -78,6 +80,7 @@ def _conv_1d(
         geometry[9],
     )
     alpha, low, high = parameters[0], parameters[1], parameters[2]
+    x, out = x_in.ravel(), out_in.reshape(out_in.size)  # flat views, made here: free in compiled code
     u = np.uint64
     groups = channels // group_channels
     per_group = kernels // groups
@@ -200,7 +203,7 @@ class Conv1d:
         """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
         if self.small:  # no parallel region to start
             conv_1d_serial(
-                x.reshape(-1),
+                x,
                 self.weights,
                 self.bias,
                 self.lo,
@@ -208,11 +211,11 @@ class Conv1d:
                 self.geometry,
                 self.parameters,
                 1,
-                out.reshape(-1),
+                out,
             )
         else:
             conv_1d(
-                x.reshape(-1),
+                x,
                 self.weights,
                 self.bias,
                 self.lo,
@@ -220,7 +223,7 @@ class Conv1d:
                 self.geometry,
                 self.parameters,
                 current_threads(),
-                out.reshape(-1),
+                out,
             )
 
 

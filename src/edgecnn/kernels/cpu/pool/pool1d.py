@@ -30,19 +30,20 @@ from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs, pool_geometry
 
 
 def _pool_1d(
-    x: np.ndarray,
+    x_in: np.ndarray,
     lo: np.ndarray,
     hi: np.ndarray,
     inverse_counts: np.ndarray,
     geometry: np.ndarray,
     parameters: np.ndarray,
     workers: int,
-    out: np.ndarray,
+    out_in: np.ndarray,
 ) -> None:
-    """x: flat (rows, length); out: flat (rows, out_length); rows are (image, channel) pairs.
+    """x_in: (N, C, length); out_in: C-contiguous (N, C, out_length); rows are (image, channel) pairs.
     ``geometry`` (int64): rows, length, out_length, stride, dilation, pad_begin, max (1) or average
     (0), activation kind; ``parameters`` (float64): the activation's alpha, low, high (packed as in
-    conv/conv1d.py: one type check per array instead of one per scalar)."""
+    conv/conv1d.py: one type check per array instead of one per scalar; the flat views are made
+    here, where they cost nothing)."""
     rows, length, out_length, stride, dilation = (
         geometry[0],
         geometry[1],
@@ -52,6 +53,7 @@ def _pool_1d(
     )
     pad_begin, is_max, kind = geometry[5], geometry[6] != 0, geometry[7]
     alpha, low, high = parameters[0], parameters[1], parameters[2]
+    x, out = x_in.ravel(), out_in.reshape(out_in.size)
     u = np.uint64
     s = u(stride)
     zero = np.float32(0.0)
@@ -164,26 +166,17 @@ class Pool1d:
     def run_into(self, out: np.ndarray, x: np.ndarray) -> None:
         """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
         if self.small:  # no parallel region to start
-            pool_1d_serial(
-                x.reshape(-1),
-                self.lo,
-                self.hi,
-                self.inverse_counts,
-                self.geometry,
-                self.parameters,
-                1,
-                out.reshape(-1),
-            )
+            pool_1d_serial(x, self.lo, self.hi, self.inverse_counts, self.geometry, self.parameters, 1, out)
         else:
             pool_1d(
-                x.reshape(-1),
+                x,
                 self.lo,
                 self.hi,
                 self.inverse_counts,
                 self.geometry,
                 self.parameters,
                 current_threads(),
-                out.reshape(-1),
+                out,
             )
 
 
