@@ -14,6 +14,7 @@ from edgecnn.passes.fold_channel_affine import fold_channel_affine
 from edgecnn.passes.fold_constants import fold_constants
 from edgecnn.passes.fold_qdq import fold_qdq
 from edgecnn.passes.fuse_activation import fuse_activation
+from edgecnn.passes.fuse_gelu import fuse_gelu
 from edgecnn.passes.fuse_residual import fuse_residual
 
 GraphPass = Callable[[Graph], PassResult]
@@ -32,6 +33,7 @@ PIPELINE: tuple[tuple[str, GraphPass], ...] = (
     # affine maps first (BN, then Caffe's Scale as Mul/Add), so the activation lands on the final conv
     ("fold_batch_norm", fold_batch_norm),
     ("fold_channel_affine", fold_channel_affine),
+    ("fuse_gelu", fuse_gelu),  # the Erf form as one Gelu node
     ("fuse_activation", fuse_activation),
     ("fuse_residual", fuse_residual),  # conv + Add (+ activation): after fuse_activation took plain ones
     ("eliminate_dead", eliminate_dead),

@@ -66,6 +66,7 @@ FAMILIES: dict[str, Family] = {
     "lrn": Family(("LRN",), (("lrn", "lrn"),)),
     "softmax": Family(("Softmax",), (("softmax", "softmax"),)),
     "binary": Family(("Add", "Sub", "Mul", "Div"), (("binary", "binary"),)),  # broadcast arithmetic
+    "gelu": Family(("Gelu",), (("gelu", "gelu"),)),
     "pool": Family(
         ("MaxPool", "AveragePool", "FusedMaxPool", "FusedAveragePool"),
         (("pool_1d", "pool.pool1d"), ("pool_2d", "pool.steps")),
