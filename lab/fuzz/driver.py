@@ -4,9 +4,10 @@ Case ``i`` of a run is seed file ``i mod seeds`` mutated by a generator seeded w
 i), so a run stops and resumes from its state file and any case can be replayed (``--replay I``).
 Every case runs in a child (worker.py) whose address space is capped and whose loads get a memory
 budget (EDGECNN_MEMORY_LIMIT): a load that passes the cap is reported as ``memory``, a case that
-takes longer than ``--timeout`` as ``timeout``. A finding is any exception outside EdgeCNNError,
-a MemoryError, a dead or stuck worker, or an error message longer than MESSAGE_LIMIT; the first
-case of each signature is minimised and saved to tests/fuzz_corpus/<format>/ (run by
+takes longer than ``--timeout`` as ``timeout``. A finding is any exception outside EdgeCNNError, a
+MemoryError, a case whose peak RSS grows by more than the budget, a dead or stuck worker, or an
+error message longer than MESSAGE_LIMIT, once it has happened a second time on the same case. The
+first case of each signature is minimised and saved to tests/fuzz_corpus/<format>/ (run by
 tests/reliability/test_fuzz_corpus.py).
 
     .venv/bin/python lab/fuzz/driver.py --format darknet --seconds 600
@@ -37,11 +38,12 @@ from minimise import minimise
 
 from edgecnn.atomic import atomic_write
 from edgecnn.errors import ConfigurationError, ModelFormatError
+from edgecnn.limits import parse_size
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 FORMATS = ("onnx", "caffe", "darknet", "ecnn", "radar")
-FINDINGS = ("crash", "memory", "timeout", "died", "long message")
+FINDINGS = ("crash", "memory", "over budget", "timeout", "died", "long message")
 MESSAGE_LIMIT = 1000
 """Error messages longer than this are findings: messages must stay readable (issue 34)."""
 RESTART_EVERY = 2000
@@ -57,6 +59,7 @@ class Worker:
         self.env = {**os.environ, "EDGECNN_MEMORY_LIMIT": budget, "EDGECNN_NUM_THREADS": "1",
                     "PYTHONPATH": str(REPO / "src")}  # fmt: skip
         self.cap, self.timeout = cap, timeout
+        self.budget = parse_size(budget, "--budget")
         self.process: subprocess.Popen[str] | None = None
         self.served = 0
 
@@ -101,8 +104,10 @@ class Worker:
             self.process = None
             return {"outcome": "died", "type": f"exit {code}", "stage": "?"}
         result: dict[str, Any] = json.loads(line)
-        if result["outcome"] == "memory":
-            self.stop()  # after a MemoryError the child's heap is suspect
+        if result.get("peak_rss_growth", 0) > self.budget and result["outcome"] not in FINDINGS:
+            result.update(outcome="over budget", type=result["outcome"], where=result.get("stage", "run"))
+        if result["outcome"] in ("memory", "over budget"):
+            self.stop()  # the child's heap is suspect, and its peak RSS must start low again
         if result["outcome"] == "error" and result.get("length", 0) > MESSAGE_LIMIT:
             result["outcome"] = "long message"
         return result
@@ -239,7 +244,9 @@ def main() -> None:
                 counts[result["outcome"]] += 1
                 growth = int(result.get("peak_rss_growth", 0))
                 state["max_peak_rss_growth"] = max(state["max_peak_rss_growth"], growth)
-                if result["outcome"] in FINDINGS:
+                if result["outcome"] in FINDINGS and signature(worker.run(folder)) != signature(result):
+                    counts["not reproduced"] += 1  # a first compile's memory, a loaded machine's timeout
+                elif result["outcome"] in FINDINGS:
                     key = signature(result)
                     found = state["findings"].setdefault(key, {"count": 0, "first_case": index})
                     found["count"] += 1
