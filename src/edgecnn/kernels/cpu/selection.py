@@ -67,6 +67,9 @@ FAMILIES: dict[str, Family] = {
     "softmax": Family(("Softmax",), (("softmax", "softmax"),)),
     "binary": Family(("Add", "Sub", "Mul", "Div"), (("binary", "binary"),)),  # broadcast arithmetic
     "gelu": Family(("Gelu",), (("gelu", "gelu"),)),
+    "layer_norm": Family(("LayerNormalization",), (("layer_norm", "layernorm"),)),
+    "matmul": Family(("MatMul",), (("matmul", "matmul"),)),  # by a constant matrix
+    "transpose": Family(("Transpose",), (("transpose", "transpose"),)),
     "pool": Family(
         ("MaxPool", "AveragePool", "FusedMaxPool", "FusedAveragePool"),
         (("pool_1d", "pool.pool1d"), ("pool_2d", "pool.steps")),
