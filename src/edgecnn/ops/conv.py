@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgecnn.ir.graph import Dim, TensorType, concrete_dims
-from edgecnn.ops.common import AutoPad, check, first_type, input_type
+from edgecnn.ops.common import AutoPad, check, first_type, input_type, shown
 from edgecnn.ops.registry import register_op
 from edgecnn.ops.spatial import output_dims, pad_spatial, resolve_pads, sliding_windows, spatial_defaults
 from edgecnn.ops.traits import conv_macs, conv_transpose_macs, each_image
@@ -47,11 +47,11 @@ def conv_geometry(attrs: ConvAttrs, x_shape: Sequence[Dim], w_shape: Sequence[Di
         f"kernel_shape {list(kernel_dims)} is invalid",
     )
     kernel = tuple(k for k in kernel_dims if isinstance(k, int))  # all of them (checked)
-    check(len(kernel) == rank, f"kernel_shape {list(kernel)} does not match {rank} spatial dims")
+    check(len(kernel) == rank, f"kernel_shape {shown(kernel)} does not match {rank} spatial dims")
     if attrs.kernel_shape and all(isinstance(d, int) for d in w_shape[2:]):
         check(
             tuple(w_shape[2:]) == tuple(kernel),
-            f"kernel_shape {list(kernel)} != weight shape {list(w_shape)}",
+            f"kernel_shape {shown(kernel)} != weight shape {list(w_shape)}",
         )
     strides, dilations, pads = spatial_defaults(rank, attrs.strides, attrs.dilations, attrs.pads)
     resolved = resolve_pads(attrs.auto_pad, x_shape[2:], kernel, strides, dilations, pads)
@@ -169,7 +169,7 @@ def conv_transpose_geometry(
     kernel = tuple(k for k in kernel_dims if isinstance(k, int))  # all of them (checked)
     strides, dilations, pads = spatial_defaults(rank, attrs.strides, attrs.dilations, attrs.pads)
     extra = attrs.output_padding or (0,) * rank
-    check(len(extra) == rank, f"output_padding {list(extra)} does not match {rank} spatial dims")
+    check(len(extra) == rank, f"output_padding {shown(extra)} does not match {rank} spatial dims")
     spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
     full: list[int | None] = [
         (i - 1) * s + span + e if isinstance(i, int) else None
@@ -190,7 +190,7 @@ def conv_transpose_geometry(
     if attrs.auto_pad is AutoPad.VALID:
         pads = (0,) * (2 * rank)
     out = tuple(f - pads[i] - pads[i + rank] if f is not None else None for i, f in enumerate(full))
-    check(all(o is None or o > 0 for o in out), f"pads {list(pads)} leave no output")
+    check(all(o is None or o > 0 for o in out), f"pads {shown(pads)} leave no output")
     return TransposeGeometry(kernel, strides, dilations, pads[:rank], out)
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgecnn.ir.graph import TensorType
-from edgecnn.ops.common import AutoPad, check, first_type
+from edgecnn.ops.common import AutoPad, check, first_type, shown
 from edgecnn.ops.registry import NoAttrs, register_op
 from edgecnn.ops.spatial import output_dims, pad_spatial, resolve_pads, sliding_windows, spatial_defaults
 from edgecnn.ops.traits import broadcast_per_image
@@ -51,8 +51,8 @@ def pool_geometry(attrs: PoolAttrs, x_shape: Sequence) -> PoolGeometry:
     rank = len(x_shape) - 2
     check(rank >= 1, f"input must be (N, C, spatial...), got rank {len(x_shape)}")
     kernel = tuple(attrs.kernel_shape)
-    check(len(kernel) == rank, f"kernel_shape {list(kernel)} does not match {rank} spatial dims")
-    check(all(k >= 1 for k in kernel), f"kernel_shape {list(kernel)} is invalid")
+    check(len(kernel) == rank, f"kernel_shape {shown(kernel)} does not match {rank} spatial dims")
+    check(all(k >= 1 for k in kernel), f"kernel_shape {shown(kernel)} is invalid")
     strides, dilations, pads = spatial_defaults(rank, attrs.strides, attrs.dilations, attrs.pads)
     resolved = resolve_pads(attrs.auto_pad, x_shape[2:], kernel, strides, dilations, pads)
     if resolved is not None:

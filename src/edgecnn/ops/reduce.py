@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgecnn.ir.graph import TensorType
-from edgecnn.ops.common import check, concrete_ints, first_type, normalize_axis
+from edgecnn.ops.common import check, concrete_ints, first_type, normalize_axis, shown
 from edgecnn.ops.registry import register_op
 from edgecnn.ops.traits import axis_not_batch
 
@@ -24,7 +24,7 @@ def reduced_axes(attrs: ReduceAttrs, rank: int, axes: list[int] | None) -> tuple
     if not axes:
         return () if attrs.noop_with_empty_axes else None
     normalized = tuple(sorted({normalize_axis(a, rank) for a in axes}))
-    check(len(normalized) == len(axes), f"axes {axes} repeat an axis")
+    check(len(normalized) == len(axes), f"axes {shown(axes)} repeat an axis")
     return normalized
 
 

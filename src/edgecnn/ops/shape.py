@@ -125,14 +125,14 @@ def reshape_target(attrs: ReshapeAttrs, in_shape: Shape, target: list[int]) -> t
         known_dims, total_dims = _cancel_symbols([d for d in dims if d != -1], list(in_shape))
         known, total = _product(known_dims), _product(total_dims)
         if isinstance(known, int) and isinstance(total, int):
-            check(known != 0 and total % known == 0, f"cannot reshape {list(in_shape)} to {shape}")
+            check(known != 0 and total % known == 0, f"cannot reshape {shown(in_shape)} to {shape}")
             dims[dims.index(-1)] = total // known
         else:
             dims[dims.index(-1)] = None
     else:
         total, wanted = _product(in_shape), _product(dims)
         if isinstance(total, int) and isinstance(wanted, int):
-            check(total == wanted, f"cannot reshape {list(in_shape)} ({total} elements) to {shape}")
+            check(total == wanted, f"cannot reshape {shown(in_shape)} ({total} elements) to {shape}")
     return tuple(dims)
 
 
@@ -169,7 +169,7 @@ class TransposeAttrs:
 
 def transpose_perm(attrs: TransposeAttrs, rank: int) -> tuple[int, ...]:
     perm = attrs.perm or tuple(reversed(range(rank)))
-    check(sorted(perm) == list(range(rank)), f"perm {list(perm)} is not a permutation of {rank} axes")
+    check(sorted(perm) == list(range(rank)), f"perm {shown(perm)} is not a permutation of {rank} axes")
     return tuple(perm)
 
 
@@ -244,7 +244,7 @@ def squeeze(attrs: NoAttrs, x: np.ndarray, axes: np.ndarray | None = None) -> np
 def unsqueezed_shape(shape: Shape, axes: list[int]) -> tuple[Dim, ...]:
     rank = len(shape) + len(axes)
     normalized = sorted(normalize_axis(a, rank) for a in axes)
-    check(len(set(normalized)) == len(normalized), f"axes {axes} repeat an axis")
+    check(len(set(normalized)) == len(normalized), f"axes {shown(axes)} repeat an axis")
     rest = iter(shape)
     return tuple(1 if i in normalized else next(rest) for i in range(rank))
 
@@ -548,7 +548,7 @@ class ConstantOfShapeAttrs:
 def _shape_input(t: TensorType | None, value: np.ndarray | None, dtype: str) -> TensorType:
     dims = concrete_ints(value)
     if dims is not None:
-        check(all(d >= 0 for d in dims), f"shape {dims} has a negative size")
+        check(all(d >= 0 for d in dims), f"shape {shown(dims)} has a negative size")
         return TensorType(dtype, tuple(dims))
     return _unknown(dtype, _vector_length(t))
 
@@ -581,8 +581,8 @@ def infer_tile(attrs: object, types: Types, values: Values) -> list[TensorType]:
     repeats = concrete_ints(values[1])
     if repeats is None or x.shape is None:
         return [_unknown(x.dtype, x.rank)]
-    check(len(repeats) == len(x.shape), f"repeats {repeats} do not match rank {len(x.shape)}")
-    check(all(r >= 0 for r in repeats), f"repeats {repeats} must be >= 0")
+    check(len(repeats) == len(x.shape), f"repeats {shown(repeats)} do not match rank {len(x.shape)}")
+    check(all(r >= 0 for r in repeats), f"repeats {shown(repeats)} must be >= 0")
     return [TensorType(x.dtype, tuple(dim_mul(d, r) for d, r in zip(x.shape, repeats)))]
 
 
@@ -603,7 +603,7 @@ PAD_MODES: dict[str, PadMode] = {"constant": "constant", "reflect": "reflect", "
 
 def pad_widths(rank: int, pads: list[int], axes: list[int] | None) -> list[tuple[int, int]]:
     axes = list(range(rank)) if axes is None else [normalize_axis(a, rank) for a in axes]
-    check(len(pads) == 2 * len(axes), f"pads {pads} must have {2 * len(axes)} values")
+    check(len(pads) == 2 * len(axes), f"pads {shown(pads)} must have {2 * len(axes)} values")
     widths = [(0, 0)] * rank
     for i, a in enumerate(axes):
         widths[a] = (pads[i], pads[i + len(axes)])
@@ -622,7 +622,7 @@ def infer_pad(attrs: PadAttrs, types: Types, values: Values) -> list[TensorType]
     shape = []
     for d, (b, e) in zip(x.shape, widths):
         new = d + b + e if isinstance(d, int) else None
-        check(new is None or new >= 0, f"pads {pads} remove more than the input has")
+        check(new is None or new >= 0, f"pads {shown(pads)} remove more than the input has")
         shape.append(new)
     return [TensorType(x.dtype, tuple(shape))]
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from edgecnn.ir.graph import Dim
-from edgecnn.ops.common import AutoPad, check
+from edgecnn.ops.common import AutoPad, check, shown
 
 
 def spatial_defaults(
@@ -17,12 +17,12 @@ def spatial_defaults(
     s = tuple(strides) if strides else (1,) * rank
     d = tuple(dilations) if dilations else (1,) * rank
     p = tuple(pads) if pads else (0,) * (2 * rank)
-    check(len(s) == rank, f"strides {list(s)} do not match {rank} spatial dims")
-    check(len(d) == rank, f"dilations {list(d)} do not match {rank} spatial dims")
-    check(len(p) == 2 * rank, f"pads {list(p)} must have {2 * rank} values")
-    check(all(v >= 1 for v in s), f"strides must be >= 1, got {list(s)}")
-    check(all(v >= 1 for v in d), f"dilations must be >= 1, got {list(d)}")
-    check(all(v >= 0 for v in p), f"pads must be >= 0, got {list(p)}")
+    check(len(s) == rank, f"strides {shown(s)} do not match {rank} spatial dims")
+    check(len(d) == rank, f"dilations {shown(d)} do not match {rank} spatial dims")
+    check(len(p) == 2 * rank, f"pads {shown(p)} must have {2 * rank} values")
+    check(all(v >= 1 for v in s), f"strides must be >= 1, got {shown(s)}")
+    check(all(v >= 1 for v in d), f"dilations must be >= 1, got {shown(d)}")
+    check(all(v >= 0 for v in p), f"pads must be >= 0, got {shown(p)}")
     return s, d, p
 
 
