@@ -70,6 +70,9 @@ FAMILIES: dict[str, Family] = {
     "layer_norm": Family(("LayerNormalization",), (("layer_norm", "layernorm"),)),
     "matmul": Family(("MatMul",), (("matmul", "matmul"),)),  # by a constant matrix
     "transpose": Family(("Transpose",), (("transpose", "transpose"),)),
+    "resize": Family(("Resize",), (("resize_nearest", "resize"),)),  # nearest, last two axes
+    "concat": Family(("Concat",), (("concat", "concat"),)),  # where the arena cannot make it a view
+    "split": Family(("Split",), (("split", "concat"),)),  # likewise
     "pool": Family(
         ("MaxPool", "AveragePool", "FusedMaxPool", "FusedAveragePool"),
         (("pool_1d", "pool.pool1d"), ("pool_2d", "pool.steps")),
