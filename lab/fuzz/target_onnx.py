@@ -159,5 +159,6 @@ def mutate_case(case: Case, rng: random.Random) -> Case:
         elif action < 0.9:
             mutate.mutate_repeated_message(model.graph, rng)
         else:
-            model.opset_import[0].version = rng.randint(1, 25)
+            opset = model.opset_import[0] if model.opset_import else model.opset_import.add()
+            opset.version = rng.randint(1, 25)
     return {"model.onnx": model.SerializeToString()}
