@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from edgecnn.kernels.cpu.conv.conv1d import conv_1d_serial, tap_ranges
+from edgecnn.kernels.cpu.conv.conv1d import conv_1d_serial, layout, tap_ranges
 from edgecnn.ops.conv import ConvAttrs, conv_geometry
 from edgecnn.ops.spatial import output_dims
 
@@ -83,14 +83,7 @@ def _backward(
     """Flat arrays as in the forward; dx and dw start at zero. For every (sample, output channel,
     input channel, tap): dw += dy . x over the tap's valid outputs, dx += dy * w there. Reassociating
     the dot product (fastmath) lets LLVM vectorise it; offsets are unsigned for the same reason."""
-    channels, length, kernels, group_channels, taps = (
-        geometry[0],
-        geometry[1],
-        geometry[2],
-        geometry[3],
-        geometry[4],
-    )
-    out_length, stride, dilation, pad = geometry[5], geometry[6], geometry[7], geometry[8]
+    channels, length, kernels, group_channels, taps, out_length, stride, dilation, pad = layout(geometry)
     u = np.uint64
     s = u(stride)
     per_group = kernels // (channels // group_channels)

@@ -48,6 +48,14 @@ def tap_ranges(
     return lo, hi
 
 
+@numba.njit(inline="always", cache=True)
+def layout(geometry: np.ndarray) -> tuple[int, int, int, int, int, int, int, int, int]:
+    """The first nine words of a 1-D convolution's ``geometry`` array (see ``_conv_1d``): C, L, M,
+    C / group, K, out_length, stride, dilation, pad_begin."""
+    g = geometry
+    return g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8]
+
+
 def _conv_1d(
     x_in: np.ndarray,
     w: np.ndarray,
@@ -65,20 +73,10 @@ def _conv_1d(
     arguments: each argument costs a type check per call, which is most of a batch-1 layer's time.
     The arrays come in their own shapes for the same reason: a reshape in Python costs more than the
     batch-1 layer's arithmetic."""
-    channels, length, kernels, group_channels, taps = (
-        geometry[0],
-        geometry[1],
-        geometry[2],
-        geometry[3],
-        geometry[4],
+    channels, length, kernels, group_channels, taps, out_length, stride, dilation, pad_begin = layout(
+        geometry
     )
-    out_length, stride, dilation, pad_begin, kind = (
-        geometry[5],
-        geometry[6],
-        geometry[7],
-        geometry[8],
-        geometry[9],
-    )
+    kind = geometry[9]
     alpha, low, high = parameters[0], parameters[1], parameters[2]
     x, out = x_in.ravel(), out_in.reshape(out_in.size)  # flat views, made here: free in compiled code
     u = np.uint64
@@ -117,7 +115,7 @@ def _conv_1d(
                         w_a, w_b = w[w0], w[w0 + w_step]
                         w_c, w_d = w[w0 + u(2) * w_step], w[w0 + u(3) * w_step]
                         at_b, at_c, at_d = at + step, at + u(2) * step, at + u(3) * step
-                        if stride == 1:
+                        if stride == 1:  # a literal unit stride: contiguous vector loads
                             for q in range(n):
                                 v = x[start + q]
                                 out[at + q] += w_a * v
