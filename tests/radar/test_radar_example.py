@@ -41,3 +41,10 @@ def test_demo_radar_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert result.exit_code == 0, result.output
     assert "held-out accuracy" in result.output and "returns/s per core" in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["radar-confusion.png", "radar-hrrp.bin"]
+
+
+def test_output_that_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "taken").write_text("")
+    result = CliRunner().invoke(app, ["demo", "--radar", "--save", str(tmp_path / "taken")])
+    assert result.exit_code == 1
+    assert "cannot create the output directory" in result.output

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from edgecnn.errors import InputError
 from edgecnn.importers.radar import load_radar, save_radar
 from edgecnn.model import Model
 from edgecnn.radar.classifier import TRAINING, Evaluation, evaluate, train_classifier
@@ -60,7 +61,10 @@ def run_example(
 ) -> ExampleReport:
     """Everything above, writing the model and the figure into ``output`` (created if missing).
     Training and test returns come from different seeds: no test return is seen in training."""
-    output.mkdir(parents=True, exist_ok=True)
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the output directory {output}: {exc.strerror or exc}") from None
     hooks.on_stage("simulating returns", 0)
     train = simulate_returns(settings.train_per_class, settings.seed, settings.radar, name="radar/train")
     test = simulate_returns(settings.test_per_class, settings.seed + 1, settings.radar, name="radar/held-out")
