@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from edgecnn.cli import radar_view
 from edgecnn.cli.app import app
+from edgecnn.errors import InputError
 from edgecnn.importers.radar import load_radar
 from edgecnn.radar import ExampleHooks, ExampleSettings, run_example
 
@@ -48,3 +49,10 @@ def test_output_that_is_a_file(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["demo", "--radar", "--save", str(tmp_path / "taken")])
     assert result.exit_code == 1
     assert "cannot create the output directory" in result.output
+
+
+def test_example_settings_are_checked() -> None:
+    with pytest.raises(InputError, match="seed >= 0"):
+        ExampleSettings(seed=-2)
+    with pytest.raises(InputError, match="counts >= 1"):
+        ExampleSettings(train_per_class=0)

@@ -76,8 +76,10 @@ def test_noise_and_clutter_change_returns_as_their_ratios_say() -> None:
 
 
 def test_at_least_one_return_per_class_and_sane_settings() -> None:
-    with pytest.raises(InputError, match="per class"):
+    with pytest.raises(InputError, match="per_class >= 1 and seed >= 0"):
         simulate_returns(0)
+    with pytest.raises(InputError, match="seed >= 0"):
+        simulate_returns(2, seed=-1)
     with pytest.raises(InputError, match=r"cells >= 2, bandwidth_hz > 0"):
         RadarSettings(cells=1, bandwidth_hz=0.0)
     with pytest.raises(InputError, match="snr_db low <= high"):

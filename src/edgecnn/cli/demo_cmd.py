@@ -36,7 +36,7 @@ def command(
         "--radar",
         help="Instead: seed 003's radar classifier (simulate, train, save, score, run on all cores).",
     ),
-    seed: int = typer.Option(0, help="Seed of the radar example's returns and weights."),
+    seed: int = typer.Option(0, min=0, help="Seed of the radar example's returns and weights."),
 ) -> None:
     """Classify the bundled face/background samples with the bundled face classifier, then time it."""
     if radar:

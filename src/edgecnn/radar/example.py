@@ -35,6 +35,11 @@ class ExampleSettings:
     throughput_returns: int = 20_000  # classified on 1 core and on all of them
     radar: RadarSettings = field(default_factory=RadarSettings)
 
+    def __post_init__(self) -> None:
+        counts = (self.train_per_class, self.test_per_class, self.throughput_returns)
+        if self.seed < 0 or self.epochs < 0 or min(counts) < 1:
+            raise InputError(f"example settings {self}: need seed >= 0, epochs >= 0 and counts >= 1")
+
 
 @dataclass(frozen=True)
 class ExampleReport:

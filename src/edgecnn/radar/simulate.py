@@ -140,8 +140,8 @@ def simulate_returns(
     name: str = "radar",
 ) -> Dataset:
     """``per_class`` labelled returns of every class, shuffled; the same seed gives the same set."""
-    if per_class < 1:
-        raise InputError(f"simulated returns per class must be >= 1, got {per_class}")
+    if per_class < 1 or seed < 0:
+        raise InputError(f"simulated returns need per_class >= 1 and seed >= 0, got {per_class} and {seed}")
     settings = settings or RadarSettings()
     rng = np.random.default_rng(seed)
     profiles = np.concatenate([simulate_class(c, per_class, rng, settings) for c in classes])
