@@ -24,14 +24,16 @@ from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.selection import FAMILIES
 from edgecnn.kernels.cpu.system.threads import cpu_threads
 from edgecnn.kernels.registry import candidate_kernels
-from edgecnn.ops.activation import AlphaAttrs
+from edgecnn.ops.activation import AlphaAttrs, GeluAttrs, SoftmaxAttrs
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.dense import GemmAttrs
 from edgecnn.ops.fused import FusedConvAttrs
-from edgecnn.ops.norm import LRNAttrs
+from edgecnn.ops.norm import LayerNormalizationAttrs, LRNAttrs
 from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs
 from edgecnn.ops.quant import Int8ConvAttrs, Int8GemmAttrs, QuantizeAttrs
 from edgecnn.ops.registry import NoAttrs
+from edgecnn.ops.resize import ResizeAttrs
+from edgecnn.ops.shape import ConcatAttrs, SplitAttrs, TransposeAttrs
 from kernels.support import fast_run
 
 THREADS = 8
@@ -60,12 +62,13 @@ def int8(*shape: int) -> np.ndarray:
     return rng.integers(-127, 128, shape).astype(np.int8)
 
 
+NEAREST = ResizeAttrs(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
 Case = tuple[Node, list[Any], tuple[int, ...]]  # node, inputs, indices of plan-time constants
 
 
-def case(op: str, attrs: object, inputs: list[Any], constants: tuple[int, ...]) -> Case:
+def case(op: str, attrs: object, inputs: list[Any], constants: tuple[int, ...], outputs: int = 1) -> Case:
     names = ["" if x is None else f"in{i}" for i, x in enumerate(inputs)]
-    return Node(op, f"{op.lower()}", names, ["out"], attrs), inputs, constants
+    return Node(op, f"{op.lower()}", names, [f"out{i}" for i in range(outputs)], attrs), inputs, constants
 
 
 def int8_inputs(x: np.ndarray, w: np.ndarray, bias: np.ndarray) -> list[Any]:
@@ -132,6 +135,16 @@ CASES: list[Case] = [
     case("AveragePool", AveragePoolAttrs(kernel_shape=(3,), strides=(2,)), [floats(2, 8, 41)], ()),
     case("GlobalAveragePool", NoAttrs(), [floats(2, 16, 7, 9)], ()),
     case("GlobalMaxPool", NoAttrs(), [floats(2, 16, 7, 9)], ()),
+    case("Softmax", SoftmaxAttrs(axis=-1), [floats(8, 1001)], ()),
+    case("Add", NoAttrs(), [floats(2, 8, 16, 16), floats(1, 8, 1, 1)], ()),
+    case("Div", NoAttrs(), [floats(2, 8, 16, 16), floats(16)], ()),
+    case("Gelu", GeluAttrs(), [floats(3, 1000)], ()),
+    case("LayerNormalization", LayerNormalizationAttrs(), [floats(4, 7, 64), floats(64), floats(64)], (1, 2)),
+    case("MatMul", NoAttrs(), [floats(2, 5, 32), floats(32, 24)], (1,)),
+    case("Transpose", TransposeAttrs(perm=(0, 2, 3, 1)), [floats(2, 8, 5, 7)], ()),
+    case("Resize", NEAREST, [floats(1, 3, 5, 7), None, np.array([1, 1, 2, 2], np.float32)], (2,)),
+    case("Concat", ConcatAttrs(axis=1), [floats(2, 3, 5, 7), floats(2, 4, 5, 7)], ()),
+    case("Split", SplitAttrs(axis=1, num_outputs=2), [floats(2, 6, 5, 5)], (), outputs=2),
 ]
 
 
