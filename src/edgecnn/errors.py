@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-MAX_MESSAGE_CHARS = 2000
+MAX_MESSAGE_CHARS = 1000
 """Messages longer than this keep their start and end with the middle elided: a damaged file can
 name a million tensors, and a one-line error must stay one readable line."""
 
@@ -13,7 +13,7 @@ class EdgeCNNError(Exception):
     def __init__(self, *args: object) -> None:
         if args and isinstance(args[0], str) and len(args[0]) > MAX_MESSAGE_CHARS:
             text = args[0]
-            keep = MAX_MESSAGE_CHARS // 2
+            keep = (MAX_MESSAGE_CHARS - 40) // 2  # 40: room for the marker
             elided = len(text) - 2 * keep
             args = (f"{text[:keep]} ... [{elided} characters elided] ... {text[-keep:]}", *args[1:])
         super().__init__(*args)

@@ -145,3 +145,24 @@ def test_external_weights_are_checked_before_they_are_read(tmp_path: Path) -> No
     (tmp_path / "w.bin").symlink_to("/dev/zero")
     with pytest.raises(ModelFormatError, match=r"external weights file .*w\.bin is not a regular file"):
         edgecnn.load(path)
+
+
+def test_constant_of_shape_with_a_string_value_is_a_format_error(tmp_path: Path) -> None:
+    """Found by lab/fuzz: the converter called .item() on a string (AttributeError), or inference
+    met the element type 'str32' (TypeError)."""
+    node = helper.make_node("ConstantOfShape", ["s"], ["y"])
+    node.attribute.append(helper.make_attribute("value", "abc"))  # a string attribute, not a tensor
+    path = onnx_file(tmp_path / "cos.onnx", [node], [], [tensor("s", [2, 2])])
+    with pytest.raises(ModelFormatError, match="value must be a numeric tensor"):
+        edgecnn.load(path)
+
+
+def test_an_initializer_of_1000_dimensions_is_a_format_error(tmp_path: Path) -> None:
+    """Found by lab/fuzz: numpy refused the reshape with a bare ValueError."""
+    w = numpy_helper.from_array(np.ones((1,), np.float32), "w")
+    w.dims[:] = [1] * 1000
+    path = onnx_file(
+        tmp_path / "rank.onnx", [helper.make_node("Add", ["x", "w"], ["y"])], [("x", [1, 4])], [w]
+    )
+    with pytest.raises(ModelFormatError, match="initializer 'w': 1000 dimensions, over the 64 supported"):
+        edgecnn.load(path)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from edgecnn.errors import EdgeCNNError, GraphError
-from edgecnn.ir.dtypes import dtype_name
+from edgecnn.ir.dtypes import SUPPORTED_DTYPES, dtype_name
 from edgecnn.ir.graph import Graph, Node, TensorType
 from edgecnn.limits import MemoryBudget
 from edgecnn.ops.common import MAX_RANK
@@ -34,9 +34,16 @@ def type_of_value(value: np.ndarray) -> TensorType:
     return TensorType(dtype_name(value.dtype), tuple(int(d) for d in value.shape))
 
 
+_ITEMSIZE = {name: np.dtype(name).itemsize for name in SUPPORTED_DTYPES}
+
+
 def type_nbytes(t: TensorType) -> int:
-    """Bytes of a tensor of concrete type ``t`` (exact: no int64 wrap-around on huge shapes)."""
-    return math.prod(t.dims) * np.dtype(t.dtype).itemsize
+    """Bytes of a tensor of concrete type ``t`` (exact: no int64 wrap-around on huge shapes);
+    ValueError for an element type edgecnn does not support."""
+    itemsize = _ITEMSIZE.get(t.dtype)
+    if itemsize is None:
+        raise ValueError(f"element type {t.dtype!r} is not supported")
+    return math.prod(t.dims) * itemsize
 
 
 def node_context(node: Node, types: list[TensorType | None]) -> str:
@@ -109,10 +116,8 @@ def infer_graph(
             values = [v if v is not None else _shape_stand_in(t) for v, t in zip(values, types)]
         out_types = infer_node(node, types, values)
         for name, t in zip(node.outputs, out_types):
-            if name and t.shape is not None and len(t.shape) > MAX_RANK:
-                raise GraphError(f"node {node}: tensor '{name}' has {len(t.shape)} dimensions, over {MAX_RANK}")
-            if name and t.is_concrete:
-                budget.check(type_nbytes(t), f"node {node}: tensor '{name}' ({t})", GraphError)
+            if name:
+                _check_output(node, name, t, budget)
         if fold and _worth_folding(node, values, out_types):
             folded.add(sum(type_nbytes(t) for t in out_types), f"node {node}")
             outputs = evaluate(node, values)
@@ -126,6 +131,17 @@ def infer_graph(
             if name:
                 result.types[name] = t
     return result
+
+
+def _check_output(node: Node, name: str, t: TensorType, budget: MemoryBudget) -> None:
+    """A GraphError naming the node and tensor for an output of too many dimensions, of an
+    element type edgecnn does not support, or larger alone than the budget."""
+    if t.shape is not None and len(t.shape) > MAX_RANK:
+        raise GraphError(f"node {node}: tensor '{name}' has {len(t.shape)} dimensions, over {MAX_RANK}")
+    if t.dtype not in _ITEMSIZE:
+        raise GraphError(f"node {node}: tensor '{name}' has element type {t.dtype!r}, which is not supported")
+    if t.is_concrete:
+        budget.check(type_nbytes(t), f"node {node}: tensor '{name}' ({t})", GraphError)
 
 
 def _worth_folding(node: Node, values: list[np.ndarray | None], out_types: list[TensorType]) -> bool:

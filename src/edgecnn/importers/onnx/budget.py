@@ -16,6 +16,7 @@ import numpy as np
 from edgecnn.errors import ModelFormatError
 from edgecnn.importers.onnx.dtypes import numpy_dtype_of
 from edgecnn.limits import Tally, regular_file_size
+from edgecnn.ops.common import MAX_RANK
 
 if TYPE_CHECKING:
     import onnx
@@ -26,6 +27,8 @@ def declared_nbytes(dims: Sequence[int], elem_type: int, where: str) -> int:
     (numpy would read ``[-1, 4]`` as a shape to infer)."""
     if any(d < 0 for d in dims):
         raise ModelFormatError(f"{where}: negative dimension in {list(dims)[:8]}")
+    if len(dims) > MAX_RANK:
+        raise ModelFormatError(f"{where}: {len(dims)} dimensions, over the {MAX_RANK} supported")
     return math.prod(dims) * np.dtype(numpy_dtype_of(elem_type, where)).itemsize
 
 

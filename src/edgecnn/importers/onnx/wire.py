@@ -27,6 +27,7 @@ import numpy as np
 
 from edgecnn.importers.onnx.dtypes import ELEMENT_TYPES
 from edgecnn.ir.graph import Dim, TensorType
+from edgecnn.ops.common import MAX_RANK
 
 
 class NotFastPath(Exception):
@@ -314,8 +315,8 @@ class _Reader:
             elif number in (3, 6, 13) or (number == 14 and a != 0):
                 raise NotFastPath("segmented, string or external tensor")
         dtype = ELEMENT_TYPES.get(elem_type)
-        if dtype is None or any(d < 0 for d in dims):
-            raise NotFastPath("unsupported element type or negative dimension")
+        if dtype is None or any(d < 0 for d in dims) or len(dims) > MAX_RANK:
+            raise NotFastPath("unsupported element type, negative dimension or too many dimensions")
         if math.prod(max(d, 1) for d in dims) * np.dtype(dtype).itemsize > MAX_TENSOR_BYTES:
             # numpy refuses such shapes even with a zero among them (a damaged dims field)
             raise NotFastPath("dimensions beyond what numpy can shape")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from edgecnn.importers.onnx.registry import OnnxNode, attrs_from_onnx, onnx_converter
+from edgecnn.ir.dtypes import SUPPORTED_DTYPES
 from edgecnn.ir.graph import Node
 from edgecnn.ops import shape
 from edgecnn.ops.registry import NoAttrs
@@ -110,6 +111,8 @@ def convert_constant_of_shape(n: OnnxNode) -> list[Node]:
     if value is None:
         return [n.node("ConstantOfShape", shape.ConstantOfShapeAttrs())]
     value = np.asarray(value)
+    if value.dtype.name not in SUPPORTED_DTYPES:
+        raise ValueError(f"value must be a numeric tensor, got {value.dtype.name}")
     if value.size != 1:
         raise ValueError(f"value must hold one element, got shape {list(value.shape)}")
     attrs = shape.ConstantOfShapeAttrs(value=value.reshape(-1)[0].item(), dtype=value.dtype.name)
