@@ -1,5 +1,5 @@
 """`edgecnn train`: train a classifier (a model file or the built-in LeNet-5) on digits, MNIST IDX
-files or an image folder; optionally prune it (iteratively, retraining between cuts) and remove
+files, an image folder or saved arrays (images or 1-D signals such as radar returns); optionally prune it (iteratively, retraining between cuts) and remove
 whole filters; write the result as .ecnn."""
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ import typer
 
 from edgecnn.cli.console import console, headline, human_bytes, training_progress
 from edgecnn.cli.prune_view import keep_option, percent, show_prune_retrain
+from edgecnn.errors import InputError
 
 if TYPE_CHECKING:
+    from edgecnn.ir.graph import Graph
     from edgecnn.train import Dataset, EpochStats, Trainer
 
 NAME = "train"
@@ -26,7 +28,9 @@ def command(
         False, "--lenet5", help="Train a fresh LeNet-5 (seed 001 Table 3.5) instead of MODEL."
     ),
     dataset: str = typer.Option(
-        "digits", help="digits (scikit-learn's, upsampled to 28x28), idx:DIR or folder:DIR."
+        "digits",
+        help="digits (scikit-learn's, upsampled to 28x28), idx:DIR, folder:DIR, or npz:FILE (arrays "
+        "'inputs' (N, C, H, W) or (N, C, L), 'labels', optional 'classes').",
     ),
     weights: Path | None = typer.Option(None, help="Weights file (.caffemodel, .weights) for MODEL."),
     epochs: int = typer.Option(20, min=0, help="Training epochs (0: prune/evaluate only)."),
@@ -78,7 +82,6 @@ def command(
     from edgecnn.format import save_ecnn
     from edgecnn.importers import load_graph
     from edgecnn.train import TrainConfig, Trainer, build_lenet5, load_dataset, resume
-    from edgecnn.train.data import model_input_size
     from edgecnn.train.evaluate import engine_accuracy
 
     if sum((model is not None, lenet5, resume_from is not None)) != 1:
@@ -91,20 +94,25 @@ def command(
     )  # fmt: skip
     if resume_from is not None:
         trainer = resume(resume_from, epochs=epochs, threads=threads)
-        channels, height, width = model_input_size(trainer.network.source)
-        train, test = load_dataset(dataset, (height, width), channels, test_fraction, trainer.config.seed)
+        train, test = training_data(trainer.network.source, dataset, test_fraction, trainer.config.seed)
     else:
         graph = load_graph(model, weights) if model is not None else None
-        channels, height, width = model_input_size(graph) if graph is not None else (1, 28, 28)
-        train, test = load_dataset(dataset, (height, width), channels, test_fraction, seed)
         if graph is None:
+            train, test = load_dataset(dataset, (28, 28), 1, test_fraction, seed)
+            if train.images.ndim != 4:
+                raise InputError(
+                    f"--lenet5 trains on images (N, C, H, W); {dataset} holds {train.images.shape}"
+                )
+            channels, height = train.images.shape[1:3]
             graph = build_lenet5(classes=len(train.classes), size=height, channels=channels, seed=seed)
+        else:
+            train, test = training_data(graph, dataset, test_fraction, seed)
         trainer = Trainer(graph, config)
     console.print(
         headline(
             trainer.network.source.name,
-            f" on {dataset}: {len(train)} training, {len(test)} test images "
-            f"of {channels}x{height}x{width}, {len(train.classes)} classes; "
+            f" on {dataset}: {len(train)} training, {len(test)} test samples "
+            f"of {'x'.join(map(str, train.images.shape[1:]))}, {len(train.classes)} classes; "
             f"{sum(trainer.network.values[p].size for p in trainer.network.parameters):,} parameters",
         )
     )
@@ -131,6 +139,20 @@ def command(
         f"test accuracy (edgecnn inference on the saved weights): {accuracy:.2%}; wrote {output} "
         f"({human_bytes(output.stat().st_size)})"
     )
+
+
+def training_data(graph: Graph, spec: str, test_fraction: float, seed: int) -> tuple[Dataset, Dataset]:
+    """(train, test) of ``spec`` shaped for ``graph``: images at its input size, arrays as saved."""
+    from edgecnn.train import load_dataset
+    from edgecnn.train.data import check_sample_shape, model_input_size
+
+    if spec.startswith("npz:"):
+        train, test = load_dataset(spec, test_fraction=test_fraction, seed=seed)
+    else:
+        channels, height, width = model_input_size(graph)
+        train, test = load_dataset(spec, (height, width), channels, test_fraction, seed)
+    check_sample_shape(graph, train)
+    return train, test
 
 
 def fit(trainer: Trainer, train: Dataset, test: Dataset, checkpoint_dir: Path | None, show: bool) -> None:
