@@ -111,3 +111,10 @@ def test_detect_rows_are_the_detectors_boxes_also_from_the_shared_model(
             want = [(d.label, d.score, d.box) for d in found]
             assert_same_detections(got, want)
     assert Runner(net, spec, 1).prepare(dataclasses.replace(items[0], kind="array")).error
+
+
+def test_a_decompression_bomb_is_an_error_row(tmp_path: Path, face_net: edgecnn.Model) -> None:
+    Image.new("L", (9500, 9500)).save(tmp_path / "bomb.png")  # over Pillow's pixel limit, ~90 KB
+    (item,) = list_items([str(tmp_path)])
+    prepared = Runner(face_net, FACE_TASK, 1).prepare(item)
+    assert prepared.error is not None and "decompression bomb" in prepared.error

@@ -130,3 +130,10 @@ def test_digits_are_upsampled_to_28x28() -> None:
     assert len(train) + len(test) == 1797 and train.images.shape[1:] == (1, 28, 28)
     assert train.images.min() >= 0.0 and train.images.max() <= 1.0
     assert np.bincount(test.labels).min() >= 35
+
+
+def test_a_decompression_bomb_in_an_image_folder_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "faces").mkdir()
+    Image.new("L", (9500, 9500)).save(tmp_path / "faces" / "bomb.png")  # over Pillow's pixel limit
+    with pytest.raises(InputError, match="decompression bomb"):
+        load_image_folder(tmp_path, (28, 28), 1)

@@ -24,7 +24,7 @@ from edgecnn.model import Model
 from edgecnn.ops.activation import SoftmaxAttrs, softmax
 from edgecnn.vision.detector import InputFormat, NetworkInput, YoloDetector
 from edgecnn.vision.faces import batched_model
-from edgecnn.vision.preprocess import Preprocess
+from edgecnn.vision.preprocess import Preprocess, open_image
 
 TASKS = ("classify", "detect", "raw")
 IDENTITY_COLUMNS = {"index": "int64", "path": "string", "row": "int64", "error": "string"}
@@ -131,7 +131,7 @@ class Runner:
             if self.detector is not None:
                 if item.kind != "image":
                     raise InputError(f"{item.path}: detection reads images, not arrays")
-                prepared = self.detector.prepare(open_image(item.path))
+                prepared = self.detector.prepare(load_image(item.path))
                 assert isinstance(prepared, NetworkInput)
                 return Prepared(item, detector_input=prepared)
             tensor = self._image(item.path) if item.kind == "image" else read_array(item, self._files)
@@ -146,7 +146,7 @@ class Runner:
         assert pre.size is not None
         height, width = pre.size
         box = InputFormat((width, height), True, pre.channel_order, scale=1.0, fill=self.spec.fill)
-        chw, _ = box.tensor(open_image(path))
+        chw, _ = box.tensor(load_image(path))
         return pre.normalize(chw.transpose(1, 2, 0))
 
     def _checked(self, item: Item, tensor: np.ndarray) -> np.ndarray:
@@ -242,12 +242,12 @@ class Runner:
         ]
 
 
-def open_image(path: str) -> Any:
+def load_image(path: str) -> Any:
     """A decoded PIL image (loaded now, so that decoding happens in the caller's thread)."""
-    from PIL import Image, UnidentifiedImageError
+    from PIL import UnidentifiedImageError
 
     try:
-        with Image.open(path) as img:
+        with open_image(path) as img:
             img.load()
             return img.copy() if img.mode in ("RGB", "L") else img.convert("RGB")
     except FileNotFoundError:

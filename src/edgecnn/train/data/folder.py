@@ -9,6 +9,7 @@ from PIL import Image, UnidentifiedImageError
 
 from edgecnn.errors import InputError, ModelFormatError
 from edgecnn.train.data.dataset import Dataset
+from edgecnn.vision.preprocess import open_image
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".pgm", ".ppm", ".tif", ".tiff", ".webp")
 
@@ -16,7 +17,7 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".pgm", ".ppm", ".tif
 def read_image(path: Path, size: tuple[int, int], channels: int) -> np.ndarray:
     """(channels, H, W) float32 in 0..1; grayscale for 1 channel, RGB for 3."""
     try:
-        with Image.open(path) as image:
+        with open_image(path) as image:
             converted = image.convert("L" if channels == 1 else "RGB").resize(
                 (size[1], size[0]), Image.Resampling.BILINEAR
             )
