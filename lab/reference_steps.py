@@ -5,17 +5,24 @@ writing into the arena; "opaque" allocates its result).
 
     .venv/bin/python lab/reference_steps.py                  # small variants (width 0.125, 64 px)
     .venv/bin/python lab/reference_steps.py --full resnet50  # native width and resolution
+
+With ``--without binary,gelu,...`` it times instead (batch 1, native sizes, in one process,
+alternating call by call) each model as planned now and as planned with those CPU kernels removed
+from the registry, so that their layers fall back as they did before the kernels existed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 from collections import Counter
+from collections.abc import Iterator
 
 import numpy as np
 
-from common import load_model
+from common import interleaved, load_model, machine_line
 from edgecnn.bench.zoo import MODELS, build_model
+from edgecnn.kernels import registry
 from edgecnn.runtime.arena import INTO, OPAQUE, SKIP, VIEW
 from edgecnn.runtime.plan import Plan
 
@@ -33,12 +40,47 @@ def reference_steps(plan: Plan) -> Counter[tuple[str, str]]:
     return found
 
 
+@contextlib.contextmanager
+def without_kernels(names: set[str]) -> Iterator[None]:
+    """Plans built inside the block cannot choose the CPU kernels ``names`` (the registry's own
+    table is edited: a lab experiment, restored on exit)."""
+    with registry.scoped_registrations():
+        for entries in registry._KERNELS.values():
+            entries[:] = [e for e in entries if e.name not in names]
+        yield
+
+
+def time_without(names: set[str], models: list[str], threads: int, rounds: int) -> None:
+    print(machine_line(threads))
+    print(f"\n| model (batch 1) | with the kernels ms | without {', '.join(sorted(names))} ms | ratio |")
+    print("|---|---:|---:|---:|")
+    for name in models:
+        entry = MODELS[name]
+        model = build_model(name)
+        x = np.random.default_rng(0).standard_normal((1, entry.channels, entry.resolution, entry.resolution))
+        x = x.astype(np.float32)
+        with_them = load_model(model, threads)
+        with_them.plan_for(x)
+        without = load_model(model, threads)
+        with without_kernels(names):
+            without.plan_for(x)  # kept in the model's plan cache, with the fallbacks chosen now
+        timers = {"with": lambda m=with_them, v=x: m(v), "without": lambda m=without, v=x: m(v)}
+        times = interleaved(timers, rounds)
+        ratio = times["with"] / times["without"]
+        print(f"| {name} | {times['with']:.2f} | {times['without']:.2f} | {ratio:.3f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=list(MODELS))
     parser.add_argument("--full", action="store_true", help="native width and resolution")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--without", help="time with and without these CPU kernels (comma-separated)")
+    parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
+    if args.without:
+        time_without(set(args.without.split(",")), args.models, args.threads, args.rounds)
+        return
     for name in args.models:
         entry = MODELS[name]
         small = not args.full and entry.build is not None and entry.channels != 1

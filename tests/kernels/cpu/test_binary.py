@@ -27,7 +27,7 @@ def broadcast_pair(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return pair if draw(st.booleans()) else (pair[1], pair[0])
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     shapes=broadcast_pair(),
     op=st.sampled_from(["Add", "Sub", "Mul", "Div"]),

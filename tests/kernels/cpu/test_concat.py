@@ -31,7 +31,7 @@ def slab(shape: list[int], axis: int) -> bool:
     return all(d == 1 for d in shape[:axis])
 
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS

@@ -66,14 +66,54 @@ def collapse(
 
 
 @numba.njit(inline="always", cache=True, error_model="numpy")
-def _apply(op: int, x: np.float32, y: np.float32) -> np.float32:
+def _both(op: int, x: np.ndarray, y: np.ndarray, o: np.ndarray) -> None:
+    """o = x op y over one row; a loop per op, so that each compiles to vector code."""
     if op == 0:
-        return x + y
-    if op == 1:
-        return x - y
-    if op == 2:
-        return x * y
-    return x / y
+        for i in range(o.shape[0]):
+            o[i] = x[i] + y[i]
+    elif op == 1:
+        for i in range(o.shape[0]):
+            o[i] = x[i] - y[i]
+    elif op == 2:
+        for i in range(o.shape[0]):
+            o[i] = x[i] * y[i]
+    else:
+        for i in range(o.shape[0]):
+            o[i] = x[i] / y[i]
+
+
+@numba.njit(inline="always", cache=True, error_model="numpy")
+def _right(op: int, x: np.ndarray, v: np.float32, o: np.ndarray) -> None:
+    """o = x op v over one row."""
+    if op == 0:
+        for i in range(o.shape[0]):
+            o[i] = x[i] + v
+    elif op == 1:
+        for i in range(o.shape[0]):
+            o[i] = x[i] - v
+    elif op == 2:
+        for i in range(o.shape[0]):
+            o[i] = x[i] * v
+    else:
+        for i in range(o.shape[0]):
+            o[i] = x[i] / v
+
+
+@numba.njit(inline="always", cache=True, error_model="numpy")
+def _left(op: int, v: np.float32, y: np.ndarray, o: np.ndarray) -> None:
+    """o = v op y over one row."""
+    if op == 0:
+        for i in range(o.shape[0]):
+            o[i] = v + y[i]
+    elif op == 1:
+        for i in range(o.shape[0]):
+            o[i] = v - y[i]
+    elif op == 2:
+        for i in range(o.shape[0]):
+            o[i] = v * y[i]
+    else:
+        for i in range(o.shape[0]):
+            o[i] = v / y[i]
 
 
 @numba.njit(inline="always", cache=True, error_model="numpy")
@@ -96,22 +136,16 @@ def _rows(
         i1 = r - i0 * middle
         ao = i0 * sa[0] + i1 * sa[1]
         bo = i0 * sb[0] + i1 * sb[1]
-        oo = r * inner
+        o = out[r * inner : (r + 1) * inner]
         if sa[2] == 1 and sb[2] == 1:
-            for i in range(inner):
-                out[oo + i] = _apply(op, a[ao + i], b[bo + i])
+            _both(op, a[ao : ao + inner], b[bo : bo + inner], o)
         elif sa[2] == 1:
-            y = b[bo]
-            for i in range(inner):
-                out[oo + i] = _apply(op, a[ao + i], y)
+            _right(op, a[ao : ao + inner], b[bo], o)
         elif sb[2] == 1:
-            x = a[ao]
-            for i in range(inner):
-                out[oo + i] = _apply(op, x, b[bo + i])
+            _left(op, a[ao], b[bo : bo + inner], o)
         else:
-            v = _apply(op, a[ao], b[bo])
-            for i in range(inner):
-                out[oo + i] = v
+            _right(op, a[ao : ao + 1], b[bo], o[:1])
+            o[1:] = o[0]
 
 
 @numba.njit(parallel=True, nogil=True, cache=True, error_model="numpy")
