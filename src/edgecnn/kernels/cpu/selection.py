@@ -69,7 +69,6 @@ FAMILIES: dict[str, Family] = {
     "gelu": Family(("Gelu",), (("gelu", "gelu"),)),
     "layer_norm": Family(("LayerNormalization",), (("layer_norm", "layernorm"),)),
     "matmul": Family(("MatMul",), (("matmul", "matmul"),)),  # by a constant matrix
-    "transpose": Family(("Transpose",), (("transpose", "transpose"),)),
     "resize": Family(("Resize",), (("resize_nearest", "resize"),)),  # nearest, last two axes
     "concat": Family(("Concat",), (("concat", "concat"),)),  # where the arena cannot make it a view
     "split": Family(("Split",), (("split", "concat"),)),  # likewise
