@@ -29,7 +29,9 @@ from edgecnn.ops.traits import slab_offsets
 @numba.njit(inline="always", cache=True)
 def _copy_rows(source: np.ndarray, dest: np.ndarray, first: int, end: int) -> None:
     for r in range(first, end):
-        dest[r, :] = source[r, :]
+        into, row = dest[r], source[r]
+        for i in range(row.shape[0]):
+            into[i] = row[i]
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
