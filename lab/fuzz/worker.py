@@ -69,6 +69,17 @@ def innermost_frame(exc: BaseException) -> str:
     return f"{name}:{frame.lineno} in {frame.name}"
 
 
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether a MemoryError is among the causes of ``exc``: an EdgeCNNError wrapping one (a kernel
+    failure) means an allocation went past the cap that the budget should have refused first."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, MemoryError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def run_case(folder: Path) -> dict[str, Any]:
     """Load and run one case; classify what happened."""
     import edgecnn
@@ -91,7 +102,7 @@ def run_case(folder: Path) -> dict[str, Any]:
         return {"outcome": outcome, "seconds": time.perf_counter() - start}
     except EdgeCNNError as exc:
         return {
-            "outcome": "error",
+            "outcome": "memory" if out_of_memory(exc) else "error",
             "type": type(exc).__name__,
             "stage": stage,
             "message": str(exc)[:300],
