@@ -1,6 +1,11 @@
 """Gelu on the CPU in one compiled pass (ConvNeXt's MLP, after ``passes/fuse_gelu.py`` has turned
-the exporters' Erf form into one node): the exact form computes erf in float64 as the reference does,
-the tanh approximation in float32 as the reference does."""
+the exporters' Erf form into one node).
+
+The exact form takes erf from Abramowitz and Stegun's formula 7.1.26 (a degree-5 polynomial in
+1 / (1 + p|x|) times exp(-x^2), absolute error below 1.5e-7) in float32: numba has no vectorised
+erf, and the float64 ``math.erf`` per element made this the slowest step of ConvNeXt (lab/notes/
+2026-11-28-modern-nets.md). The tanh approximation is computed in float32, as the reference does.
+"""
 
 from __future__ import annotations
 
@@ -19,20 +24,29 @@ from edgecnn.ops.activation import GeluAttrs
 APPROXIMATIONS = {"none": 0, "tanh": 1}
 
 
+ERF_P = 0.3275911
+ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+"""Abramowitz and Stegun 7.1.26: erf(z) = 1 - t (a1 + t (a2 + ... + t a5)) exp(-z^2), t = 1 / (1 + p z)."""
+
+
 @numba.njit(inline="always", cache=True)
 def _gelu_span(x: np.ndarray, out: np.ndarray, tanh: bool, first: int, end: int) -> None:
-    root2 = np.float64(np.float32(math.sqrt(2.0)))  # x / sqrt(2) rounded to float32, as numpy divides
-    half = np.float32(0.5)
+    half, one = np.float32(0.5), np.float32(1.0)
     if tanh:
-        c, k, one = np.float32(math.sqrt(2.0 / math.pi)), np.float32(0.044715), np.float32(1.0)
+        c, k = np.float32(math.sqrt(2.0 / math.pi)), np.float32(0.044715)
         for i in range(first, end):
             v = x[i]
             out[i] = half * v * (one + np.tanh(c * (v + k * v * v * v)))
     else:
+        root_half, p = np.float32(math.sqrt(0.5)), np.float32(ERF_P)
+        a1, a2, a3 = np.float32(ERF_A[0]), np.float32(ERF_A[1]), np.float32(ERF_A[2])
+        a4, a5 = np.float32(ERF_A[3]), np.float32(ERF_A[4])
         for i in range(first, end):
             v = x[i]
-            scaled = np.float64(np.float32(np.float64(v) / root2))
-            out[i] = np.float32(np.float64(half * v) * (1.0 + math.erf(scaled)))
+            z = abs(v) * root_half
+            t = one / (one + p * z)
+            erf = one - ((((a5 * t + a4) * t + a3) * t + a2) * t + a1) * t * np.exp(-z * z)
+            out[i] = half * v * (one + (erf if v >= 0 else -erf))
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
