@@ -24,7 +24,7 @@ SLAB_COPIES = (
     " as in C2f and shuffle blocks; yolov8n's box head) still copy on the reference"
 )
 TRANSPOSE = (
-    "Transpose runs on numpy's strided copy, 1.1-3x faster on this machine than the compiled tiles"
+    "Transpose runs on numpy's strided copy, 1.1-3.6x faster on this machine than the compiled tiles"
     " tried (lab/notes/2026-11-28-modern-nets.md); ConvNeXt's need a layout pass that removes them"
 )
 KNOWN_GAPS = {
