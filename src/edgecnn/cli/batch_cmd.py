@@ -9,9 +9,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from edgecnn.cli.console import console, error_console, headline
-from edgecnn.cli.run_cmd import image_geometry
+from edgecnn.cli.run_cmd import image_preprocess
 from edgecnn.vision.detector import read_labels_file
-from edgecnn.vision.preprocess import Preprocess, parse_floats, parse_size
 
 NAME = "batch"
 
@@ -62,19 +61,11 @@ def command(
     from edgecnn.batch.tasks import TaskSpec
 
     net = edgecnn.load(model, weights, threads=1)
-    declared_size, channels = image_geometry(net.inputs[0], layout.lower()) if net.inputs else (None, None)
+    preprocess = image_preprocess(net.inputs[0] if net.inputs else None, size, rgb, scale, mean, std, layout)
     del net
     spec = TaskSpec(
         kind=task,
-        preprocess=Preprocess(
-            size=parse_size(size) if size else declared_size,
-            channel_order="rgb" if rgb else "bgr",
-            scale=scale,
-            mean=parse_floats(mean, "--mean") if mean else (),
-            std=parse_floats(std, "--std") if std else (),
-            layout=layout.lower(),
-            grayscale=channels == 1,
-        ),
+        preprocess=preprocess,
         letterbox=letterbox,
         top=top,
         apply_softmax=apply_softmax,

@@ -41,6 +41,28 @@ def image_geometry(spec: TensorSpec, layout: str) -> tuple[tuple[int, int] | Non
     return size, c if isinstance(c, int) else None
 
 
+def image_preprocess(
+    spec: TensorSpec | None,
+    size: str | None,
+    rgb: bool,
+    scale: float,
+    mean: str | None,
+    std: str | None,
+    layout: str,
+) -> Preprocess:
+    """The pre-processing the image options ask for, the size and channels defaulting to the input's."""
+    declared_size, channels = image_geometry(spec, layout.lower()) if spec is not None else (None, None)
+    return Preprocess(
+        size=parse_size(size) if size else declared_size,
+        channel_order="rgb" if rgb else "bgr",
+        scale=scale,
+        mean=parse_floats(mean, "--mean") if mean else (),
+        std=parse_floats(std, "--std") if std else (),
+        layout=layout.lower(),
+        grayscale=channels == 1,
+    )
+
+
 def check_image_geometry(net: Model, preprocess: Preprocess) -> None:
     """Plan for the image tensor ``preprocess`` makes, before any image is decoded: a size the
     model refuses, or one beyond the memory limit (decoding takes about three times the tensor),
@@ -103,16 +125,7 @@ def command(
             f"{model}: `edgecnn run` feeds one file per run to a one-input model; this one has "
             f"{len(net.inputs)} inputs ({names}) — use the Python API (Model.run with a dict)"
         )
-    declared_size, channels = image_geometry(net.inputs[0], layout.lower())
-    preprocess = Preprocess(
-        size=parse_size(size) if size else declared_size,
-        channel_order="rgb" if rgb else "bgr",
-        scale=scale,
-        mean=parse_floats(mean, "--mean") if mean else (),
-        std=parse_floats(std, "--std") if std else (),
-        layout=layout.lower(),
-        grayscale=channels == 1,
-    )
+    preprocess = image_preprocess(net.inputs[0], size, rgb, scale, mean, std, layout)
     if preprocess.size is not None and any(Path(p).suffix.lower() != ".npy" for p in inputs):
         check_image_geometry(net, preprocess)
     class_labels = read_labels(labels)
