@@ -141,6 +141,8 @@ def save_finding(corpus: Path, fmt: str, case: Case, result: dict[str, Any], ind
     digest = hashlib.sha256(signature(result).encode()).hexdigest()[:10]
     slug = re.sub(r"[^a-z0-9]+", "-", f"{result['outcome']}-{result.get('type', '')}".lower()).strip("-")
     folder = corpus / fmt / f"{slug}-{digest}"
+    if (folder / "case.json").exists():  # found before (another run): keep that case and its triage
+        return folder
     folder.mkdir(parents=True, exist_ok=True)
     record = {key: result.get(key) for key in ("outcome", "type", "stage", "where", "message")}
     record.update(format=fmt, signature=signature(result), case=index, seed=seed)
