@@ -7,7 +7,7 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -110,10 +110,18 @@ class FrameOutputs:
         self._pending: deque[Future[None]] = deque()
 
     def submit(self, frame: Frame, inferred: Inferred) -> None:
-        """Queue one frame; waits when the outputs are more than BACKLOG frames behind."""
+        """Queue one frame's outputs."""
+        self._queue(self._output, frame, inferred)
+
+    def skip(self, item: FrameError) -> None:
+        """Queue the report of an unreadable image or frame, in its place among the outputs."""
+        self._queue(report_skipped, item, self.as_json)
+
+    def _queue(self, work: Callable[..., None], *args: object) -> None:
+        """Run ``work`` after everything queued before; waits when more than BACKLOG frames behind."""
         while self._pending and (self._pending[0].done() or len(self._pending) >= BACKLOG):
             self._pending.popleft().result()  # raises the worker's error, if any
-        self._pending.append(self._pool.submit(self._output, frame, inferred))
+        self._pending.append(self._pool.submit(work, *args))
 
     def _output(self, frame: Frame, inferred: Inferred) -> None:
         detections = self.detector.finish(inferred)
@@ -170,12 +178,14 @@ class Interruption:
         raise KeyboardInterrupt
 
 
-def report_skipped(item: FrameError, strict: bool, as_json: bool) -> None:
-    """An unreadable image or frame: fatal with --strict, else reported (and a JSON line) and skipped."""
-    where = f"{item.source} (frame {item.index})" if item.index else item.source
-    if strict:
-        raise InputError(f"{where}: {item.message}")
-    error_console.print(f"skipped {where}: {item.message}")
+def place(item: FrameError) -> str:
+    """Where an unreadable image or frame is: the file, and the frame index within a video."""
+    return f"{item.source} (frame {item.index})" if item.index else item.source
+
+
+def report_skipped(item: FrameError, as_json: bool) -> None:
+    """An unreadable image or frame, skipped: a line on stderr (and a JSON line with --json)."""
+    error_console.print(f"skipped {place(item)}: {item.message}")
     if as_json:
         print(json.dumps({"source": item.source, "index": item.index, "error": item.message}))
 
@@ -269,7 +279,9 @@ def command(
                     with interruption.deferred():
                         if isinstance(item, FrameError) or prepared is None:
                             assert isinstance(item, FrameError)
-                            report_skipped(item, strict, as_json)
+                            if strict:
+                                raise InputError(f"{place(item)}: {item.message}")
+                            outputs.skip(item)
                             skipped += 1
                         else:
                             outputs.submit(item, detector.infer([prepared])[0])
