@@ -24,14 +24,17 @@ def test_list_file_glob_and_image(tmp_path: Path, image_folder: Path) -> None:
     names = sorted(p.name for p in (image_folder / "a").glob("img*"))[:3]
     listing = image_folder / "a" / "list.txt"
     listing.write_text("# three of them\n" + "\n".join(names) + "\n\n", encoding="utf-8")
-    items = list_items([listing, str(image_folder / "b" / "**" / "*.png"), image_folder / "a" / names[0]])
-    pngs = sorted((image_folder / "b").rglob("*.png"))
-    assert [i.path for i in items] == [
-        *(str(image_folder / "a" / n) for n in names),
-        *(str(p) for p in pngs),
-        str(image_folder / "a" / names[0]),
-    ]
-    assert [i.index for i in items] == list(range(len(items)))
+    try:
+        items = list_items([listing, str(image_folder / "b" / "**" / "*.png"), image_folder / "a" / names[0]])
+        pngs = sorted((image_folder / "b").rglob("*.png"))
+        assert [i.path for i in items] == [
+            *(str(image_folder / "a" / n) for n in names),
+            *(str(p) for p in pngs),
+            str(image_folder / "a" / names[0]),
+        ]
+        assert [i.index for i in items] == list(range(len(items)))
+    finally:
+        listing.unlink()  # the folder is shared: other tests count its files
 
 
 def test_arrays_one_sample_per_row(tmp_path: Path) -> None:
