@@ -45,6 +45,7 @@ def test_format_bytes_units() -> None:
     assert format_bytes(512) == "512 B"
     assert format_bytes(3 << 30) == "3.0 GiB"
     assert format_bytes(10**18).endswith("PiB")
+    assert format_bytes(10**400).endswith("PiB")  # past a float
 
 
 def test_regular_file_checks(tmp_path: Path) -> None:

@@ -49,7 +49,9 @@ def default_memory_limit() -> int:
 
 
 def format_bytes(nbytes: float) -> str:
-    """``1.5 GiB``-style sizes for messages."""
+    """``1.5 GiB``-style sizes for messages (a declared size may pass what a float holds)."""
+    if isinstance(nbytes, int) and nbytes >= 1 << 60:
+        return f"{nbytes >> 50:,} PiB"
     size = float(nbytes)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if abs(size) < 1024 or unit == "PiB":
