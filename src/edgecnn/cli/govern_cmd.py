@@ -40,7 +40,7 @@ def open_log(path: Path) -> IO[str]:
 
 def command(
     template: Path | None = typer.Option(
-        None, help="Scene template JSON (`lab/governor_scenes.py` makes one); default: the bundled one."
+        None, help="Scene template JSON (docs/governor.md: how to make one); default: the bundled one."
     ),
     threshold: float | None = typer.Option(None, min=0.0, help="DTW_TH (default: the template file's)."),
     hysteresis: float | None = typer.Option(

@@ -1,7 +1,7 @@
 """The dynamic-time-warping distance of seed 001's eq. 5.2, from dtaidistance's C kernel: the
 square root of the summed squared differences along the cheapest warping path (seed 001 summed
 plain differences, so its threshold of 480 does not carry over; ours is chosen from our traces).
-Why a library and not a kernel of ours: lab/governor_dtw_cost.py times both on 40-sample series.
+A library rather than a compiled kernel of ours: fast enough per sample, and no compile at start-up.
 
 ``psi`` frees up to that many samples at the start and end of either sequence from the match
 (dtaidistance's psi relaxation): a window of a periodic load cut at another phase than the

@@ -157,7 +157,7 @@ class SceneConfig:
 
 def bundled_template() -> Path:
     """The template and threshold chosen from this project's recorded scenarios
-    (lab/governor_scenes.py; docs/governor.md says from which traces)."""
+    (docs/governor.md says from which traces)."""
     path = Path(str(resources.files("edgecnn") / "dvfs" / "cnn_template.json"))
     if not path.is_file():
         raise ConfigurationError(f"the bundled scene template {path} is missing; pass --template")

@@ -2,8 +2,7 @@
 load series in percent, and their resampling onto a regular grid (jittered or missing samples).
 
 The ``system`` load is the mean busy share of the chosen cores (``cpuN_pct``), what a governor
-sees of the whole machine. Traces recorded by lab/governor_record.py also carry the scenario's own
-process tree: ``scene`` (``scene_pct``, its CPU use as a share of all cores) and ``demand``
+sees of the whole machine. Scenario traces also carry the scenario's own process tree: ``scene`` (``scene_pct``, its CPU use as a share of all cores) and ``demand``
 (``demand_pct``, CPU use plus time spent runnable but waiting for a core): on a machine shared
 with other work, the load the scenario would put on a machine of its own."""
 
@@ -60,7 +59,7 @@ def read_trace(path: Path, *, source: str = "system", cpus: Sequence[int] | None
     if source in SCENE_COLUMNS:
         name = SCENE_COLUMNS[source]
         if name not in header:
-            raise InputError(f"{path} has no {name} column (only lab/governor_record.py's traces do)")
+            raise InputError(f"{path} has no {name} column (only scenario traces carry it)")
         columns = [header.index(name)]
         described = name
     else:

@@ -1,7 +1,7 @@
 """Stand-alone activations (Relu, LeakyRelu, Clip, Sigmoid, HardSwish, HardSigmoid) on the CPU — those the
 fusion pass could not fold into a conv or dense layer. One pass over the data in float32, which
 beats numpy's temporaries from ``CpuTuning.eltwise_min_size`` elements up; below it numpy's lower
-call overhead wins and the reference runs (lab/notes/)."""
+call overhead wins and the reference runs."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@ the exporters' Erf form into one node).
 
 The exact form takes erf from Abramowitz and Stegun's formula 7.1.26 (a degree-5 polynomial in
 1 / (1 + p|x|) times exp(-x^2), absolute error below 1.5e-7) in float32: numba has no vectorised
-erf, and the float64 ``math.erf`` per element made this the slowest step of ConvNeXt (lab/notes/
-2026-11-28-modern-nets.md). The tanh approximation is computed in float32, as the reference does.
+erf, and the float64 ``math.erf`` per element is several times slower. The tanh approximation is computed in float32, as the reference does.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Softmax on the CPU: one compiled pass per row instead of the reference's five numpy calls (max,
 subtract, exp, sum, divide), whose fixed cost is most of a classifier head's time at batch 1 (seed
-003's radar network: 10 scores, lab/notes/2026-11-28-radar-speed.md).
+003's radar network: 10 scores).
 
 The tensor is viewed as (outer, n, inner) with the softmax over n: the trailing axes for inputs of
 opsets below 13 (``coerce_2d``), else the one axis. Rows of the same outer index are reduced together

@@ -1,9 +1,9 @@
 """The measured thresholds the CPU kernels' rules compare against, as one frozen record.
 
 Kernel predicates and factories read ``active_cpu_tuning()`` while a plan is built: the runtime
-selects kernels inside ``using_cpu_tuning(options.cpu_tuning or DEFAULT_CPU_TUNING)``, so an
-experiment (or a test) changes a rule by passing another record, never by patching module globals.
-The values were measured on the project's reference machines; the evidence is in lab/notes/.
+selects kernels inside ``using_cpu_tuning(options.cpu_tuning or DEFAULT_CPU_TUNING)``, so a caller
+(a test, say) changes a rule by passing another record, never by patching module globals. Each
+default is a crossover: the size at which one kernel starts to beat the other.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class CpuTuning:
 
 
 DEFAULT_CPU_TUNING = CpuTuning()
-"""The measured defaults."""
+"""The defaults."""
 
 _active: ContextVar[CpuTuning] = ContextVar("edgecnn_cpu_tuning", default=DEFAULT_CPU_TUNING)
 

@@ -24,8 +24,7 @@ FLAT_S2_MAX_WIDTH = 14
 
 SAME_MAX_WIDTH = 16
 """Widest plane the unpadded stride-1 pass takes (_same_plane_3x3): it beats the padded pass on
-small planes, while on wider ones the masked taps cost more than the per-row work they save
-(lab/notes/)."""
+small planes, while on wider ones the masked taps cost more than the per-row work they save."""
 
 
 @numba.njit(cache=True)
@@ -94,8 +93,7 @@ def fill_phases(src: np.ndarray, pad_top: int, pad_left: int, phases: np.ndarray
     their zeros (written once when the buffer was made, the same cells every plane). Each row's
     columns are read in pairs (an even and an odd padded column) in one loop, which LLVM vectorises
     with two-register permutes; dealing each parity in a loop of its own left the strided loads
-    scalar (2.4x the time on a 112x112 plane). Flat unsigned offsets, no views: per-row views cost
-    as much as dealing a 28-wide row."""
+    scalar. Flat unsigned offsets, no views: per-row views cost as much as the dealing itself."""
     height, width = src.shape
     rows, columns = phases.shape[1], phases.shape[2]
     source = src.reshape(-1)

@@ -148,8 +148,7 @@ def when_packed(node: Node, types: Sequence[TensorType | None], values: Sequence
     cannot be called, and for strided 1x1 layers, ResNet's projection shortcuts: their im2col is a
     subsample that the BLAS tiles copy again into sgemm's panels, where the packed kernel copies it
     once. Elsewhere the BLAS tiles measured as fast or faster with AVX2, so `edgecnn tune` decides
-    per layer there; with AVX-512 the packed GEMM takes every such layer (micro_kernel_over_blas).
-    Evidence: lab/notes/."""
+    per layer there; with AVX-512 the packed GEMM takes every such layer (micro_kernel_over_blas)."""
     if not can_pack(node, types, values):
         return False
     s = conv_setup(node, types)

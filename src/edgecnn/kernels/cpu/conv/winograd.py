@@ -2,7 +2,7 @@
 
 Applies to 3x3 filters with unit strides and dilations, one group, any padding and float32
 constant weights. F(4x4) does 4x fewer multiplications than direct convolution and F(2x2) 2.25x fewer, at the price of the transforms and
-of rounding error that grows with the tile (lab/notes/ has the measured error and speed).
+of rounding error that grows with the tile.
 
 Filters are transformed once, when the plan is built; each run moves the input to channels-last,
 transforms chunks of input tiles, multiplies them by one GEMM per transform point and transforms
@@ -30,7 +30,7 @@ from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning
 CHUNK_BYTES = 1 << 23
 """Target size of one chunk's transformed tiles and products together. Each chunk streams every
 transformed filter through a GEMM (BLAS packs it again per call), so wide chunks pay once the
-transforms are cheap (lab/notes/)."""
+transforms are cheap."""
 
 MIN_TILES, MAX_TILES = 16, 512
 """Bounds on the tiles per chunk: narrower GEMMs waste the BLAS micro-kernel, wider ones the cache."""
@@ -42,7 +42,7 @@ then rounded up to whole 16-channel filter panels (microkernel.COLUMNS)."""
 MIN_SPLIT_TILES = 64
 """Fewest tiles per thread when one chunk's tiles are split among threads, for F(2x2); below it
 the threads split the output channels instead, each transforming all the tiles and streaming half
-the transformed filters through GEMMs twice as wide (lab/notes/)."""
+the transformed filters through GEMMs twice as wide."""
 
 MIN_SPLIT_TILES_F43 = 24
 """The same for F(4x4), whose 6x6 tiles carry 36 transform points instead of 16, so transforming
@@ -72,7 +72,7 @@ def winograd_setup(
 
 def preferred_tile(setup: ConvSetup) -> int:
     """The output tile (4 or 2) where Winograd beats im2col + GEMM, or 0 where it does not
-    (thresholds in CpuTuning, evidence in lab/notes/).
+    (thresholds in CpuTuning).
 
     The input transform costs per input channel and the output transform per output channel while
     the saved multiplications scale with their product, so C*M / (C+M) must reach

@@ -242,7 +242,7 @@ def worker_share(worker: int, workers: int, tasks: int) -> tuple[int, int]:
     Why: kernels order their tasks by pixels (bands of rows, runs of tiles), so a contiguous share
     is one region of the map, and the next layer's share of the same region reads mostly what its
     own core wrote, instead of lines that must cross from the other core's caches, which on some
-    machines becomes several times slower for minutes at a time (lab/notes/)."""
+    machines becomes several times slower for minutes at a time."""
     return worker * tasks // workers, (worker + 1) * tasks // workers
 
 
