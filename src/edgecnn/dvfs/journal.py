@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from edgecnn.atomic import atomic_write
 from edgecnn.dvfs.sysfs import write_text
 from edgecnn.errors import DeviceError
 
@@ -80,21 +80,13 @@ class Journal:
 
 
 def write_atomically(path: Path, data: str | bytes) -> None:
-    """A temporary file in ``path``'s directory, fsynced, renamed over ``path``."""
+    """``edgecnn.atomic.atomic_write`` of ``data``, its folder made first; failures are DeviceErrors."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data.encode() if isinstance(data, str) else data)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
     except OSError as exc:
         raise DeviceError(f"cannot write {path}: {exc.strerror or exc}") from None
+    payload = data.encode() if isinstance(data, str) else data
+    atomic_write(path, lambda out: out.write(payload), error=DeviceError)
 
 
 def start_ticks(pid: int) -> str | None:

@@ -10,8 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from edgecnn.errors import EdgeCNNError
+from edgecnn.atomic import atomic_write
+from edgecnn.errors import DeviceError, EdgeCNNError
 from edgecnn.hetero.partition import Partition
 from edgecnn.hetero.profiles import DeviceProfile
 from edgecnn.hetero.transfer import LinkCost
@@ -188,12 +187,6 @@ def save_plan(plan: SavedPlan) -> Path:
     """Write atomically (a reader never sees half a file); returns the path."""
     path = plan_path(plan.model_sha256, plan.devices, plan.input_shapes)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".plan-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(plan.to_json(), f, indent=2)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    text = json.dumps(plan.to_json(), indent=2).encode()
+    atomic_write(path, lambda out: out.write(text), error=DeviceError, what="device plan")
     return path
