@@ -63,7 +63,7 @@ def when_direct_rows(
 ) -> bool:
     """Ungrouped, not 1x1, and only where the micro-kernel takes the BLAS tiles' layers
     (conv.micro_kernel_over_blas: AVX-512, where the block's transpose is 24 shuffles). Three cases
-    (thresholds in CpuTuning, evidence in lab/notes/): the layers the direct kernel's rule takes
+    (thresholds in CpuTuning): the layers the direct kernel's rule takes
     (conv.when_direct) where this kernel leaves fewer lanes empty (``min_gain`` times the direct
     kernel's share; ties stay with it); shallow layers (fewer than ``shallow_channels`` input
     channels, at least ``min_tap_depth`` multiply-adds per output), where the other kernels' GEMMs

@@ -58,7 +58,7 @@ def rows_fit(setup: ConvSetup) -> bool:
     keep ``max_rows``), an unfolded input of at most ``max_a_bytes`` (it must stay in L2), at least
     ``rows_min_depth`` multiply-adds per output, and only where the micro-kernel takes the BLAS
     tiles' layers too (conv.micro_kernel_over_blas: measured with AVX-512 only) or BLAS cannot be
-    called. Evidence: lab/notes/."""
+    called."""
     tuning = active_cpu_tuning()
     rows = setup.batch * setup.out[0] * setup.out[1]
     depth = setup.in_channels * setup.kernel[0] * setup.kernel[1]

@@ -8,7 +8,7 @@ chunk of pixels while it is still in L1.
 Why: on the narrow layers of SqueezeNet, MobileNetV2 and ShuffleNetV2 (16 to 160 input channels)
 there are few multiply-adds per output value, so what the BLAS tiles do around the GEMM (sgemm
 packs both operands on every call, then a separate epilogue pass reads the tile back) costs as
-much as the multiplications (lab/notes/). The rule's thresholds (which 1x1 layers it takes) are
+much as the multiplications. The rule's thresholds (which 1x1 layers it takes) are
 ``CpuTuning.pointwise_max_depth``, ``narrow_depth``, ``narrow_outputs`` and ``deep_min_pixels``:
 deeper layers with more outputs lose (each depth step of a run is a cache line of its own, and from
 about 160 steps those lines and the weights no longer fit in L1 together), except on large maps,

@@ -4,7 +4,7 @@ Why: once the calling thread has slept (a camera pipeline waiting for its next f
 bench` pausing between runs), Linux may wake it on the core where the pool's worker sleeps. The
 worker, woken by the next parallel region, then shares that core with it until the load balancer
 moves one of them, milliseconds later. A worker bound to a core the calling thread does not start
-on has its core to itself the moment it wakes (measurements: lab/notes/).
+on has its core to itself the moment it wakes.
 
 The workers go to the last cores the process may use, one each; the calling thread (the user's, not
 ours to bind) keeps every core and settles on the first ones. Nothing is bound where there are at

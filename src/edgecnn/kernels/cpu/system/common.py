@@ -55,7 +55,7 @@ def worker_scratch(workers: int, size: int) -> np.ndarray:
     parallel region to the next) writes only lines its own core wrote last. Carving one shared
     buffer into ``size``-float shares instead moves the boundary from layer to layer, and every
     write past it first takes the line from the other core's cache, which on some machines is slow
-    for minutes at a time (lab/notes/)."""
+    for minutes at a time."""
     buffer: np.ndarray | None = getattr(_scratch, "workers", None)
     if buffer is None or buffer.shape[0] < workers or buffer.shape[1] < size:
         rows = max(workers, buffer.shape[0] if buffer is not None else 0)

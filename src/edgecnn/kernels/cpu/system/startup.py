@@ -11,8 +11,7 @@ here, once, before numba starts its thread pool (the first parallel kernel, or t
 - decide whether the pool's workers are bound to cores of their own (affinity.py);
 - log a notice when kernels are compiled rather than loaded from numba's cache (compile_notice.py).
 
-Kernels work without it, only on numba's default layer and unbound workers. Evidence for each
-choice: lab/notes/.
+Kernels work without it, only on numba's default layer and unbound workers.
 """
 
 from __future__ import annotations
