@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -80,6 +81,20 @@ def test_bench_json_output(tmp_path: Path) -> None:
     document = json.loads(result.stdout)
     assert document["settings"]["threads"] == 1 and document["gemm_peak_gflops"] > 0
     assert {r["engine"] for r in document["results"]} == {"edgecnn", "onnxruntime"}
+    assert document["machine"]["caches"].keys() == {"L1d", "L2", "L3"} and document["machine"]["isa"]
+    assert all(r["spread"] >= 0 for r in document["results"])
+
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(result.stdout)
+    again = invoke("--models", "lenet5", "--batch", "1", *QUICK, "--cache", tmp_path, "--compare", earlier)
+    assert again.exit_code == 0, again.output
+    assert "vectors" in again.stdout and "noise (spread" in again.stdout
+    row = next(
+        line.split()
+        for line in again.stdout.splitlines()
+        if line.startswith(" lenet5") and "." in line and len(line.split()) == 5
+    )
+    assert float(row[2]) == pytest.approx(document["results"][0]["ratio_to_onnxruntime"], abs=0.006)
 
 
 def test_bench_list() -> None:
@@ -95,6 +110,7 @@ def test_bench_rejects_bad_options(tmp_path: Path) -> None:
         (["--engines", "edgecnn,tensorrt"], "unknown engine(s) tensorrt"),
         (["--batch", "1,x"], "--batch takes comma-separated integers"),
         (["--batch", "0"], "--batch needs batch sizes >= 1"),
+        (["--compare", tmp_path / "absent.json"], "--compare"),
     ):
         result = invoke(*args, "--cache", tmp_path)
         assert result.exit_code == EXIT_ERROR, (args, result.output)

@@ -14,6 +14,7 @@ from edgecnn.bench.report import (
     NOTES_END,
     console_table,
     existing_notes,
+    noise_summary,
     ratio_summary,
     to_markdown,
 )
@@ -37,6 +38,11 @@ def made_up_result() -> BenchResult:
         machine={
             "cpu": "Test CPU",
             "simd": ["avx2"],
+            "llvm_cpu": "znver3",
+            "isa": ["avx", "avx2", "fma"],
+            "vector_bits": 256,
+            "caches": {"L1d": 32768, "L2": 524288, "L3": None},
+            "physical_cores": 2,
             "usable_cpus": 2,
             "logical_cpus": 2,
             "engines": {"edgecnn": "0.1.0"},
@@ -57,14 +63,29 @@ def test_ratios_and_geometric_mean() -> None:
 def test_markdown_has_the_table_machine_command_and_flags() -> None:
     text = to_markdown(made_up_result(), "benchmarks.png")
     lines = text.splitlines()
-    header = "| model | batch | engine | min ms | median ms | max ms | x onnxruntime | GFLOP/s | % GEMM peak | max rel err |"
+    header = (
+        "| model | batch | engine | min ms | median ms | max ms | spread | x onnxruntime | GFLOP/s"
+        " | % GEMM peak | max rel err |"
+    )
     table = lines[lines.index(header) + 2 : lines.index(header) + 7]
-    assert table[0] == "| resnet18 | 1 | edgecnn | 20.00 | 22.00 | 30.00 | 2.00 | 163.6 | 164% | reference |"
+    # spread: the interquartile range (21 to 26 ms) over the median (22 ms)
+    assert (
+        table[0]
+        == "| resnet18 | 1 | edgecnn | 20.00 | 22.00 | 30.00 | 23% | 2.00 | 163.6 | 164% | reference |"
+    )
     assert table[1].endswith("| 1.00 | 327.3 | 327% | 2.0e-06 |")
     assert table[2].startswith("| resnet18 | 1 | torch | failed: KeyError: LRN |")
     assert "**5.0e-01 (> 0.001)**" in table[4]
     assert "    edgecnn bench --models resnet18,lenet5 --batch 1" in lines
-    assert any(line.startswith("- CPU: Test CPU (2 usable of 2 logical CPUs; avx2)") for line in lines)
+    assert (
+        "- CPU: Test CPU (znver3; 256-bit vectors: avx/avx2/fma); L1d 32.0 KiB, L2 512.0 KiB, L3 ?;"
+        " 2 cores, 2 usable of 2 logical CPUs; /proc/cpuinfo flags: avx2"
+    ) in lines
+    assert (
+        "- Noise: spread = interquartile range / median of an engine's timed runs on one case;"
+        " edgecnn: median spread 16%, largest 23% (resnet18 b1); onnxruntime: median spread 5%,"
+        " largest 9% (resnet18 b1)"
+    ) in lines
     assert "- Not run: ncnn: Python package 'ncnn' is not installed" in lines
     assert "Not run: simplecnn batch 8 (the model file fixes batch 1)" in text
     summary = lines.index(
@@ -76,6 +97,16 @@ def test_markdown_has_the_table_machine_command_and_flags() -> None:
         "| geometric mean |  |  | **1.00** | 1.00 |  |",
     ]
     assert "![median latency relative to onnxruntime](benchmarks.png)" in lines
+
+
+def test_spread_is_the_interquartile_range_over_the_median() -> None:
+    assert Measurement("m", 1, "e", [10.0, 11.0, 12.0, 13.0, 30.0]).spread == pytest.approx((13 - 11) / 12)
+    assert Measurement("m", 1, "e", [5.0]).spread == 0.0
+    assert noise_summary(made_up_result())["edgecnn"] == (
+        pytest.approx((0.1 + 5 / 22) / 2),
+        5 / 22,
+        "resnet18 b1",
+    )
 
 
 def test_notes_survive_regeneration(tmp_path: Path) -> None:

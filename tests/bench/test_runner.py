@@ -9,7 +9,6 @@ import numpy as np
 import onnx
 import pytest
 
-from edgecnn.bench.machine import machine_info
 from edgecnn.bench.peers import ENGINES, Engine, Runner, select_engines
 from edgecnn.bench.runner import (
     BenchResult,
@@ -190,8 +189,3 @@ def test_run_benchmark_then_json_round_trip_and_merge(zoo_cache: Path) -> None:
     newer.machine = {**newer.machine, "cpu": "some other CPU"}
     with pytest.raises(InputError, match="different CPUs"):
         newer.merged_into(again)
-
-
-def test_machine_info() -> None:
-    info = machine_info({"edgecnn": "0.1.0"})
-    assert info["engines"] == {"edgecnn": "0.1.0"} and int(info["usable_cpus"]) >= 1  # type: ignore[call-overload]

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 
+from edgecnn.bench.machine import machine_summary
 from edgecnn.bench.runner import BASELINE_ENGINE, REFERENCE_ENGINE, TOLERANCE, BenchResult, Measurement
 
 NOTES_BEGIN = "<!-- notes: hand-written, kept when the file is regenerated -->"
@@ -22,6 +25,7 @@ COLUMNS = (
     "min ms",
     "median ms",
     "max ms",
+    "spread",
     "x onnxruntime",
     "GFLOP/s",
     "% GEMM peak",
@@ -32,7 +36,13 @@ COLUMNS = (
 def measurement_row(result: BenchResult, m: Measurement) -> list[str]:
     """One table row; an engine that failed shows its error in place of the numbers."""
     if not m.ok:
-        return [m.model, str(m.batch), m.engine, "failed: " + (m.error or "no runs"), "", "", "", "", "", ""]
+        return [
+            m.model,
+            str(m.batch),
+            m.engine,
+            "failed: " + (m.error or "no runs"),
+            *[""] * (len(COLUMNS) - 4),
+        ]
     ratio = result.ratio(m)
     peak = result.gemm_peak_gflops
     error = "reference" if m.engine == REFERENCE_ENGINE else _error_text(m)
@@ -43,6 +53,7 @@ def measurement_row(result: BenchResult, m: Measurement) -> list[str]:
         f"{m.min_ms:.2f}",
         f"{m.median_ms:.2f}",
         f"{m.max_ms:.2f}",
+        f"{100 * m.spread:.0f}%",
         "" if ratio is None else f"{ratio:.2f}",
         f"{m.gflops:.1f}",
         f"{100 * m.gflops / peak:.0f}%" if peak else "",
@@ -83,6 +94,83 @@ def ratio_summary(
         batch: (ratios, math.exp(sum(math.log(r) for r in ratios.values()) / len(ratios)))
         for batch, ratios in sorted(by_batch.items())
     }
+
+
+def noise_summary(result: BenchResult) -> dict[str, tuple[float, float, str]]:
+    """Per engine: the median and the largest spread (IQR / median of the rounds) over its cases,
+    and the case with the largest: how far apart two runs of the same code may land."""
+    by_engine: dict[str, list[tuple[float, str]]] = {}
+    for m in result.measurements:
+        if m.ok and len(m.times_ms) > 1:
+            by_engine.setdefault(m.engine, []).append((m.spread, f"{m.model} b{m.batch}"))
+    summary = {}
+    for engine, spreads in by_engine.items():
+        worst = max(spreads)
+        summary[engine] = (statistics.median(s for s, _ in spreads), worst[0], worst[1])
+    return summary
+
+
+def noise_lines(result: BenchResult) -> list[str]:
+    """One line per engine for the console and the markdown."""
+    return [
+        f"{engine}: median spread {100 * median:.0f}%, largest {100 * worst:.0f}% ({case})"
+        for engine, (median, worst, case) in noise_summary(result).items()
+    ]
+
+
+def _ratio_text(ratio: float | None, digits: int = 2) -> str:
+    return "-" if ratio is None else f"{ratio:.{digits}f}"
+
+
+def comparison_rows(comparison: dict[str, Any]) -> list[list[str]]:
+    """model, batch, before, now, change: per case, then one geometric-mean row per batch."""
+    rows = [
+        [
+            str(row["model"]),
+            str(row["batch"]),
+            _ratio_text(row["before"]),
+            _ratio_text(row["now"]),
+            _ratio_text(row["change"], 3),
+        ]
+        for row in comparison.get("rows", [])
+    ]
+    for batch, means in comparison.get("geometric_means", {}).items():
+        rows.append(
+            [
+                "geometric mean",
+                batch,
+                *(_ratio_text(means[k]) for k in ("before", "now")),
+                _ratio_text(means["change"], 3),
+            ]
+        )
+    return rows
+
+
+COMPARISON_COLUMNS = ("model", "batch", "before", "now", "change")
+
+
+def comparison_heading(comparison: dict[str, Any]) -> str:
+    other = "" if comparison.get("same_cpu") else f", on another CPU: {comparison.get('cpu')}"
+    return (
+        f"edgecnn / onnxruntime against {comparison.get('file')} ({comparison.get('date')}{other});"
+        " change = now / before, < 1: edgecnn gained"
+    )
+
+
+def comparison_table(comparison: dict[str, Any]) -> Table:
+    table = Table(header_style="bold", box=None)
+    for column in COMPARISON_COLUMNS:
+        table.add_column(column, justify="left" if column == "model" else "right")
+    for row in comparison_rows(comparison):
+        table.add_row(*row)
+    return table
+
+
+def comparison_markdown(comparison: dict[str, Any]) -> list[str]:
+    lines = ["## Against an earlier run", "", comparison_heading(comparison) + ".", ""]
+    lines += ["| " + " | ".join(COMPARISON_COLUMNS) + " |", "|---|" + "---:|" * (len(COMPARISON_COLUMNS) - 1)]
+    lines += ["| " + " | ".join(row) + " |" for row in comparison_rows(comparison)]
+    return [*lines, ""]
 
 
 def summary_tables(result: BenchResult) -> list[str]:
@@ -146,8 +234,7 @@ def to_markdown(result: BenchResult, chart_name: str | None, notes: str = "") ->
         *[f"    {c}" for c in result.commands],
         "",
         f"- Date: {result.date}",
-        f"- CPU: {machine.get('cpu')} ({machine.get('usable_cpus')} usable of {machine.get('logical_cpus')} logical CPUs;"
-        f" {', '.join(simd) or 'no SIMD flags found'})",
+        f"- CPU: {machine_summary(machine)}; /proc/cpuinfo flags: {', '.join(simd) or 'none found'}",
         f"- OS: {machine.get('os')}; Python {machine.get('python')}; numpy {machine.get('numpy')} (BLAS: {machine.get('blas')})",
         "- Engines: " + ", ".join(f"{name} {version}" for name, version in engines.items()),
         f"- Load average (1/5/15 min) before / after: {machine.get('load_average_before')} / {machine.get('load_average')}"
@@ -167,11 +254,15 @@ def to_markdown(result: BenchResult, chart_name: str | None, notes: str = "") ->
         f"- GEMM peak: {result.gemm_peak_gflops:.1f} GFLOP/s (np.matmul float32 1024x1024x1024 on {s.threads}"
         " BLAS threads, best of 5 before and 5 after the run); GFLOP/s = 2 x MACs / median time, MACs from edgecnn's static analysis.",
         f"- Outputs: each engine's output vs edgecnn's, max |diff| / max |edgecnn|; above {TOLERANCE:g} is in bold.",
+        "- Noise: spread = interquartile range / median of an engine's timed runs on one case; "
+        + ("; ".join(noise_lines(result)) or "fewer than two rounds, not measured"),
         "",
     ]
     summary = summary_tables(result)
     if summary:
         lines += ["## Latency relative to onnxruntime (< 1: faster than onnxruntime)", "", *summary]
+    if result.comparison:
+        lines += comparison_markdown(result.comparison)
     if chart_name:
         lines += [f"![median latency relative to onnxruntime]({chart_name})", ""]
     lines += ["## Results", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]

@@ -53,6 +53,14 @@ class Measurement:
         return max(self.times_ms)
 
     @property
+    def spread(self) -> float:
+        """The noise of the timed rounds: interquartile range / median (0 below two rounds)."""
+        if len(self.times_ms) < 2:
+            return 0.0
+        q1, _, q3 = statistics.quantiles(self.times_ms, n=4, method="inclusive")
+        return (q3 - q1) / self.median_ms if self.median_ms > 0 else 0.0
+
+    @property
     def gflops(self) -> float:
         """Achieved GFLOP/s: 2 x MACs per median forward pass."""
         return 2.0 * self.macs / (self.median_ms * 1e6) if self.ok and self.macs else 0.0
@@ -64,7 +72,13 @@ class Measurement:
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
         if self.ok:
-            data.update(min_ms=self.min_ms, median_ms=self.median_ms, max_ms=self.max_ms, gflops=self.gflops)
+            data.update(
+                min_ms=self.min_ms,
+                median_ms=self.median_ms,
+                max_ms=self.max_ms,
+                spread=self.spread,
+                gflops=self.gflops,
+            )
         return data
 
 
@@ -238,6 +252,7 @@ class BenchResult:
     machine: dict[str, object]
     commands: list[str] = field(default_factory=list)  # several when results were merged (--update)
     date: str = ""
+    comparison: dict[str, Any] = field(default_factory=dict)  # an earlier run's ratios (--compare)
 
     def baseline(self, model: str, batch: int) -> Measurement | None:
         for m in self.measurements:
@@ -268,6 +283,7 @@ class BenchResult:
             "skipped_engines": self.skipped_engines,
             "skipped_cases": [asdict(c) for c in self.skipped_cases],
             "results": rows,
+            **({"comparison": self.comparison} if self.comparison else {}),
         }
 
     @staticmethod
@@ -285,6 +301,7 @@ class BenchResult:
             machine=dict(data["machine"]),
             commands=list(data["commands"]),
             date=str(data["date"]),
+            comparison=dict(data.get("comparison", {})),
         )
 
     def merged_into(self, previous: BenchResult) -> BenchResult:
@@ -317,6 +334,7 @@ class BenchResult:
             machine=self.machine,
             commands=list(dict.fromkeys(previous.commands + self.commands)),
             date=self.date,
+            comparison=self.comparison,
         )
 
 

@@ -57,6 +57,10 @@ def command(
     resolution: int | None = typer.Option(
         None, min=8, help="Input side for every zoo model (default: native)."
     ),
+    compare: Path | None = typer.Option(
+        None,
+        help="An earlier run's JSON (--json, or --output's .json): its ratios beside this run's, with the change.",
+    ),
     list_models: bool = typer.Option(False, "--list", help="List the zoo models and engines, then exit."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
@@ -69,6 +73,11 @@ def command(
     if list_models:
         _print_catalogue()
         return
+    previous = None
+    if compare is not None:
+        from edgecnn.bench.compare import load_result
+
+        previous = load_result(compare)  # a bad file fails before anything runs
     quiet_thread_pools()  # before any engine (or edgecnn's own kernels) starts a thread pool
     chosen, skipped = select_engines(_names(engines))
     if not any(e.name == "edgecnn" for e in chosen):
@@ -94,7 +103,11 @@ def command(
     ) as progress:
         task = progress.add_task("preparing", total=total)
         result = run_benchmark(settings, chosen, skipped, cache_dir, step(progress, task))
-    result.commands = [_command_line(settings, engines, output, update, cache, width, resolution)]
+    result.commands = [_command_line(settings, engines, output, update, cache, width, resolution, compare)]
+    if previous is not None and compare is not None:
+        from edgecnn.bench.compare import comparison
+
+        result.comparison = comparison(result, previous, compare)
     if output is not None:
         result = _write(result, output, update)
     if as_json:
@@ -111,6 +124,7 @@ def _command_line(
     cache: Path | None,
     width: float,
     resolution: int | None,
+    compare: Path | None,
 ) -> str:
     """The command that reproduces this run, every default spelled out."""
     args = ["edgecnn", "bench", "--models", ",".join(s.models), "--batch", ",".join(map(str, s.batches))]
@@ -125,6 +139,8 @@ def _command_line(
         args += ["--output", str(output)]
     if update:
         args.append("--update")
+    if compare is not None:
+        args += ["--compare", str(compare)]
     return shlex.join(args)
 
 
@@ -150,16 +166,29 @@ def _write(result: BenchResult, output: Path, update: bool) -> BenchResult:
 
 
 def _print_result(result: BenchResult, output: Path | None) -> None:
-    from edgecnn.bench.report import console_table, ratio_summary
+    from edgecnn.bench.machine import machine_summary
+    from edgecnn.bench.report import (
+        comparison_heading,
+        comparison_table,
+        console_table,
+        noise_lines,
+        ratio_summary,
+    )
 
     machine = result.machine
     console.print(
         headline(
             "edgecnn bench",
-            f": {machine['cpu']}, {result.settings.threads} thread(s), "
+            f": {result.settings.threads} thread(s), "
             f"{result.settings.rounds} rounds after {result.settings.warmup} warm-up; "
             f"GEMM peak {result.gemm_peak_gflops:.1f} GFLOP/s",
         )
+    )
+    console.print(f"machine: {machine_summary(machine)}", markup=False, highlight=False)
+    console.print(
+        f"load average before / after: {machine.get('load_average_before')} / {machine.get('load_average')}",
+        markup=False,
+        highlight=False,
     )
     for name, reason in result.skipped_engines.items():
         console.print(f"not run: {name}: {reason}")
@@ -170,6 +199,12 @@ def _print_result(result: BenchResult, output: Path | None) -> None:
     table_console.print(console_table(result))
     for batch, (_, geomean) in ratio_summary(result).items():
         console.print(f"batch {batch}: edgecnn / onnxruntime geometric mean {geomean:.2f}x")
+    console.print("noise (spread: IQR / median of the rounds):")
+    for line in noise_lines(result):
+        console.print(f"  {line}", markup=False, highlight=False)
+    if result.comparison:
+        console.print(comparison_heading(result.comparison), markup=False, highlight=False)
+        table_console.print(comparison_table(result.comparison))
     if output is not None:
         console.print(f"wrote {output}, {output.with_suffix('.png')}, {output.with_suffix('.json')}")
 
