@@ -48,6 +48,9 @@ MESSAGE_LIMIT = 1000
 """Error messages longer than this are findings: messages must stay readable (issue 34)."""
 RESTART_EVERY = 2000
 """Cases between worker restarts, so one leak cannot build up over a long run."""
+CONFIRM_TIMEOUT_FACTOR = 10
+"""A timeout is confirmed with this many times the timeout: numba compiles a kernel the first time
+a case needs it after its source changed, which can take longer than a case on a loaded machine."""
 
 Case = dict[str, bytes]
 
@@ -81,7 +84,9 @@ class Worker:
             self.process.wait()
             self.process = None
 
-    def run(self, folder: Path) -> dict[str, Any]:
+    def run(self, folder: Path, timeout: float | None = None) -> dict[str, Any]:
+        """The worker's result for the case in ``folder`` (``timeout``: seconds, default the worker's)."""
+        timeout = timeout or self.timeout
         if self.process is None or self.served >= RESTART_EVERY:
             self.stop()
             self.process = self._start()
@@ -94,7 +99,7 @@ class Worker:
         except BrokenPipeError:
             self.stop()
             return {"outcome": "died", "type": "BrokenPipe", "stage": "start"}
-        ready, _, _ = select.select([process.stdout], [], [], self.timeout)
+        ready, _, _ = select.select([process.stdout], [], [], timeout)
         if not ready:
             self.stop()
             return {"outcome": "timeout", "type": f"over {self.timeout:.0f} s", "stage": "?"}
@@ -118,6 +123,13 @@ def signature(result: dict[str, Any]) -> str:
     (numbers removed from the place, so the same line reached with other values matches)."""
     where = re.sub(r"\d+", "N", str(result.get("where", result.get("stage", ""))))
     return f"{result['outcome']}|{result.get('type', '')}|{where}"
+
+
+def confirm(worker: Worker, folder: Path, result: dict[str, Any], timeout: float) -> bool:
+    """Whether a rerun of the case in ``folder`` ends in the same finding as ``result`` (a timeout
+    rerun with CONFIRM_TIMEOUT_FACTOR times the patience)."""
+    patience = timeout * CONFIRM_TIMEOUT_FACTOR if result["outcome"] == "timeout" else None
+    return signature(worker.run(folder, patience)) == signature(result)
 
 
 def write_case(case: Case, folder: Path) -> None:
@@ -246,10 +258,10 @@ def main() -> None:
                 counts[result["outcome"]] += 1
                 growth = int(result.get("peak_rss_growth", 0))
                 state["max_peak_rss_growth"] = max(state["max_peak_rss_growth"], growth)
-                if result["outcome"] in FINDINGS and signature(worker.run(folder)) != signature(result):
+                key = signature(result)
+                if result["outcome"] in FINDINGS and not confirm(worker, folder, result, args.timeout):
                     counts["not reproduced"] += 1  # a first compile's memory, a loaded machine's timeout
                 elif result["outcome"] in FINDINGS:
-                    key = signature(result)
                     found = state["findings"].setdefault(key, {"count": 0, "first_case": index})
                     found["count"] += 1
                     if found["count"] == 1:

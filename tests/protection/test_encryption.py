@@ -108,6 +108,25 @@ def test_bad_keys_are_configuration_errors(tmp_path: Path, graph: Graph) -> None
     assert not (tmp_path / "x.ecnn").exists()
 
 
+def test_a_failing_key_callback_is_one_model_format_error(
+    tmp_path: Path, graph: Graph, model_key: bytes
+) -> None:
+    path = saved(tmp_path, graph, model_key)
+    secret = model_key.hex()
+
+    def keystore() -> bytes:
+        raise RuntimeError(f"keystore locked, last key {secret}")
+
+    for load in (lambda: load_ecnn(path, key=keystore), lambda: edgecnn.load(path, key=keystore)):
+        with pytest.raises(ModelFormatError, match=r"the key callback failed \(RuntimeError\)") as failed:
+            load()
+        assert secret not in str(failed.value)
+        assert isinstance(failed.value.__cause__, RuntimeError)
+    with pytest.raises(ModelFormatError, match="key callback failed"):
+        save_ecnn(graph, tmp_path / "y.ecnn", encrypt=keystore)
+    assert not (tmp_path / "y.ecnn").exists()
+
+
 def test_every_save_uses_a_fresh_salt_and_no_plaintext_reaches_the_file(
     tmp_path: Path, graph: Graph, model_key: bytes
 ) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from edgecnn.errors import ConfigurationError, EdgeCNNError
+from edgecnn.errors import ConfigurationError, EdgeCNNError, ModelFormatError
 from edgecnn.limits import MemoryBudget, read_file_bounded
 
 if TYPE_CHECKING:
@@ -89,8 +89,15 @@ class KeySource:
         return KeySource(callback, "the key callback")
 
     def key(self) -> bytes:
-        """The 32 key bytes (ConfigurationError if the source does not hold a key)."""
-        raw = self.fetch()
+        """The 32 key bytes. ConfigurationError if the source does not hold a key; ModelFormatError
+        if the application's callback raises, naming only the exception's type (its message may
+        quote key material), with the exception kept as ``__cause__``."""
+        try:
+            raw = self.fetch()
+        except EdgeCNNError:
+            raise
+        except Exception as exc:
+            raise ModelFormatError(f"{self.where} failed ({type(exc).__name__})") from exc
         if not isinstance(raw, (bytes, bytearray)):
             raise ConfigurationError(f"{self.where} gave {type(raw).__name__}, not bytes")
         return parse_model_key(bytes(raw), self.where)
