@@ -246,6 +246,8 @@ JSON_DEFECTS = [
     (_set((N, 0, "op"), "FancyConv"), EcnnUnsupportedError, "'conv' \\(FancyConv\\)"),
     (_set((N, 0, "inputs", 0), "nowhere"), EcnnFormatError, "reads 'nowhere'"),
     (_set(("outputs",), ["ghost"]), EcnnFormatError, "'ghost' is not produced"),
+    (_set(("inputs", 0, "name"), ""), EcnnFormatError, r"empty name \(at GRAPH\.inputs\[0\]\)"),
+    (_set(("outputs", 0), ""), EcnnFormatError, r"empty name \(at GRAPH\.outputs\[0\]\)"),
     (_set((N, 1, "inputs"), ["logits"]), EcnnFormatError, "cycle"),
     (_set((N, 1, "outputs"), ["c"]), EcnnFormatError, "produced twice"),
     (_set((N, 0, "attrs"), None), EcnnFormatError, "attrs is null, but this operator needs a ConvAttrs"),

@@ -124,7 +124,7 @@ def decode_graph(document: Any, tensors: dict[str, np.ndarray], check: CheckedJs
         initializers[name] = lookup(name, f"GRAPH.initializers[{i}]")
     graph = Graph(
         inputs=_decode_inputs(check.member(doc, "inputs", list, "GRAPH"), check),
-        outputs=check.strings(check.member(doc, "outputs", list, "GRAPH"), "GRAPH.outputs"),
+        outputs=_decode_output_names(check.member(doc, "outputs", list, "GRAPH"), check),
         nodes=_decode_nodes(check.member(doc, "nodes", list, "GRAPH"), check, lookup),
         initializers=initializers,
         name=check.member(doc, "name", str, "GRAPH"),
@@ -169,8 +169,18 @@ def _decode_inputs(items: list[Any], check: CheckedJson) -> list[TensorSpec]:
         where = f"GRAPH.inputs[{i}]"
         obj = check.expect(item, dict, where)
         name = check.member(obj, "name", str, where)
+        if not name:  # "" stands for an omitted optional input among a node's inputs
+            check.fail("the input has an empty name", where)
         specs.append(TensorSpec(name, *_decode_type(obj, where, check)))
     return specs
+
+
+def _decode_output_names(items: list[Any], check: CheckedJson) -> list[str]:
+    names = check.strings(items, "GRAPH.outputs")
+    for i, name in enumerate(names):
+        if not name:
+            check.fail("the output has an empty name", f"GRAPH.outputs[{i}]")
+    return names
 
 
 def _decode_output_types(items: dict[str, Any], check: CheckedJson) -> dict[str, TensorType]:
