@@ -69,18 +69,22 @@ def describe_step(step: Step, plan: Program) -> tuple[StepIO, Callable[..., Any]
         return StepIO(step.inputs, step.outputs, "view"), None
     if known:
         into = getattr(step.kernel.run, "run_into", None)
+        in_place: tuple[int, ...] = ()
         if into is not None:
             declared = getattr(step.kernel.run, "in_place", False)  # True: input 0; or positions
             in_place = (0,) if declared is True else tuple(declared or ())
-            return StepIO(step.inputs, step.outputs, "into", in_place), into
-        if step.kernel.name == "reference":
+        elif step.kernel.name == "reference":
             adapter = reference_adapter(node, in_types, out_types)
             if adapter is not None:
-                slabs, side = slab_offsets(node, in_types, out_types), get_op(node.op).slabs
-                concat = slabs if side == "inputs" else ()
-                split = slabs if side == "outputs" else ()
-                io = StepIO(step.inputs, step.outputs, "into", adapter.in_place, concat, split)
-                return io, adapter.run_into
+                into, in_place = adapter.run_into, adapter.in_place
+        if into is not None:
+            # a Concat's inputs (a Split's outputs) that are contiguous slabs of the whole: the
+            # planner may place them in it, whichever kernel would otherwise copy them
+            slabs = slab_offsets(node, in_types, out_types)  # () for ops without the trait
+            side = get_op(node.op).slabs if slabs else None
+            concat = slabs if side == "inputs" else ()
+            split = slabs if side == "outputs" else ()
+            return StepIO(step.inputs, step.outputs, "into", in_place, concat, split), into
     return StepIO(step.inputs, step.outputs, "opaque"), None
 
 

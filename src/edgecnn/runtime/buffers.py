@@ -11,9 +11,10 @@ Three kinds of steps (``StepIO.mode``):
   every input root lives as long as the output does.
 
 A Concat whose inputs are contiguous slabs of its output (``concat_offsets``: every dimension
-before the axis is 1, as for channels at batch 1) is *elided* when every input is an arena buffer
-of its own that nobody else aliases: the producers write straight into their slab of the output's
-buffer, and the Concat step has nothing left to do (GoogLeNet, SqueezeNet). A Split whose outputs
+before the axis is 1, as for channels at batch 1) is *elided* when every input's buffer can be
+placed in the output's so that the input lies at its slab (``_slab_placement``): the producers
+write straight into their slab of the output's buffer, and the Concat step has nothing left to do
+(GoogLeNet, SqueezeNet; a YOLOv8 C2f block, whose Concat reads the parts of a Split). A Split whose outputs
 are contiguous slabs of its input (``split_offsets``) is elided the same way when its input is an
 arena buffer: its outputs are read where they lie, as members of the input's buffer that extend its
 lifetime (ShuffleNetV2's channel split).
@@ -25,7 +26,8 @@ alias the arena, without a copy at the end.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import itertools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -157,13 +159,19 @@ def plan_buffers(
             elif (
                 step.concat_offsets
                 and out not in pinned
-                and _elidable(step, kind, members, referenced | pinned)
+                and (
+                    placed := _slab_placement(
+                        step, root, kind, members, offset, produced_at, tensors, reach_of, referenced | pinned
+                    )
+                )
             ):
-                new_root(out, min(produced_at[x] for x in step.inputs), "arena")
-                for slot, at in zip(step.inputs, step.concat_offsets):
-                    del kind[slot], members[slot], produced_at[slot], reach[slot]
-                    join(out, slot)
-                    offset[slot] = at
+                new_root(out, min(produced_at[r] for r in placed), "arena")
+                for r, shift in placed.items():  # each input's whole buffer moves into the output's
+                    slots = members.pop(r)
+                    del kind[r], produced_at[r], reach[r]
+                    for slot in slots:
+                        offset[slot] = shift + offset.get(slot, 0)
+                        join(out, slot)
                 elided.add(index)
             elif step.split_offsets and _viewable_split(step, root, kind, referenced | pinned):
                 r = root[step.inputs[0]]
@@ -226,12 +234,46 @@ def _viewable_split(
     return kind.get(root[source]) == "arena" and root[source] not in excluded
 
 
-def _elidable(
-    step: StepIO, kind: dict[int, RootKind], members: dict[int, list[int]], excluded: set[int]
-) -> bool:
-    """Every input of the Concat is an arena buffer of its own (no views of it, nothing in place
-    in it, no opaque value that may alias it, not returned to the caller), given once."""
-    inputs = step.inputs
-    if len(set(inputs)) != len(inputs) or any(x < 0 for x in inputs):
-        return False
-    return all(kind.get(x) == "arena" and members.get(x) == [x] and x not in excluded for x in inputs)
+def _slab_placement(
+    step: StepIO,
+    root: Mapping[int, int],
+    kind: Mapping[int, RootKind],
+    members: Mapping[int, list[int]],
+    offset: Mapping[int, int],
+    produced_at: Mapping[int, int],
+    tensors: Mapping[int, TensorInfo],
+    reach_of: Callable[[int], int],
+    excluded: set[int],
+) -> dict[int, int]:
+    """Where each input's root buffer lies in the Concat's output (root -> byte offset) so that
+    every input sits at its slab, or {} when that cannot be done.
+
+    An input may be a member of a larger buffer (a Split's part, a nested Concat's output, the
+    end of an in-place chain): the whole buffer moves, so inputs sharing one must agree on where it
+    goes. The buffers must be arena buffers that no opaque value may alias and that hold nothing
+    returned to the caller, and must fit in the output. Two of them may overlap only where every
+    tensor of the earlier one in the overlap is read for the last time before the later one's first
+    step (a Split's part that a branch consumed, where that branch's result is written)."""
+    shifts: dict[int, int] = {}
+    for slot, at in zip(step.inputs, step.concat_offsets):
+        r = root.get(slot, -1)
+        if slot < 0 or kind.get(r) != "arena" or r in excluded or any(m in excluded for m in members[r]):
+            return {}
+        shift = at - offset.get(slot, 0)
+        if shifts.setdefault(r, shift) != shift:  # an input given twice, or a buffer's parts reordered
+            return {}
+    size = tensors[step.outputs[0]].nbytes
+    extent = {r: (shift, shift + tensors[r].nbytes) for r, shift in shifts.items()}
+    if any(low < 0 or high > size for low, high in extent.values()):
+        return {}
+    for earlier, later in itertools.permutations(shifts, 2):
+        (low, high), (first, last) = extent[later], extent[earlier]
+        if produced_at[earlier] > produced_at[later] or last <= low or high <= first:
+            continue
+        if produced_at[earlier] == produced_at[later]:  # written by one step: they would clash
+            return {}
+        for m in members[earlier]:
+            start = shifts[earlier] + offset.get(m, 0)
+            if start < high and low < start + tensors[m].nbytes and reach_of(m) >= produced_at[later]:
+                return {}
+    return shifts

@@ -1,11 +1,10 @@
-"""Concat and Split on the CPU where the arena cannot make them views: parts copied along the axis
-by a compiled loop on numba's threads, one call per part.
+"""Concat and Split on the CPU: parts copied along the axis by a compiled loop on numba's threads,
+one call per part. Each part is a run of ``length`` elements in each of ``outer`` rows of the whole.
 
 Where every dimension before the axis is 1 (channels at batch 1) the parts are contiguous slabs of
-the whole, and the buffer planner places them so that nothing is copied at all (runtime/arena.py,
-``slabs`` in edgecnn.ops): these kernels decline those nodes and leave them to it. Elsewhere (a
-batch of several images, an axis after the channels) each part is a run of ``length`` elements in
-each of ``outer`` rows of the whole, copied row by row.
+the whole, and the buffer planner usually places them so that the step has nothing to copy
+(``slabs`` in edgecnn.ops, runtime/buffers.py); these kernels run where it cannot (a part that is
+also returned to the caller, or read by another Concat).
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ from edgecnn.kernels.cpu.system.threads import current_threads, is_small, worker
 from edgecnn.ops.common import normalize_axis
 from edgecnn.ops.registry import get_op
 from edgecnn.ops.shape import ConcatAttrs, SplitAttrs
-from edgecnn.ops.traits import slab_offsets
 
 
 @numba.njit(inline="always", cache=True)
@@ -59,7 +57,7 @@ def _parts(
     node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
 ) -> tuple[int, int, list[int]] | None:
     """(outer, the whole's row length, each part's row length), or None when the node is not a
-    4-byte Concat/Split of concrete, non-empty types or the arena can lay its parts out as slabs."""
+    4-byte Concat/Split of concrete, non-empty types."""
     if not isinstance(node.attrs, (ConcatAttrs, SplitAttrs)) or not types or any(not n for n in node.outputs):
         return None
     concat = isinstance(node.attrs, ConcatAttrs)
@@ -71,8 +69,6 @@ def _parts(
     ]
     if len(known) != len(parts) + 1 or whole is None or math.prod(shape_of(whole)) == 0:
         return None
-    if slab_offsets(node, types, outs):
-        return None  # the buffer planner may make this node a view
     shape = shape_of(whole)
     axis = normalize_axis(node.attrs.axis, len(shape))
     outer = math.prod(shape[:axis])
