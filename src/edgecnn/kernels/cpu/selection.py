@@ -60,7 +60,13 @@ FAMILIES: dict[str, Family] = {
     "activation": Family(
         ("Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSwish", "HardSigmoid"), (("activation", "eltwise"),)
     ),
-    "int8_conv": Family(("QLinearConv", "Int8Conv"), (("int8_im2col_gemm", "int8.steps"),)),
+    "int8_conv": Family(
+        ("QLinearConv", "Int8Conv"),
+        (
+            ("int8_dot_conv", "int8.dot_conv"),  # one group, AVX2: the dot-product micro-kernel
+            ("int8_im2col_gemm", "int8.steps"),  # everything else: im2col + widening int8 GEMM
+        ),
+    ),
     "int8_dense": Family(("QLinearMatMul", "Int8Gemm"), (("int8_dense", "int8.steps"),)),
     "quantize": Family(("QuantizeLinear",), (("quantize_int8", "int8.steps"),)),
     "lrn": Family(("LRN",), (("lrn", "lrn"),)),
@@ -72,6 +78,7 @@ FAMILIES: dict[str, Family] = {
     "resize": Family(("Resize",), (("resize_nearest", "resize"),)),  # nearest, last two axes
     "concat": Family(("Concat",), (("concat", "concat"),)),  # where the arena cannot make it a view
     "split": Family(("Split",), (("split", "concat"),)),  # likewise
+    "transpose": Family(("Transpose",), (("transpose", "transpose"),)),
     "pool": Family(
         ("MaxPool", "AveragePool", "FusedMaxPool", "FusedAveragePool"),
         (("pool_1d", "pool.pool1d"), ("pool_2d", "pool.steps")),

@@ -13,8 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
+import edgecnn.kernels.cpu.int8.dot_conv  # registers the dot-product convolution
 import edgecnn.kernels.cpu.int8.steps  # noqa: F401  (registers the int8 kernels)
 from edgecnn.importers.onnx.reader import graph_from_model_proto
+from edgecnn.kernels.cpu.int8.dot_kernel import available
 from edgecnn.model import Model
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.quant import Int8ConvAttrs, Int8GemmAttrs, QuantizeAttrs
@@ -115,6 +117,11 @@ def conv_cases(draw: st.DrawFn) -> tuple[Int8ConvAttrs, list[np.ndarray | None]]
 CONSTANTS = (1, 2, 3, 4, 5, 6, 7, 8)
 
 
+def conv_kernel(group: int) -> str:
+    """The kernel a convolution of ``group`` groups gets: the dot-product one where it applies."""
+    return "int8_dot_conv" if group == 1 and available() else "int8_im2col_gemm"
+
+
 @SETTINGS
 @given(conv_cases(), st.sampled_from([1, 2]))
 def test_int8_conv_matches_reference(
@@ -123,7 +130,7 @@ def test_int8_conv_matches_reference(
     attrs, inputs = case
     fast, kernel = fast_run("Int8Conv", attrs, inputs, CONSTANTS, threads)
     expected = reference_run("Int8Conv", attrs, inputs, CONSTANTS)
-    assert kernel == "int8_im2col_gemm"
+    assert kernel == conv_kernel(attrs.group)
     if inputs[6] is None:  # float output: the same float32 operations in the same order
         np.testing.assert_allclose(fast, expected, rtol=1e-6, atol=1e-6)
     else:
@@ -166,7 +173,7 @@ def test_one_by_one_kernels_with_padding_on_one_side(pads: tuple[int, ...]) -> N
     inputs += [np.full(2, 0.02, np.float32), None, np.float32(0.3), np.int8(4), None]
     attrs = Int8ConvAttrs(pads=pads)
     fast, kernel = fast_run("Int8Conv", attrs, inputs, CONSTANTS, 1)
-    assert kernel == "int8_im2col_gemm"
+    assert kernel == conv_kernel(1)
     np.testing.assert_array_equal(fast, reference_run("Int8Conv", attrs, inputs, CONSTANTS))
 
 
@@ -356,6 +363,6 @@ def test_onnxruntime_quantized_model_matches(tmp_path: Any, activation_type: str
     edgecnn_model = Model(graph, RuntimeOptions.resolve(threads=2))
     x = rng.standard_normal((1, 3, 11, 11)).astype(np.float32)
     kernels = {s.node.op: s.kernel.name for s in edgecnn_model.plan_for({"x": x}).steps}
-    assert kernels["QLinearConv"] == "int8_im2col_gemm" and kernels["QLinearMatMul"] == "int8_dense"
+    assert kernels["QLinearConv"] == conv_kernel(1) and kernels["QLinearMatMul"] == "int8_dense"
     (expected,) = run_onnxruntime(model, {"x": x})
     np.testing.assert_array_equal(edgecnn_model.run({"x": x})["y"], expected)

@@ -36,14 +36,19 @@ from numba.core.typing.context import BaseContext as TypingContext
 from numba.extending import intrinsic
 
 
-def wide_vectors() -> bool:
-    """Whether numba compiles for a CPU with 512-bit vectors (AVX-512F): the features numba itself
-    targets (NUMBA_CPU_FEATURES where set, else the host's), so that the block shape always matches
-    the code in numba's on-disk cache, whose key holds the same CPU name and features."""
+def target_features() -> set[str]:
+    """The CPU features numba compiles for (NUMBA_CPU_FEATURES where set, else the host's), as
+    "+name" entries: the same features as the key of numba's on-disk cache."""
     # set from the environment at numba's start-up, so absent from what mypy reads of numba.config
     chosen: str | None = config.CPU_FEATURES  # type: ignore[attr-defined]
     features = chosen if chosen is not None else get_host_cpu_features()
-    return "+avx512f" in features.split(",")
+    return set(features.split(","))
+
+
+def wide_vectors() -> bool:
+    """Whether numba compiles for a CPU with 512-bit vectors (AVX-512F), so that the block shape
+    always matches the code in numba's on-disk cache."""
+    return "+avx512f" in target_features()
 
 
 WIDE = wide_vectors()

@@ -43,6 +43,53 @@ def quantize_into(x: np.ndarray, scale: float, zero_point: int, lo: int, hi: int
             out[i] = saturated(np.float32(np.float32(x[i]) / s), zero_point, lo, hi)
 
 
+@numba.njit(inline="always", cache=True)
+def receptive_row(
+    image: np.ndarray,  # (Cg, H, W) 8-bit
+    row: int,  # (c, ki, kj) flattened
+    kernel_h: int,
+    kernel_w: int,
+    stride_h: int,
+    stride_w: int,
+    pad_top: int,
+    pad_left: int,
+    dilation_h: int,
+    dilation_w: int,
+    out_h: int,
+    out_w: int,
+    pad_value: int,
+    dest: np.ndarray,  # (OH*OW,) written
+) -> None:
+    """One row of the im2col matrix: tap (ki, kj) of channel c at every output pixel; padding
+    reads the zero point (the quantised real zero). The columns that read inside the image are
+    found once, so the copies carry no tests."""
+    height, width = image.shape[1], image.shape[2]
+    taps = kernel_h * kernel_w
+    pad = dest.dtype.type(pad_value)
+    c = row // taps
+    ki = (row % taps) // kernel_w
+    kj = row % kernel_w
+    x_offset = kj * dilation_w - pad_left
+    x_lo = 0 if x_offset >= 0 else min(out_w, (-x_offset + stride_w - 1) // stride_w)
+    last = width - 1 - x_offset
+    x_hi = max(x_lo, 0 if last < 0 else min(out_w, last // stride_w + 1))
+    for oy in range(out_h):
+        iy = oy * stride_h - pad_top + ki * dilation_h
+        segment = dest[oy * out_w : (oy + 1) * out_w]
+        if iy < 0 or iy >= height:
+            segment[:] = pad
+            continue
+        segment[:x_lo] = pad
+        source = image[c, iy]
+        start = x_lo * stride_w + x_offset
+        if stride_w == 1:
+            segment[x_lo:x_hi] = source[start : start + x_hi - x_lo]
+        else:
+            for ox in range(x_lo, x_hi):
+                segment[ox] = source[ox * stride_w + x_offset]
+        segment[x_hi:] = pad
+
+
 @numba.njit(parallel=True, cache=True, nogil=True)
 def im2col_q(
     image: np.ndarray,  # (Cg, H, W) 8-bit
@@ -59,35 +106,12 @@ def im2col_q(
     pad_value: int,
     columns: np.ndarray,  # (Cg*KH*KW, OH*OW), written
 ) -> None:
-    """Receptive fields as rows; padding reads the zero point (the quantised real zero). The
-    columns that read inside the image are found once per row, so the copies carry no tests."""
-    channels, height, width = image.shape
-    taps = kernel_h * kernel_w
-    pad = columns.dtype.type(pad_value)
-    for row in numba.prange(channels * taps):
-        c = row // taps
-        ki = (row % taps) // kernel_w
-        kj = row % kernel_w
-        dest = columns[row]
-        x_offset = kj * dilation_w - pad_left
-        x_lo = 0 if x_offset >= 0 else min(out_w, (-x_offset + stride_w - 1) // stride_w)
-        last = width - 1 - x_offset
-        x_hi = max(x_lo, 0 if last < 0 else min(out_w, last // stride_w + 1))
-        for oy in range(out_h):
-            iy = oy * stride_h - pad_top + ki * dilation_h
-            segment = dest[oy * out_w : (oy + 1) * out_w]
-            if iy < 0 or iy >= height:
-                segment[:] = pad
-                continue
-            segment[:x_lo] = pad
-            source = image[c, iy]
-            start = x_lo * stride_w + x_offset
-            if stride_w == 1:
-                segment[x_lo:x_hi] = source[start : start + x_hi - x_lo]
-            else:
-                for ox in range(x_lo, x_hi):
-                    segment[ox] = source[ox * stride_w + x_offset]
-            segment[x_hi:] = pad
+    """Receptive fields as rows (``receptive_row``)."""
+    for row in numba.prange(columns.shape[0]):
+        receptive_row(
+            image, row, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left,
+            dilation_h, dilation_w, out_h, out_w, pad_value, columns[row],
+        )  # fmt: skip
 
 
 @numba.njit(inline="always", cache=True)
