@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgecnn.kernels.cpu.conv.depthwise import depthwise_conv_2d, fill_phases
+from edgecnn.kernels.cpu.conv.depthwise_bands import BAND_FLOATS
 from edgecnn.kernels.cpu.system.threads import cpu_threads
 from edgecnn.ops.conv import ConvAttrs, conv
 from edgecnn.testing import assert_matches
@@ -27,7 +28,9 @@ def run(x: np.ndarray, w: np.ndarray, b: np.ndarray, geometry: dict, relu6: bool
     out = np.full((x.shape[0], w.shape[0], oh, ow), np.nan, dtype=np.float32)
     kind = 3 if relu6 else 0
     with cpu_threads(2):
-        depthwise_conv_2d(x, w, b, True, sh, sw, top, left, dh, dw, kind, 0.0, 0.0, 6.0, workers, out)
+        depthwise_conv_2d(
+            x, w, b, True, sh, sw, top, left, dh, dw, kind, 0.0, 0.0, 6.0, BAND_FLOATS, workers, out
+        )
     return out
 
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from edgecnn.kernels.cpu.gemm.epilogue import F32, activate
+from edgecnn.kernels.cpu.conv.depthwise_bands import banded_plane
+from edgecnn.kernels.cpu.conv.depthwise_epilogue import activate_in_place, activate_span
+from edgecnn.kernels.cpu.gemm.epilogue import F32
 
 FLAT_S2_MAX_WIDTH = 14
 """Widest stride-2 output row computed as one long row (wider rows waste more than they save)."""
@@ -324,86 +326,7 @@ def _phased_plane_3x3(
         )
 
 
-@numba.njit(inline="always", cache=True)
-def _finish_rows(
-    work: np.ndarray,
-    pitch: int,
-    out: np.ndarray,  # flat output
-    at: np.uint64,  # offset of the OH x OW output plane
-    out_h: int,
-    out_w: int,
-    kind: int,
-    alpha: float,
-    low: float,
-    high: float,
-) -> None:
-    """out plane[oy, ox] = act(work[oy * pitch + ox]) on unsigned offsets, one kind's loop for all rows."""
-    zero = np.float32(0.0)
-    lo, hi = np.float32(low), np.float32(high)
-    width = np.uint64(out_w)
-    for oy in range(np.uint64(out_h)):
-        source = oy * np.uint64(pitch)
-        target = at + oy * width
-        if kind == 0:
-            for i in range(width):
-                out[target + i] = work[source + i]
-        elif kind == 1:
-            for i in range(width):
-                v = work[source + i]
-                out[target + i] = zero if v <= zero else v
-        elif kind == 3:
-            for i in range(width):
-                v = work[source + i]
-                out[target + i] = v if v != v else min(max(v, lo), hi)
-        else:
-            for i in range(width):
-                out[target + i] = activate(work[source + i], kind, alpha, low, high)
-
-
-@numba.njit(inline="always", cache=True)
-def _activate_flat(
-    out: np.ndarray, at: np.uint64, size: np.uint64, kind: int, alpha: float, low: float, high: float
-) -> None:
-    """out[at:at + size] = act(out[at:at + size]) in place, without a view (see _same_plane_3x3)."""
-    zero = np.float32(0.0)
-    if kind == 1:
-        for i in range(size):
-            v = out[at + i]
-            out[at + i] = zero if v <= zero else v
-    elif kind == 3:
-        lo, hi = np.float32(low), np.float32(high)
-        for i in range(size):
-            v = out[at + i]
-            out[at + i] = v if v != v else min(max(v, lo), hi)
-    elif kind != 0:
-        for i in range(size):
-            out[at + i] = activate(out[at + i], kind, alpha, low, high)
-
-
-@numba.njit(inline="always", cache=True)
-def _finish_row(
-    values: np.ndarray, kind: int, alpha: float, low: float, high: float, out: np.ndarray
-) -> None:
-    """out[i] = act(values[i]) for the row's width (``values`` may be ``out`` itself)."""
-    zero = np.float32(0.0)
-    if kind == 0:
-        for i in range(out.shape[0]):
-            out[i] = values[i]
-    elif kind == 1:
-        for i in range(out.shape[0]):
-            v = values[i]
-            out[i] = zero if v <= zero else v
-    elif kind == 3:
-        lo, hi = np.float32(low), np.float32(high)
-        for i in range(out.shape[0]):
-            v = values[i]
-            out[i] = v if v != v else min(max(v, lo), hi)
-    else:
-        for i in range(out.shape[0]):
-            out[i] = activate(values[i], kind, alpha, low, high)
-
-
-@numba.njit(parallel=True, nogil=True, cache=True)
+@numba.njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
 def depthwise_conv_2d(
     x: np.ndarray,  # (N, C, H, W)
     weights: np.ndarray,  # (M, KH, KW), M = C * multiplier
@@ -419,10 +342,13 @@ def depthwise_conv_2d(
     alpha: float,
     low: float,
     high: float,
+    band_floats: int,  # output positions per band of the banded pass (depthwise_bands.BAND_FLOATS)
     workers: int,  # parallel jobs: the caller's numba thread count (reading it here defeats caching)
     out: np.ndarray,  # (N, M, OH, OW), written
 ) -> None:
-    """Bottom/right padding follows from the output shape (the padded extent the windows reach)."""
+    """Bottom/right padding follows from the output shape (the padded extent the windows reach).
+    The numpy error model drops the division-by-zero test (and the exception path that kept the
+    epilogue's loops scalar); "contract" lets LLVM fuse each multiply-add into an FMA."""
     batch, channels = x.shape[0], x.shape[1]
     out_channels, kernel_h, kernel_w = weights.shape
     multiplier = out_channels // channels
@@ -433,10 +359,11 @@ def depthwise_conv_2d(
     three = kernel_h == 3 and kernel_w == 3
     planes = batch * out_channels
     workers = max(1, min(workers, planes))
+    taps = kernel_h * kernel_w
     # Stride 1, 3x3 (most of MobileNetV2's and every one of ShuffleNet's layers): the plane is one
     # long row. Output q = oy * cols + ox reads padded element q + tap offset, so a single pass over
     # out_h * cols positions (the cols - out_w extra ones per row are computed and dropped) replaces
-    # out_h short rows, each with its own views and loop remainders: 2-3x faster on 14x14 and 7x7.
+    # out_h short rows, each with its own views and loop remainders.
     flat_rows = stride_h == 1 and stride_w == 1 and three
     # Stride 1, 3x3, one pixel of padding all round and no dilation on planes up to SAME_MAX_WIDTH
     # wide (MobileNetV2's and ShuffleNetV2's 14x14 and 7x7 layers): no padded rows and no views, see
@@ -452,16 +379,21 @@ def depthwise_conv_2d(
         and out_w <= SAME_MAX_WIDTH
     )
     # Stride 2 likewise on small planes, with the rows left unphased: output q = oy * width + ox
-    # reads element 2q + tap offset; half the positions per row are dropped, but outputs of
-    # 14x14 and smaller are dominated by per-row costs otherwise (576x14x14 -> 7x7: 314 -> 253 us).
+    # reads element 2q + tap offset; half the positions per row are dropped, but small outputs are
+    # dominated by per-row costs otherwise.
     flat_s2 = stride_h == 2 and stride_w == 2 and three and out_w <= FLAT_S2_MAX_WIDTH
-    # Stride 2, 3x3 without dilation (MobileNetV2's and ShuffleNetV2's downsampling layers): the
-    # padded plane dealt into its four stride-2 phases (fill_phases), each (OH + 1) x (OW + 1). Output
-    # (oy, ox) then reads every tap at phase offset oy * (OW + 1) + ox + {0, 1, OW + 1, OW + 2}: one
-    # flat pass of contiguous loads, like stride 1 (one position per row is computed and dropped).
-    phased = stride_h == 2 and stride_w == 2 and three and dilation_h == 1 and dilation_w == 1
+    # Stride 2 without dilation: the padded plane dealt into its four stride-2 phases (fill_phases),
+    # each (OH + (KH - 1) // 2) x (OW + (KW - 1) // 2). Output (oy, ox) then reads every tap at a
+    # fixed phase offset from oy * pitch + ox: flat passes of contiguous loads, like stride 1.
+    split = stride_h == 2 and stride_w == 2 and dilation_h == 1 and dilation_w == 1
+    phased = split and three  # 3x3: all nine taps in one pass (_phased_plane_3x3)
     flat_s2 = flat_s2 and not phased
-    pitch = out_w + 1  # phased: columns of a phase plane
+    # Other filter sizes at stride 1, or 2 without dilation (5x5, 7x7): depthwise_bands.banded_plane.
+    banded = not three and (split or (stride_h == 1 and stride_w == 1))
+    pitch = out_w + (kernel_w - 1) // 2 if split else cols  # positions per output row (banded, phased)
+    phase_rows = out_h + (kernel_h - 1) // 2 if split else 0
+    plane = phase_rows * pitch
+    band_rows = max(1, band_floats // pitch)
     width = phase_w * stride_w
     useful = (out_h - 1) * width + out_w  # flat_s2: positions up to the last output
     if same:
@@ -479,41 +411,47 @@ def depthwise_conv_2d(
                     x_flat, x_at, np.uint64(out_w), size, left, right, w_flat, np.uint64(m * 9), b, buf,
                     out_flat, out_at,
                 )  # fmt: skip
-                _activate_flat(out_flat, out_at, size, kind, alpha, low, high)
+                activate_in_place(out_flat, out_at, size, kind, alpha, low, high)
         return
+    # the filter's row and column offsets in the laid-out plane (banded)
+    row_at = np.zeros(kernel_h if banded else 0, dtype=np.uint64)
+    column_at = np.zeros(kernel_w if banded else 0, dtype=np.uint64)
+    for ki in range(row_at.shape[0]):
+        row_at[ki] = (ki % 2 * 2 * plane + ki // 2 * pitch) if split else ki * dilation_h * cols
+    for kj in range(column_at.shape[0]):
+        column_at[kj] = (kj % 2 * plane + kj // 2) if split else kj * dilation_w
     for worker in numba.prange(workers):
         # slack after the last row: the dropped positions of the last output row read past it
-        padded_rows = 0 if phased else rows
+        padded_rows = 0 if split else rows
         storage = np.zeros(padded_rows * width + 2 * dilation_w + 1, dtype=np.float32)
         padded = storage[: padded_rows * width].reshape(padded_rows, width)
-        work = np.empty(
-            out_h * width if flat_rows or flat_s2 else out_h * pitch if phased else 0, dtype=np.float32
-        )
-        phases = np.zeros((4, out_h + 1, pitch) if phased else (4, 0, 0), dtype=np.float32)
+        if banded:
+            work = np.empty(band_rows * pitch, dtype=np.float32)
+        elif flat_rows or flat_s2:
+            work = np.empty(out_h * width, dtype=np.float32)
+        else:
+            work = np.empty(out_h * pitch if phased else 0, dtype=np.float32)
+        phases = np.zeros((4, phase_rows, pitch) if split else (4, 0, 0), dtype=np.float32)
         flat = phases.reshape(-1)
-        plane = (out_h + 1) * pitch
         out_flat, w_flat = out.reshape(-1), weights.reshape(-1)
         for job in range(worker * planes // workers, (worker + 1) * planes // workers):
             n, m = job // out_channels, job % out_channels
-            if phased:
-                fill_phases(x[n, m // multiplier], pad_top, pad_left, phases)
-                b = bias[m] if has_bias else np.float32(0.0)
-                _phased_plane_3x3(flat, plane, pitch, w_flat, np.uint64(m * 9), b, work, out_h * pitch - 1)
-                _finish_rows(
-                    work,
-                    pitch,
-                    out_flat,
-                    np.uint64(job * out_h * out_w),
-                    out_h,
-                    out_w,
-                    kind,
-                    alpha,
-                    low,
-                    high,
-                )
-                continue
-            fill_padded(x[n, m // multiplier], pad_top, pad_left, 1 if flat_s2 else stride_w, padded)
             b = bias[m] if has_bias else np.float32(0.0)
+            out_at = np.uint64(job * out_h * out_w)
+            if split:
+                fill_phases(x[n, m // multiplier], pad_top, pad_left, phases)
+            else:
+                fill_padded(x[n, m // multiplier], pad_top, pad_left, 1 if flat_s2 else stride_w, padded)
+            if banded:
+                banded_plane(
+                    flat if split else storage, row_at, column_at, w_flat, np.uint64(m * taps), b, pitch,
+                    band_rows, work, out_flat, out_at, out_h, out_w, kind, alpha, low, high,
+                )  # fmt: skip
+                continue
+            if phased:
+                _phased_plane_3x3(flat, plane, pitch, w_flat, np.uint64(m * 9), b, work, out_h * pitch - 1)
+                _finish_rows(work, pitch, out_flat, out_at, out_h, out_w, kind, alpha, low, high)
+                continue
             dest = out[n, m]
             if flat_s2:
                 r1, r2 = dilation_h * width, 2 * dilation_h * width
@@ -524,8 +462,7 @@ def depthwise_conv_2d(
                     storage[r2:], storage[r2 + d1 :], storage[r2 + d2 :],
                     weights[m], b, work[:useful],
                 )  # fmt: skip
-                for oy in range(out_h):
-                    _finish_row(work[oy * width :], kind, alpha, low, high, dest[oy])
+                _finish_rows(work, width, out_flat, out_at, out_h, out_w, kind, alpha, low, high)
                 continue
             if flat_rows:
                 r1, r2 = dilation_h * width, 2 * dilation_h * width
@@ -536,13 +473,29 @@ def depthwise_conv_2d(
                     storage[r2:], storage[r2 + d1 :], storage[r2 + d2 :],
                     weights[m], b, work,
                 )  # fmt: skip
-                for oy in range(out_h):
-                    _finish_row(work[oy * width :], kind, alpha, low, high, dest[oy])
+                _finish_rows(work, width, out_flat, out_at, out_h, out_w, kind, alpha, low, high)
                 continue
             if three:
                 _rows_3x3(padded, weights[m], b, stride_h, stride_w, dilation_h, dilation_w, dest)
             else:
                 _rows_any(padded, weights[m], b, stride_h, stride_w, dilation_h, dilation_w, dest)
-            if kind != 0:
-                for oy in range(out_h):
-                    _finish_row(dest[oy], kind, alpha, low, high, dest[oy])
+            activate_in_place(out_flat, out_at, np.uint64(out_h * out_w), kind, alpha, low, high)
+
+
+@numba.njit(inline="always", cache=True)
+def _finish_rows(
+    work: np.ndarray,
+    pitch: int,
+    out: np.ndarray,  # flat output
+    at: np.uint64,  # offset of the OH x OW output plane
+    out_h: int,
+    out_w: int,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+) -> None:
+    """out plane[oy, ox] = act(work[oy * pitch + ox]): the rows of a flat pass, extra positions dropped."""
+    width = np.uint64(out_w)
+    for oy in range(np.uint64(out_h)):
+        activate_span(work, oy * np.uint64(pitch), out, at + oy * width, width, kind, alpha, low, high)

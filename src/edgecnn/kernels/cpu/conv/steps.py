@@ -18,6 +18,7 @@ import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.conv.depthwise import depthwise_conv_2d
+from edgecnn.kernels.cpu.conv.depthwise_bands import BAND_FLOATS
 from edgecnn.kernels.cpu.conv.direct import DirectConv
 from edgecnn.kernels.cpu.conv.packed import PackedConv
 from edgecnn.kernels.cpu.conv.pointwise import PointwiseConv
@@ -244,6 +245,7 @@ class Depthwise(ConvKernel):
             s.dilations[0],
             s.dilations[1],
             *self.activation,
+            BAND_FLOATS,
             1 if self.small else current_threads(),
             out,
         )

@@ -1,0 +1,150 @@
+"""Depthwise convolutions and squeeze-and-excitation steps against onnxruntime, layer by layer
+(issue 36).
+
+For each zoo model (batch 1, seeded weights), edgecnn's steps are timed inside whole runs
+(common.time_steps) and onnxruntime's nodes by its own profiler, the two engines' runs alternating
+in one process. Listed: every depthwise step (channels, kernel, stride, output size, activation)
+beside the onnxruntime nodes that compute the same thing (the Conv and the BatchNormalization and
+activation nodes that only read the chain: SiLU's Sigmoid and Mul included, each name with or
+without its layout transformer's ``_nchwc`` suffix), then the squeeze-and-excitation steps
+(GlobalAveragePool, the gate Mul) summed per kind.
+
+    .venv/bin/python lab/depthwise_gap.py --models efficientnet-b0,mobilenetv3-large,pp-lcnet --rounds 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from common import load_model, machine_line, model_input, ort_options, time_steps
+from edgecnn.bench.zoo import build_model
+from edgecnn.kernels.cpu.conv.setup import conv_setup
+
+ACTIVATION_OPS = ("BatchNormalization", "Relu", "Clip", "HardSwish", "Sigmoid", "HardSigmoid", "Mul")
+
+
+def activation_chains(model: onnx.ModelProto) -> dict[str, list[str]]:
+    """For each Conv, its name and those of the nodes that read only the chain's outputs and
+    constants (its BatchNormalization and activation, SiLU's Sigmoid and Mul both)."""
+    constants = {init.name for init in model.graph.initializer}
+    consumers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
+    for node in model.graph.node:
+        for value in node.input:
+            consumers[value].append(node)
+    chains = {}
+    for node in model.graph.node:
+        if node.op_type != "Conv":
+            continue
+        chain, outputs, frontier = [node.name], set(node.output), list(node.output)
+        while frontier:
+            for reader in consumers[frontier.pop()]:
+                inside = all(v in outputs or v in constants or not v for v in reader.input)
+                if reader.op_type in ACTIVATION_OPS and inside and reader.name not in chain:
+                    chain.append(reader.name)
+                    outputs.update(reader.output)
+                    frontier.extend(reader.output)
+        chains[node.name] = chain
+    return chains
+
+
+def ort_time(names: list[str], times: dict[str, float]) -> float:
+    """The summed median ms of the onnxruntime nodes among ``names`` (``_nchwc`` suffix or not)."""
+    return sum(times.get(n, 0.0) + times.get(f"{n}_nchwc", 0.0) for n in names)
+
+
+def measure(model_name: str, threads: int, rounds: int) -> tuple[list[str], dict[str, tuple[float, float]]]:
+    """The depthwise table's rows, and per kind (depthwise, pool, gate) edgecnn's and ORT's total ms."""
+    import onnxruntime as ort
+
+    model = build_model(model_name)
+    name, x = model_input(model)
+    net = load_model(model, threads)
+    net(x)
+    plan = net.plan_for(x)
+    steps = time_steps(net)
+    with tempfile.TemporaryDirectory() as tmp:
+        options = ort_options(threads)
+        options.enable_profiling = True
+        options.profile_file_prefix = str(Path(tmp) / "ort")
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        for _ in range(3):
+            session.run(None, {name: x})
+            net(x)
+        steps.clear()
+        for _ in range(rounds):
+            net(x)
+            session.run(None, {name: x})
+        events = json.loads(Path(session.end_profiling()).read_text())
+    samples: dict[str, list[float]] = defaultdict(list)
+    for event in events:
+        if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
+            samples[event["name"][: -len("_kernel_time")]].append(event["dur"] / 1e3)
+    ort_ms = {node: float(np.median(values[-rounds:])) for node, values in samples.items()}
+    ours = {label.split(" (")[0]: statistics.median(w for w, _ in v) * 1e3 for label, v in steps.items()}
+    chains = activation_chains(model)
+    rows: list[str] = []
+    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for step in plan.steps:
+        node, kernel = step.node, step.kernel.name
+        kind = ""
+        if kernel == "depthwise":
+            kind = "depthwise"
+        elif node.op == "GlobalAveragePool":
+            kind = "pool"
+        elif node.op == "Mul" and any(
+            (t := plan.types.get(i)) is not None and t.shape[2:] == (1, 1) for i in node.inputs
+        ):
+            kind = "gate"
+        if not kind:
+            continue
+        theirs = ort_time(chains.get(node.name, [node.name]), ort_ms)
+        totals[kind][0] += ours.get(node.name, 0.0)
+        totals[kind][1] += theirs
+        if kind == "depthwise":
+            types = [plan.types.get(i) if i else None for i in node.inputs]
+            s = conv_setup(node, types)
+            assert s is not None
+            act = getattr(node.attrs, "activation", "") or "-"
+            mine = ours.get(node.name, 0.0)
+            rows.append(
+                f"| {node.name} | {s.out_channels} | {s.kernel[0]}x{s.kernel[1]}/{s.strides[0]} | "
+                f"{s.out[0]}x{s.out[1]} | {act} | {mine:.3f} | {theirs:.3f} | "
+                f"{mine / theirs if theirs else float('nan'):.2f} |"
+            )
+    return rows, {k: (v[0], v[1]) for k, v in totals.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="efficientnet-b0,mobilenetv3-large,pp-lcnet")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--summary", action="store_true", help="only the totals per kind")
+    args = parser.parse_args()
+    print(machine_line(args.threads))
+    for model_name in args.models.split(","):
+        rows, totals = measure(model_name, args.threads, args.rounds)
+        print(f"\n#### {model_name} (medians of {args.rounds} alternating runs, ms)\n")
+        if not args.summary:
+            print(
+                "| layer | channels | kernel/stride | output | activation | edgecnn | onnxruntime | ratio |"
+            )
+            print("|---|---:|---|---|---|---:|---:|---:|")
+            print("\n".join(rows))
+            print()
+        print("| steps | edgecnn | onnxruntime | ratio |\n|---|---:|---:|---:|")
+        for kind, (mine, theirs) in sorted(totals.items()):
+            print(f"| {kind} | {mine:.2f} | {theirs:.2f} | {mine / theirs if theirs else float('nan'):.2f} |")
+    print("\n" + machine_line(args.threads))
+
+
+if __name__ == "__main__":
+    main()
