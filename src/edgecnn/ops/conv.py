@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -227,6 +228,29 @@ def conv_transpose_weight(attrs: object, values: Sequence[np.ndarray | None]) ->
     return None if w is None else (1, 1 if w.ndim > 1 else 0)
 
 
+def conv_transpose_workspace(
+    attrs: ConvTransposeAttrs, inputs: Sequence[TensorType | None], outputs: Sequence[TensorType | None]
+) -> int:
+    """What ``conv_transpose`` allocates beyond its operands: the GEMM's columns (every kernel tap
+    of every input pixel, per output channel) twice (einsum's result and its reshaped copy at
+    worst), the scattered sum before cropping, and two more copies of the output (window, bias)."""
+    x = inputs[0] if inputs else None
+    w = inputs[1] if len(inputs) > 1 else None
+    y = outputs[0] if outputs else None
+    if x is None or w is None or y is None or not (x.is_concrete and w.is_concrete and y.is_concrete):
+        return 0
+    geo = conv_transpose_geometry(attrs, x.dims, w.dims)
+    extra = attrs.output_padding or (0,) * len(geo.kernel)
+    spans = [
+        (i - 1) * s + (k - 1) * d + 1 + e
+        for i, s, k, d, e in zip(x.dims[2:], geo.strides, geo.kernel, geo.dilations, extra)
+    ]
+    images_channels = y.dims[0] * y.dims[1]
+    columns = images_channels * math.prod(geo.kernel) * math.prod(x.dims[2:])
+    scattered = images_channels * math.prod(spans)
+    return np.dtype(y.dtype).itemsize * (2 * columns + scattered + 2 * math.prod(y.dims))
+
+
 @register_op(
     "ConvTranspose",
     attrs=ConvTransposeAttrs,
@@ -235,6 +259,7 @@ def conv_transpose_weight(attrs: object, values: Sequence[np.ndarray | None]) ->
     per_sample=each_image,
     weight=conv_transpose_weight,
     macs=conv_transpose_macs,
+    workspace=conv_transpose_workspace,
 )
 def conv_transpose(
     attrs: ConvTransposeAttrs, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None

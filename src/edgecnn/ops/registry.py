@@ -48,6 +48,10 @@ channels), or None when the node has no constant weights."""
 MacsFn = Callable[[Any, Sequence["TensorType | None"], "TensorType | None"], int]
 """macs(attrs, input types, output type) -> multiply-accumulates of one run (0 if shapes are unknown)."""
 
+WorkspaceFn = Callable[[Any, Sequence["TensorType | None"], Sequence["TensorType | None"]], int]
+"""workspace(attrs, input types, output types) -> bytes the reference kernel allocates beyond its
+operands in one run (0 if shapes are unknown), so that planning can refuse it within the budget."""
+
 
 @dataclass(frozen=True)
 class IntoAdapter:
@@ -129,7 +133,8 @@ class OpDef:
     with another shape; ``reference_into`` the write-into form of its reference (None: it allocates
     its result); ``slabs`` which of its tensors may lie as contiguous slabs of the other side, so
     that the buffer planner can elide the step; ``activations`` how fused steps apply it, if it is
-    an activation."""
+    an activation; ``workspace`` what its reference allocates beyond its operands (None: at most
+    a few times their size, runtime/memory.py)."""
 
     name: str
     attrs_type: type
@@ -149,6 +154,7 @@ class OpDef:
     reference_into: ReferenceIntoFn | None = None
     slabs: Slabs | None = None
     activations: tuple[FusableActivation, ...] = ()
+    workspace: WorkspaceFn | None = None
 
     def run_reference(self, attrs: Any, inputs: Sequence[np.ndarray | None]) -> tuple[np.ndarray, ...]:
         result = self.reference(attrs, *inputs)
@@ -181,6 +187,7 @@ def register_op(
     reference_into: ReferenceIntoFn | None = None,
     slabs: Slabs | None = None,
     activations: Sequence[FusableActivation] = (),
+    workspace: WorkspaceFn | None = None,
 ) -> Callable[[ReferenceFn], ReferenceFn]:
     """Register ``name`` with its traits (see ``OpDef``); the decorated function is its numpy
     reference kernel."""
@@ -209,6 +216,7 @@ def register_op(
             reference_into=reference_into,
             slabs=slabs,
             activations=tuple(replace(a, op=name) for a in activations),
+            workspace=workspace,
         )
         return reference
 

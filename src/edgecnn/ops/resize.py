@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -202,7 +203,31 @@ def resize_axis(
     return result
 
 
-@register_op("Resize", attrs=ResizeAttrs, infer=infer_resize, inputs=(1, 4))
+INTERPOLATION_TAPS = {"nearest": 0, "linear": 2, "cubic": 4}
+"""Input values each output value of one axis mixes (nearest takes, without float64 copies)."""
+
+
+def resize_workspace(
+    attrs: ResizeAttrs, inputs: Sequence[TensorType | None], outputs: Sequence[TensorType | None]
+) -> int:
+    """What ``resize`` allocates beyond its operands, axis after axis, on arrays at most as large as
+    the larger of input and output along every axis: nearest, one taken copy per axis; linear and
+    cubic, the input as float64, the gathered taps and their weighted copy (float64 per tap), the
+    sum, and the cast back; plus each axis's coordinates, indices and weights (float64, int64)."""
+    x = inputs[0] if inputs else None
+    y = outputs[0] if outputs else None
+    if x is None or y is None or not (x.is_concrete and y.is_concrete) or len(x.dims) != len(y.dims):
+        return 0
+    largest = math.prod(max(i, o) for i, o in zip(x.dims, y.dims))
+    taps = INTERPOLATION_TAPS.get(attrs.mode, 4)
+    coordinates = sum(y.dims) * (32 + 16 * taps)
+    itemsize = np.dtype(y.dtype).itemsize
+    if taps == 0:
+        return 2 * largest * itemsize + coordinates
+    return largest * (8 * (2 * taps + 2) + itemsize) + coordinates
+
+
+@register_op("Resize", attrs=ResizeAttrs, infer=infer_resize, inputs=(1, 4), workspace=resize_workspace)
 def resize(
     attrs: ResizeAttrs,
     x: np.ndarray,

@@ -1,10 +1,22 @@
 """Memory planning: liveness of every intermediate tensor, then arena offsets such that
-tensors whose lifetimes overlap never share bytes (the MPool idea of seed 004)."""
+tensors whose lifetimes overlap never share bytes (the MPool idea of seed 004); and the workspace a
+step allocates while it runs, which the plan's memory check adds to the arena."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from edgecnn.ir.graph import TensorType
+from edgecnn.limits import format_bytes
+from edgecnn.ops.registry import find_op
+
+if TYPE_CHECKING:
+    from edgecnn.runtime.plan import Plan, Program, Step
 
 ALIGNMENT = 64
 """Every buffer starts on a cache-line (and AVX-512) boundary."""
@@ -74,3 +86,58 @@ def lifetimes(
                 span[slot][1] = max(span[slot][1], index)
     end = len(step_outputs)
     return {slot: (first, end if slot in pinned else last) for slot, (first, last) in span.items()}
+
+
+REFERENCE_WORKSPACE = 6
+"""What a reference kernel whose op declares no ``workspace`` trait may allocate beyond its
+operands, in multiples of their bytes (numpy temporaries: up to 4.75x measured for the ops without
+a trait, lab/fuzz/reference_workspace.py, with a margin)."""
+
+
+def _nbytes(t: TensorType | None) -> int:
+    return math.prod(t.dims) * np.dtype(t.dtype).itemsize if t is not None and t.is_concrete else 0
+
+
+def step_workspace(step: Step, types: Mapping[str, TensorType]) -> int:
+    """Bytes ``step`` allocates while it runs beyond its inputs and outputs: for the reference
+    kernel, its op's ``workspace`` trait, else REFERENCE_WORKSPACE times its operands; for other
+    kernels, their ``workspace`` attribute if they declare one (compiled kernels work in bounded
+    per-thread scratch)."""
+    node = step.node
+    in_types = [types.get(x) if x else None for x in node.inputs]
+    out_types = [types.get(x) if x else None for x in node.outputs]
+    if step.kernel.name != "reference":
+        return int(getattr(step.kernel.run, "workspace", 0))
+    definition = find_op(node.op)
+    if definition is not None and definition.workspace is not None:
+        return definition.workspace(node.attrs, in_types, out_types)
+    return REFERENCE_WORKSPACE * sum(_nbytes(t) for t in (*in_types, *out_types))
+
+
+def peak_workspace(program: Program) -> tuple[int, Step | None]:
+    """The largest workspace of a program's steps (they run one at a time) and its step."""
+    best, where = 0, None
+    for step in program.steps:
+        size = step_workspace(step, program.types)
+        if size > best:
+            best, where = size, step
+    return best, where
+
+
+def run_workspace(plan: Plan) -> tuple[int, str]:
+    """What a run of ``plan`` allocates beyond what the plan holds (its largest step's workspace, or
+    with a split batch that of every slice running side by side), and words for a memory error
+    naming the largest tensor and that step."""
+    size, step = peak_workspace(plan.program)
+    if plan.split is not None:
+        for sliced in plan.split.plans.values():
+            part, where = peak_workspace(sliced.program)
+            if part * plan.split.parts > size:
+                size, step = part * plan.split.parts, where
+    types = plan.program.types
+    tensors = [(_nbytes(types.get(name)), name) for name in plan.program.slots]
+    largest, name = max(tensors, default=(0, ""))
+    words = [f"largest tensor '{name}' of {format_bytes(largest)}"] if largest else []
+    if step is not None:
+        words.append(f"node {step.node} works in {format_bytes(size)} more while it runs")
+    return size, "; ".join(words)

@@ -20,6 +20,7 @@ import numpy as np
 
 from edgecnn.ir.graph import Graph, Node, TensorType
 from edgecnn.kernels.registry import KernelChoice, select_kernel
+from edgecnn.limits import using_budget
 from edgecnn.runtime.options import RuntimeOptions
 from edgecnn.runtime.shapes import infer_graph
 
@@ -208,8 +209,9 @@ def build_plan(
     """Specialise a topologically sorted graph to concrete input types; ``wanted`` names the
     tensors a run returns (graph outputs by default; any intermediate tensor may be named).
 
-    CPU plans are built under ``preparing_cpu_kernels``."""
-    with preparing_cpu_kernels(options, options.device == "cpu"):
+    CPU plans are built under ``preparing_cpu_kernels``, and kernels that size their prepared
+    state by the memory budget (``MemoryBudget.default()``) see the options' budget."""
+    with preparing_cpu_kernels(options, options.device == "cpu"), using_budget(options.budget):
         return _build_plan(graph, input_types, options, wanted)
 
 
@@ -265,12 +267,14 @@ def plan_bytes(plan: Plan) -> int:
 
 
 def check_plan_memory(plan: Plan, graph_name: str, options: RuntimeOptions) -> None:
-    """GraphError, before any arena exists, if a plan needs more than the memory limit."""
+    """GraphError, before any arena exists, if a plan needs more than the memory limit: what it
+    holds and what its largest step allocates while it runs (runtime/memory.py run_workspace)."""
     from edgecnn.errors import GraphError
+    from edgecnn.runtime.memory import run_workspace
 
-    options.budget.check(
-        plan_bytes(plan), f"graph '{graph_name}': the plan for these input shapes", GraphError
-    )
+    workspace, detail = run_workspace(plan)
+    what = f"graph '{graph_name}': the plan for these input shapes ({detail})"
+    options.budget.check(plan_bytes(plan) + workspace, what, GraphError)
 
 
 def _slice_plans(

@@ -13,6 +13,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from edgecnn.limits import MemoryBudget
+
 
 @numba.njit(inline="always", cache=True)
 def valid_range(offset: int, stride: int, size: int, count: int) -> tuple[int, int]:
@@ -239,6 +241,16 @@ def gathers_columns(width: int, strides: tuple[int, int], out: tuple[int, int]) 
     return out[1] <= GATHER_MAX_WIDTH and not (strides == (1, 1) and out[1] == width)
 
 
+NO_TAP_TABLE = np.empty((0, 0), dtype=np.int32)
+"""What a layer unfolded segment by segment passes for its tap table."""
+
+
+TAP_TABLE_SHARE = 16
+"""A tap table may take at most this fraction (1/16) of the memory budget; a larger one is not
+built and the layer unfolds segment by segment instead (the same matrix, without the index), so a
+layer with a huge, narrow output cannot spend the budget on its index."""
+
+
 def tap_table(
     height: int,
     width: int,
@@ -251,17 +263,20 @@ def tap_table(
     """(KH*KW, OH*OW) int32: for filter tap t = ky*KW + kx and output pixel p, the offset within a
     channel plane of the input value that im2col copies to row (c, t), column p; -1 where the tap
     falls in the padding. The same for every channel, so it is small (9 x 64 for a 3x3 layer with
-    an 8x8 output)."""
-    ky, kx = np.divmod(np.arange(kernel[0] * kernel[1]), kernel[1])
-    oy, ox = np.divmod(np.arange(out[0] * out[1]), out[1])
-    iy = oy[None, :] * strides[0] - pads[0] + ky[:, None] * dilations[0]
-    ix = ox[None, :] * strides[1] - pads[1] + kx[:, None] * dilations[1]
-    inside = (iy >= 0) & (iy < height) & (ix >= 0) & (ix < width)
-    return np.ascontiguousarray(np.where(inside, iy * width + ix, -1), dtype=np.int32)
-
-
-NO_TAP_TABLE = np.empty((0, 0), dtype=np.int32)
-"""What a layer unfolded segment by segment passes for its tap table."""
+    an 8x8 output); NO_TAP_TABLE where it would pass its share of the memory budget
+    (TAP_TABLE_SHARE). Built one tap at a time, so nothing larger than the table is allocated."""
+    taps, pixels = kernel[0] * kernel[1], out[0] * out[1]
+    if taps * pixels * 4 > MemoryBudget.default().limit // TAP_TABLE_SHARE:
+        return NO_TAP_TABLE
+    oy = np.arange(out[0], dtype=np.int64)[:, None] * strides[0] - pads[0]  # (OH, 1): tap ky=0's row
+    ox = np.arange(out[1], dtype=np.int64)[None, :] * strides[1] - pads[1]  # (1, OW)
+    table = np.empty((taps, out[0], out[1]), dtype=np.int32)
+    for t in range(taps):
+        iy = oy + t // kernel[1] * dilations[0]
+        ix = ox + t % kernel[1] * dilations[1]
+        inside = (iy >= 0) & (iy < height) & (ix >= 0) & (ix < width)
+        np.copyto(table[t], np.where(inside, iy * width + ix, -1), casting="unsafe")
+    return table.reshape(taps, pixels)
 
 
 @numba.njit(cache=True)

@@ -124,10 +124,14 @@ def window_divisors(
     with_pads: bool,
 ) -> np.ndarray:
     """Per output position, the taps an average divides by: those inside the input, or inside the
-    explicitly padded input when ``with_pads`` (never the positions ceil_mode adds past the end)."""
-    positions = np.arange(out_length)[:, None] * stride + np.arange(taps)[None, :] * dilation - pads[0]
+    explicitly padded input when ``with_pads`` (never the positions ceil_mode adds past the end).
+    Counted from each window's first and last tap inside, in memory of the output's length: a
+    window of a million taps must not cost a table of taps per output."""
+    start = np.arange(out_length, dtype=np.int64) * stride - pads[0]  # the window's first position
     low, high = (-pads[0], length + pads[1]) if with_pads else (0, length)
-    return ((positions >= low) & (positions < high)).sum(axis=1).astype(np.float32)
+    first = np.maximum(-((start - low) // dilation), 0)  # ceil((low - start) / dilation)
+    last = np.minimum((high - 1 - start) // dilation, taps - 1)
+    return np.maximum(last - first + 1, 0).astype(np.float32)
 
 
 class Pool1d:

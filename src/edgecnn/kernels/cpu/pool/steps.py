@@ -16,14 +16,24 @@ from edgecnn.kernels.cpu.system.common import is_float32, shape_of, single_outpu
 from edgecnn.kernels.cpu.system.threads import call, current_threads, is_small
 from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs, pool_geometry
 
+SPARE_STRIDE = 64
+"""pool_2d takes strides up to this much wider than the padded input and its window; wider ones (at
+most two windows per row, each scratch row as long as the stride) run on the reference kernel."""
+
 
 def when_pool_2d(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
     if not (single_output(node) and types and is_float32(types[0], 4)):
         return False
     if not isinstance(node.attrs, MaxPoolAttrs | AveragePoolAttrs):
         return False
-    geo = pool_geometry(node.attrs, shape_of(types[0]))
-    return geo.pads is not None and all(isinstance(d, int) and d > 0 for d in geo.out)
+    shape = shape_of(types[0])
+    geo = pool_geometry(node.attrs, shape)
+    if geo.pads is None or not all(isinstance(d, int) and d > 0 for d in geo.out):
+        return False
+    # pool_2d's scratch rows hold stride_w floats per output column: a stride far wider than the
+    # padded input and its window (one or two windows per row) would make them that long for nothing
+    reach = shape[3] + geo.pads[1] + geo.pads[3] + (geo.kernel[1] - 1) * geo.dilations[1] + 1
+    return geo.strides[1] <= reach + SPARE_STRIDE
 
 
 class Pool2d:
