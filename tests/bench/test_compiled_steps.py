@@ -19,34 +19,8 @@ from edgecnn.runtime.plan import Plan
 FREE = (SKIP, VIEW)
 """Actions that run no kernel: a view already in the arena, a reshape of one at run time."""
 
-SLAB_COPIES = (
-    "slab-shaped Concats the buffer planner does not elide (inputs that are parts of another Split,"
-    " as in C2f and shuffle blocks; yolov8n's box head) still copy on the reference"
-)
-TRANSPOSE = (
-    "Transpose runs on numpy's strided copy, 1.1-3.6x faster on this machine than the compiled tiles"
-    " tried (lab/notes/2026-11-28-modern-nets.md); ConvNeXt's need a layout pass that removes them"
-)
-KNOWN_GAPS = {
-    ("yolov8n", 1): f"{SLAB_COPIES}; {TRANSPOSE}",
-    ("yolov8n", 8): TRANSPOSE,
-    ("shufflenetv2", 1): f"{SLAB_COPIES}; {TRANSPOSE}",
-    ("shufflenetv2", 8): TRANSPOSE,
-    ("convnext-tiny", 1): TRANSPOSE,
-    ("convnext-tiny", 8): TRANSPOSE,
-}
-"""(model, batch) whose plan still copies on a reference kernel, and why: strict, so that the entry
-must go once the gap is closed."""
-
 CASES = [
-    pytest.param(
-        name,
-        batch,
-        id=f"{name}-b{batch}",
-        marks=[pytest.mark.xfail(reason=KNOWN_GAPS[(name, batch)], strict=True)]
-        if (name, batch) in KNOWN_GAPS
-        else [],
-    )
+    pytest.param(name, batch, id=f"{name}-b{batch}")
     for name, entry in MODELS.items()
     for batch in ((1,) if entry.fixed_batch else (1, 8))
 ]
