@@ -361,7 +361,8 @@ class Transpose:
         if self.kind == "rows" and self.small:
             copy_rows_serial(source, dest, *self.args)
         elif self.kind == "rows":
-            copy_rows(source, dest, *self.args, current_threads())
+            length, sizes, in_strides, out_strides = self.args
+            copy_rows(source, dest, length, sizes, in_strides, out_strides, current_threads())
         else:
             loop = copy_tiles if self.kind == "tiles" else copy_flat
             call(loop, self.small, source, dest, *self.args, 1 if self.small else current_threads())
