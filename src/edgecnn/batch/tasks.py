@@ -20,6 +20,7 @@ import numpy as np
 
 from edgecnn.batch.items import Item, read_array
 from edgecnn.errors import EdgeCNNError, InputError
+from edgecnn.limits import MemoryBudget
 from edgecnn.model import Model
 from edgecnn.ops.activation import SoftmaxAttrs, softmax
 from edgecnn.vision.detector import InputFormat, NetworkInput, YoloDetector
@@ -108,6 +109,7 @@ class Runner:
         if batch_size > 1 and shape[0] == 1:
             net = batched_model(net)  # a file that fixes batch 1 still runs per-sample layers
         self.net = net
+        self.batch_size = batch_size
         self.input_name = net.inputs[0].name
         self.sample_shape = tuple(net.inputs[0].shape or ())[1:]
         self.batched = not isinstance((net.inputs[0].shape or (1,))[0], int)
@@ -123,6 +125,7 @@ class Runner:
             else None
         )
         self._files: dict[str, Any] = {}
+        self.budget = MemoryBudget.default()  # once, not a /proc read per image
 
     # ------------------------------------------------------------ prepare
     def prepare(self, item: Item) -> Prepared:
@@ -142,7 +145,7 @@ class Runner:
     def _image(self, path: str) -> np.ndarray:
         pre = self.spec.preprocess
         if not self.spec.letterbox:
-            return pre.image(path)[0]
+            return pre.image(path, self.budget)[0]
         assert pre.size is not None
         height, width = pre.size
         box = InputFormat((width, height), True, pre.channel_order, scale=1.0, fill=self.spec.fill)
@@ -181,16 +184,24 @@ class Runner:
         return [rows[p.item.index] for p in batch]
 
     def _run_group(self, group: list[Prepared]) -> list[dict[str, Any]]:
-        """Rows of items of one shape: in batches whose sizes are powers of two (a plan per size, so
-        at most log2(batch size) + 1 of them), or one at a time to find which items fail."""
-        if len(group) > 1 and self.batched:
-            size = 1 << (len(group).bit_length() - 1)
-            try:
-                head = self._results(group[:size])
-            except EdgeCNNError:
-                head = self._run_each(group[:size])  # some item fails: only it reports the error
-            return head + (self._run_group(group[size:]) if size < len(group) else [])
-        return self._run_each(group)
+        """Rows of items of one shape, in runs of at most the batch size (see ``_run_size``), or one
+        at a time to find which items fail."""
+        if not self.batched:
+            return self._run_each(group)
+        size = self._run_size(len(group))
+        try:
+            head = self._results(group[:size])
+        except EdgeCNNError:
+            head = self._run_each(group[:size])  # some item fails: only it reports the error
+        return head + (self._run_group(group[size:]) if size < len(group) else [])
+
+    def _run_size(self, count: int) -> int:
+        """How many of ``count`` items run at once: up to the batch size for tensors (padded to it by
+        ``_batch``), the largest power of two for detection (a plan per size, log2(batch size) + 1
+        of them at most)."""
+        if self.detector is None:
+            return min(count, self.batch_size)
+        return 1 << (count.bit_length() - 1)
 
     def _run_each(self, group: list[Prepared]) -> list[dict[str, Any]]:
         rows = []
@@ -200,6 +211,17 @@ class Runner:
             except EdgeCNNError as exc:
                 rows.append(failed_row(p.item, str(exc)))
         return rows
+
+    def _batch(self, tensors: list[np.ndarray]) -> np.ndarray:
+        """The model's input for ``tensors``, padded with zeros to the batch size: every run then uses
+        the one plan of that size, and an item's result does not depend on how many items came with
+        it (plans for other sizes choose kernels that round differently)."""
+        rows = max(self.batch_size, len(tensors)) if self.batched else len(tensors)
+        x = np.empty((rows, *tensors[0].shape), np.float32)
+        for i, tensor in enumerate(tensors):
+            x[i] = tensor
+        x[len(tensors) :] = 0.0
+        return x
 
     def _results(self, group: list[Prepared]) -> list[dict[str, Any]]:
         if self.detector is not None:
@@ -214,8 +236,8 @@ class Runner:
                 }
                 for p, dets in zip(group, found)
             ]
-        x = np.stack([p.tensor for p in group if p.tensor is not None])
-        outputs = self.net.run({self.input_name: x})
+        x = self._batch([p.tensor for p in group if p.tensor is not None])
+        outputs = {name: value[: len(group)] for name, value in self.net.run({self.input_name: x}).items()}
         if self.spec.kind == "raw":
             return [
                 {
@@ -248,8 +270,8 @@ def load_image(path: str) -> Any:
 
     try:
         with open_image(path) as img:
-            img.load()
-            return img.copy() if img.mode in ("RGB", "L") else img.convert("RGB")
+            img.load()  # the pixels stay when the file closes
+            return img if img.mode in ("RGB", "L") else img.convert("RGB")
     except FileNotFoundError:
         raise InputError(f"input file not found: {path}") from None
     except (UnidentifiedImageError, OSError) as exc:

@@ -69,11 +69,13 @@ def _receive(conn: Connection, todo: queue.Queue[Item | None]) -> None:
 
 
 def _decode(runner: Runner, todo: queue.Queue[Item | None], ready: queue.Queue[Prepared | None]) -> None:
+    """Items -> prepared items; an item counts as done in ``todo`` once it is in ``ready``."""
     while (item := todo.get()) is not _END:
         try:
             ready.put(runner.prepare(item))
         except Exception as exc:  # one item's unexpected failure must not take the worker down
             ready.put(Prepared(item, error=f"{type(exc).__name__}: {exc}"))
+        todo.task_done()
     ready.put(_END)
 
 
@@ -92,7 +94,7 @@ def _infer(
         batch = [first]
         while len(batch) < batch_size:
             try:
-                more = ready.get(timeout=FILL_WAIT_S) if not todo.empty() else ready.get_nowait()
+                more = ready.get(timeout=FILL_WAIT_S) if _decoding(todo) else ready.get_nowait()
             except queue.Empty:
                 break
             if more is _END:
@@ -100,6 +102,12 @@ def _infer(
                 break
             batch.append(more)
         conn.send(("rows", _rows(runner, batch)))
+
+
+def _decoding(todo: queue.Queue[Item | None]) -> bool:
+    """Whether items are waiting or being decoded (the one the decoder holds counts until it is
+    ready): a batch waits for those, and only those."""
+    return todo.unfinished_tasks > 0
 
 
 def _rows(runner: Runner, batch: list[Prepared]) -> list[dict[str, Any]]:

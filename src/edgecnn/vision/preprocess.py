@@ -51,17 +51,20 @@ class Preprocess:
         if not all(math.isfinite(v) for v in (self.scale, *self.mean, *self.std)):
             raise InputError("scale, mean and std must be finite numbers")
 
-    def image(self, path: str | os.PathLike[str]) -> np.ndarray:
-        """One image file -> float32 array of shape [1, C, H, W] (or [1, H, W, C])."""
+    def image(self, path: str | os.PathLike[str], budget: MemoryBudget | None = None) -> np.ndarray:
+        """One image file -> float32 array of shape [1, C, H, W] (or [1, H, W, C]). ``budget`` bounds
+        the file's size (default ``MemoryBudget.default()``, read from the OS at each call: callers
+        that read many files pass one)."""
         from PIL import Image, UnidentifiedImageError
 
-        input_file_size(path)
+        input_file_size(path, budget)
+        mode = "L" if self.grayscale else "RGB"
         try:
             with open_image(path) as opened:
-                img = opened.convert("L" if self.grayscale else "RGB")
+                img = opened if opened.mode == mode else opened.convert(mode)
                 if self.size is not None and img.size != (self.size[1], self.size[0]):
                     img = img.resize((self.size[1], self.size[0]), Image.Resampling.BILINEAR)
-                pixels = np.asarray(img, dtype=np.float32)
+                pixels = np.asarray(img)
         except FileNotFoundError:
             raise InputError(f"input file not found: {path}") from None
         except (UnidentifiedImageError, OSError) as exc:
@@ -73,15 +76,20 @@ class Preprocess:
         return self.normalize(pixels)[None]
 
     def normalize(self, pixels: np.ndarray) -> np.ndarray:
-        """HWC pixels -> scaled, normalised CHW or HWC float32 array."""
-        x = pixels.astype(np.float32) * np.float32(self.scale)
+        """HWC pixels (8-bit or float) -> scaled, normalised CHW or HWC float32 array.
+
+        Each step writes into the result, so the image is converted to float once and no
+        temporaries of its size are made; the arithmetic is the same float32 operations, in the same
+        order, as ``(x.astype(float32) * scale - mean) / std``."""
+        x = pixels.transpose(2, 0, 1) if self.layout == "nchw" else pixels
+        channels = (-1, 1, 1) if self.layout == "nchw" else (-1,)
+        out = np.empty(x.shape, np.float32)
+        np.multiply(x, np.float32(self.scale), out=out, dtype=np.float32)
         if self.mean:
-            x = x - np.asarray(self.mean, dtype=np.float32)
+            np.subtract(out, np.asarray(self.mean, dtype=np.float32).reshape(channels), out=out)
         if self.std:
-            x = np.divide(x, np.asarray(self.std, dtype=np.float32), dtype=np.float32)
-        if self.layout == "nchw":
-            x = x.transpose(2, 0, 1)
-        return np.ascontiguousarray(x, dtype=np.float32)
+            np.divide(out, np.asarray(self.std, dtype=np.float32).reshape(channels), out=out)
+        return out
 
 
 def open_image(path: str | os.PathLike[str]) -> PIL.Image.Image:
