@@ -24,6 +24,18 @@ it runs four child processes, each with --threads threads:
 - the same with `--save DIR`: annotated frames drawn and encoded to an MP4 (the summary line comes
   after the video file is finished, so the encoder's flush is in).
 
+With ``--before REV`` the two detect measurements are also made with the package at git revision
+REV (unpacked beside the video; its compiled kernels are cached on its first run), in the same
+rounds, in alternating order: the comparison of a change to detect's threads.
+
+``--load N`` keeps N busy Python processes running (nice 0, this session, so the same scheduler
+group as detect's threads): how the helpers' lowered priority fares when the cores are contended.
+
+With ``--breakdown`` it first times each stage of one frame alone, in this process, one after
+another (nothing overlapped): decoding, letterboxing, inference (wall and CPU time of all threads),
+decoding the head with NMS, the JSON line, drawing and encoding. That says how much CPU the
+helper threads need per frame against the cores' time inference leaves idle.
+
 It prints a table of the medians over the rounds (ms per frame, frames/s, the ratio to `edgecnn
 time`, the frames/s of every round) with the command, the machine line, the date and the load.
 Seeded weights find dozens of boxes per frame at detect's default --score; `--score` raises it
@@ -45,12 +57,14 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from common import REPO, machine_line
+from common import REPO, machine_line, package_sources
 
 FIXTURES = Path("/work/shared/fixtures/darknet")
 if not FIXTURES.is_dir():
@@ -167,10 +181,18 @@ def run_alone(cfg: Path, weights: Path, video: Path, threads: int, iterations: i
 
 
 def detect(
-    cfg: Path, weights: Path, video: Path, threads: int, frames: int, save: Path | None, score: float | None
+    cfg: Path,
+    weights: Path,
+    video: Path,
+    threads: int,
+    frames: int,
+    save: Path | None,
+    score: float | None,
+    source: Path | None = None,
 ) -> tuple[float, float, float]:
-    """`edgecnn detect --json [--save]` in a child: (ms per frame from the first JSON line to the
-    closing summary, the CLI's own frames/s, detections per frame)."""
+    """`edgecnn detect --json [--save]` in a child (with the package from ``source`` if given): (ms
+    per frame from the first JSON line to the closing summary, the CLI's own frames/s, detections
+    per frame)."""
     command = edgecnn_command(
         "detect", str(cfg), str(video), "--weights", str(weights), "--threads", str(threads), "--json"
     )
@@ -178,7 +200,8 @@ def detect(
         command += ["--save", str(save)]
     if score is not None:
         command += ["--score", str(score)]
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {**os.environ, "PYTHONPATH": str(source)} if source is not None else None
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     assert child.stdout is not None and child.stderr is not None
     errors: list[tuple[float, str]] = []
 
@@ -204,6 +227,106 @@ def detect(
         raise SystemExit("edgecnn detect printed no summary line:\n" + "".join(text for _, text in errors))
     ended, match = summary[-1]
     return (ended - arrivals[0]) * 1e3 / (frames - 1), float(match.group(3)), boxes / frames
+
+
+def stage_costs(
+    cfg: Path, weights: Path, video: Path, threads: int, score: float | None
+) -> dict[str, tuple[float, float]]:
+    """Each stage of detect's per-frame work alone, in this process: {stage: (median wall ms, median
+    CPU ms of the whole process)}. Decoding and encoding run as passes of their own (FFmpeg's and
+    x264's threads work ahead of the calls), so their figures are the pass's totals per frame."""
+    from edgecnn.cli.detect_cmd import frame_record
+    from edgecnn.vision import Detector
+    from edgecnn.vision.draw import draw_detections
+    from edgecnn.vision.sources import Frame, open_sources
+    from edgecnn.vision.video import VideoWriter
+
+    detector = Detector.load(cfg, weights=str(weights), threads=threads, score_threshold=score or 0.25)
+    costs: dict[str, list[tuple[float, float]]] = {}
+
+    def timed(stage: str, work: Callable[..., Any], *args: Any, frames: int = 1) -> Any:
+        time.sleep(0.005)  # the pool's workers stop spinning: the CPU time is this stage's
+        wall, cpu = time.perf_counter(), time.process_time()
+        out = work(*args)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        costs.setdefault(stage, []).append((wall * 1e3 / frames, cpu * 1e3 / frames))
+        return out
+
+    def decode_all() -> list[Frame]:
+        return [item for item in open_sources([str(video)]) if isinstance(item, Frame)]
+
+    frames = decode_all()  # sizes the pass below and warms the decoder's libraries
+    timed("decode (PyAV, whole pass)", decode_all, frames=len(frames))
+    annotated = []
+    for number, frame in enumerate(frames):
+        prepared = timed("letterbox (prepare)", detector.prepare, frame.image)
+        inferred = timed("inference (Model.run)", detector.infer, [prepared])[0]
+        if number < WARMUP:  # the first runs build the plan and warm the caches
+            costs["inference (Model.run)"].pop()
+        found = timed("head decoding + NMS (finish)", detector.finish, inferred)
+        timed("JSON line", lambda f, d: json.dumps(frame_record(f, d)), frame, found)
+        annotated.append(timed("drawing", draw_detections, frame.image, found))
+    with tempfile.TemporaryDirectory() as tmp:
+
+        def encode() -> None:
+            with VideoWriter(Path(tmp) / "encoded.mp4") as writer:
+                for frame, image in zip(frames, annotated):
+                    writer.write(image, frame.timestamp)
+
+        timed("encoding (x264 veryfast, whole pass)", encode, frames=len(frames))
+    return {
+        stage: (statistics.median(w for w, _ in values), statistics.median(c for _, c in values))
+        for stage, values in costs.items()
+    }
+
+
+def cost_lines(costs: dict[str, tuple[float, float]], threads: int) -> list[str]:
+    """The stage table and what it implies for overlap on ``threads`` cores."""
+    lines = ["| stage (alone, one frame) | wall ms | CPU ms (all threads) |", "|---|---:|---:|"]
+    lines += [f"| {stage} | {wall:.2f} | {cpu:.2f} |" for stage, (wall, cpu) in costs.items()]
+    wall, cpu = costs["inference (Model.run)"]
+    helpers = {
+        "--json": ["decode", "letterbox", "head decoding", "JSON"],
+        "--json --save": ["decode", "letterbox", "head decoding", "JSON", "drawing", "encoding"],
+    }
+    lines.append("")
+    lines.append(
+        f"Inference: {wall:.1f} ms wall, {cpu:.1f} ms CPU on {threads} thread(s); "
+        f"{max(0.0, threads * wall - cpu):.1f} ms of the cores' time left idle per frame "
+        "(spin-waiting workers count as busy here)."
+    )
+    for mode, prefixes in helpers.items():
+        need = sum(c for stage, (_, c) in costs.items() if any(stage.startswith(p) for p in prefixes))
+        bound = max(wall, (cpu + need) / threads)
+        lines.append(
+            f"detect {mode}: helpers need {need:.1f} ms CPU per frame; with perfect overlap a frame takes "
+            f"at least max({wall:.1f}, ({cpu:.1f} + {need:.1f}) / {threads}) = {bound:.1f} ms, "
+            f"{wall / bound:.0%} of Model.run's rate."
+        )
+    return lines
+
+
+def measure(
+    args: argparse.Namespace,
+    series: list[Series],
+    runs: list[tuple[Series, Path | None, bool]],
+    files: tuple[Path, Path, Path],
+    folder: Path,
+    threads: int,
+    iterations: int,
+) -> None:
+    """The rounds: `edgecnn time`, Model.run, then each detect run (in reverse order every other round)."""
+    cfg, weights, video = files
+    for number in range(args.rounds):
+        series[0].ms.append(time_command(cfg, weights, threads, iterations))
+        series[1].ms.append(run_alone(cfg, weights, video, threads, iterations))
+        for s, source, save in runs if number % 2 == 0 else runs[::-1]:
+            saved = folder / f"saved-{number}-{len(s.ms)}" if save else None
+            ms, cli_fps, boxes = detect(cfg, weights, video, threads, args.frames, saved, args.score, source)
+            s.ms.append(ms)
+            s.cli_fps.append(cli_fps)
+            s.boxes_per_frame.append(boxes)
+        print(f"round {number + 1}/{args.rounds} done", file=sys.stderr)
 
 
 def table(series: list[Series]) -> list[str]:
@@ -244,6 +367,13 @@ def main() -> None:
         help="detect's --score (default: detect's own); seeded weights give many boxes to draw at low ones",
     )
     parser.add_argument("--no-save", action="store_true", help="skip the `detect --save DIR` measurement")
+    parser.add_argument(
+        "--before", default=None, help="also measure detect with the package at this git revision"
+    )
+    parser.add_argument("--breakdown", action="store_true", help="first time each per-frame stage alone")
+    parser.add_argument(
+        "--load", type=int, default=0, help="busy processes (nice 0, this session) running throughout"
+    )
     args = parser.parse_args()
     if args.frames < 2:
         parser.error("--frames must be at least 2")
@@ -261,20 +391,29 @@ def main() -> None:
     ]
     if not args.no_save:
         series.append(Series("`edgecnn detect --json --save DIR`"))
+    # (series, package source or None for this tree, whether it saves)
+    runs: list[tuple[Series, Path | None, bool]] = [(s, None, "--save" in s.label) for s in series[2:]]
+    costs: dict[str, tuple[float, float]] = {}
     with tempfile.TemporaryDirectory(prefix="edgecnn-detect-throughput-") as tmp:
         folder = Path(tmp)
         cfg, weights = model_files(args.cfg, folder)
         video = folder / "test.mp4"
         write_video(video, args.frames, (width, height))
-        for number in range(args.rounds):
-            series[0].ms.append(time_command(cfg, weights, threads, iterations))
-            series[1].ms.append(run_alone(cfg, weights, video, threads, iterations))
-            for s, save in zip(series[2:], (None, folder / f"saved-{number}")):
-                ms, cli_fps, boxes = detect(cfg, weights, video, threads, args.frames, save, args.score)
-                s.ms.append(ms)
-                s.cli_fps.append(cli_fps)
-                s.boxes_per_frame.append(boxes)
-            print(f"round {number + 1}/{args.rounds} done", file=sys.stderr)
+        if args.before:
+            before = package_sources(args.before, folder)["before"]
+            for s, _, save in list(runs):
+                earlier = Series(f"{s.label} at {args.before}")
+                series.append(earlier)
+                runs.append((earlier, before, save))
+        if args.breakdown:
+            costs = stage_costs(cfg, weights, video, threads, args.score)
+        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
+        try:
+            measure(args, series, runs, (cfg, weights, video), folder, threads, iterations)
+        finally:
+            for hog in hogs:
+                hog.kill()
+                hog.wait()
     command = shlex.join([".venv/bin/python", "lab/detect_throughput.py", *sys.argv[1:]])
     ratio = series[0].median_ms / series[2].median_ms
     bare = series[1].median_ms / series[2].median_ms
@@ -287,10 +426,12 @@ def main() -> None:
         "",
         *table(series),
         "",
+        *([*cost_lines(costs, threads), ""] if costs else []),
         f"Issue 31's bar (detect within 10% of `edgecnn time`): detect --json runs at {ratio:.1%} of "
         f"`edgecnn time`'s rate: {'met' if ratio >= 0.9 else 'not met'} ({bare:.1%} of Model.run's without hooks).",
         "",
-        machine_line(threads) + f" (load {load_at_start:.2f} at start)",
+        machine_line(threads)
+        + f" (load {load_at_start:.2f} at start; {args.load} busy process(es) of this session throughout)",
         f"Run {started:%Y-%m-%d %H:%M %Z}; command: `{command}`",
     ]
     print("\n".join(lines))

@@ -158,6 +158,12 @@ class Detector(abc.ABC):
     description: str
     score_threshold: float
     iou_threshold: float
+    net: Model
+
+    @property
+    def threads(self) -> int:
+        """Threads the network runs on (its RuntimeOptions')."""
+        return self.net.options.threads
 
     @classmethod
     def load(
@@ -282,7 +288,9 @@ class YoloDetector(Detector):
         groups = [inputs] if self.batched and inputs else [[p] for p in inputs]
         results: list[Inferred] = []
         for group in groups:
-            outputs = self.net.run({self.net.inputs[0].name: np.concatenate([p.tensor for p in group])})
+            # one image needs no copy: concatenating writes its whole tensor again on inference's thread
+            tensor = group[0].tensor if len(group) == 1 else np.concatenate([p.tensor for p in group])
+            outputs = self.net.run({self.net.inputs[0].name: tensor})
             results.extend(
                 NetworkOutput({name: value[k : k + 1] for name, value in outputs.items()}, item.placement)
                 for k, item in enumerate(group)

@@ -2,10 +2,16 @@
 
 The reader decodes the next frames (PyAV and Pillow release the GIL while they work) and runs
 the detector's ``prepare`` on them while the caller's thread runs the model on the current one;
-the queue's bound keeps memory flat when inference is the slower side."""
+the queue's bound keeps memory flat when inference is the slower side.
+
+Where inference already uses every core, each helper thread (this reader, `edgecnn detect`'s
+output thread) lowers its own priority by :data:`HELPER_NICE`: it then runs mostly where a core is
+idle (inference's serial layers and barriers) instead of pre-empting one of the kernels' workers,
+which would stall that whole parallel layer."""
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from collections.abc import Iterable, Iterator
@@ -15,7 +21,27 @@ from edgecnn.vision.detector import Detector, Prepared
 from edgecnn.vision.sources import Frame, Item
 
 DEPTH = 4
+HELPER_NICE = 10
+"""How much lower a helper thread's priority is than inference's (a nice increment). Not Linux's
+SCHED_IDLE: that starves the helpers, and with them inference, when other processes keep the
+cores busy; at +10 a helper still gets about a tenth of a contended core's time."""
 _DONE = object()
+
+
+def yield_to_inference(threads: int) -> None:
+    """Lower the calling helper thread's priority by HELPER_NICE when inference runs ``threads``
+    threads on every core this process may use; with a core to spare it keeps its priority.
+    Only the calling thread changes (Linux nice values are per thread); elsewhere, nothing."""
+    from edgecnn.devices import available_cores
+
+    if threads < available_cores() or not hasattr(os, "setpriority"):
+        return
+    tid = threading.get_native_id()
+    try:
+        current = os.getpriority(os.PRIO_PROCESS, tid)
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, current + HELPER_NICE))
+    except OSError:  # not allowed here: the helper keeps its priority
+        pass
 
 
 def prepared_frames(
@@ -37,6 +63,7 @@ def prepared_frames(
         return False
 
     def read() -> None:
+        yield_to_inference(detector.threads)
         try:
             for item in items:
                 prepared = detector.prepare(item.image) if isinstance(item, Frame) else None

@@ -1,0 +1,66 @@
+"""The helper threads' priority: lowered where inference takes every core, kept where one is spare."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Iterator
+
+import pytest
+from PIL import Image
+
+from edgecnn.devices import available_cores
+from edgecnn.vision import Detector, Frame
+from edgecnn.vision.pipeline import HELPER_NICE, prepared_frames, yield_to_inference
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice is Linux's")
+
+
+def own_nice() -> int:
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
+def nice_after(threads: int) -> tuple[int, int]:
+    """The nice value of a fresh thread before and after ``yield_to_inference(threads)``."""
+    seen: list[int] = []
+
+    def helper() -> None:
+        seen.append(own_nice())
+        yield_to_inference(threads)
+        seen.append(own_nice())
+
+    thread = threading.Thread(target=helper)
+    thread.start()
+    thread.join()
+    return seen[0], seen[1]
+
+
+def test_helper_yields_when_inference_takes_every_core() -> None:
+    before, after = nice_after(available_cores())
+    assert after == min(19, before + HELPER_NICE)
+    assert own_nice() == before  # only the helper thread changed, not the caller
+
+
+@pytest.mark.skipif(available_cores() < 2, reason="needs a core to spare")
+def test_helper_keeps_its_priority_with_a_core_to_spare() -> None:
+    before, after = nice_after(available_cores() - 1)
+    assert after == before
+
+
+@pytest.mark.parametrize("spare", [False, True])
+def test_reader_thread_priority_follows_the_detectors_threads(spare: bool) -> None:
+    if spare and available_cores() < 2:
+        pytest.skip("needs a core to spare")
+    detector = Detector.faces(scales=(1.0,), threads=available_cores() - (1 if spare else 0))
+    seen: list[int] = []
+
+    def frames() -> Iterator[Frame]:
+        for index in range(2):
+            seen.append(own_nice())  # runs in the reader thread
+            yield Frame(Image.new("RGB", (32, 32)), "made", index, None)
+
+    indices = [item.index for item, _ in prepared_frames(detector, frames())]
+    assert indices == [0, 1]
+    base = own_nice()
+    assert seen == [base if spare else min(19, base + HELPER_NICE)] * 2
