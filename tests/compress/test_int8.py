@@ -113,10 +113,10 @@ def test_int8_model_follows_the_float_model() -> None:
     rewritten = quantize_int8(graph, samples, method="minmax")
     model = Model(rewritten)
     plan = model.plan_for(samples[0])
-    assert {s.kernel.name for s in plan.steps if s.node.op.startswith("Int8")} == {
-        "int8_im2col_gemm",
-        "int8_dense",
-    }
+    assert {s.kernel.name for s in plan.steps if s.node.op.startswith("Int8")} in (
+        {"int8_dot_conv", "int8_dense"},  # numba compiling for AVX2: the dot-product convolution
+        {"int8_im2col_gemm", "int8_dense"},
+    )
     expected, actual = Model(graph).run(samples[0])["y"], model.run(samples[0])["y"]
     assert actual.dtype == np.float32
     assert np.abs(actual - expected).max() < 0.05 * np.abs(expected).max()
@@ -192,7 +192,9 @@ def test_int8_model_runs_in_the_arena_without_allocating() -> None:
     x = samples[0]
     plan = model.plan_for(x)
     int8_steps = [s for s in plan.steps if s.node.op.startswith("Int8")]
-    assert [s.kernel.name for s in int8_steps] == ["int8_im2col_gemm"] * 3 + ["int8_dense"] * 2
+    assert [s.kernel.name.replace("dot_conv", "im2col_gemm") for s in int8_steps] == (
+        ["int8_im2col_gemm"] * 3 + ["int8_dense"] * 2
+    )
     assert all(hasattr(s.kernel.run, "run_into") for s in int8_steps)
     expected = run_without_arena(plan, {"x": x}, ["y"])["y"]
     for _ in range(2):

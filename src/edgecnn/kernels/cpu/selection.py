@@ -69,6 +69,7 @@ FAMILIES: dict[str, Family] = {
     ),
     "int8_dense": Family(("QLinearMatMul", "Int8Gemm"), (("int8_dense", "int8.steps"),)),
     "quantize": Family(("QuantizeLinear",), (("quantize_int8", "int8.steps"),)),
+    "dequantize": Family(("DequantizeLinear",), (("dequantize_int8", "int8.steps"),)),
     "lrn": Family(("LRN",), (("lrn", "lrn"),)),
     "softmax": Family(("Softmax",), (("softmax", "softmax"),)),
     "binary": Family(("Add", "Sub", "Mul", "Div"), (("binary", "binary"),)),  # broadcast arithmetic

@@ -1,6 +1,6 @@
 """The int8 GEMM on the dot-product micro-kernel (dot_kernel.py): weights packed once into
-panels, activations written by im2col straight into the kernel's unit layout, and the requantising
-epilogue applied to each tile while its int32 sums are still in cache.
+panels, activations in the kernel's unit layout, and the requantising epilogue applied to each tile
+while its int32 sums are still in cache.
 
 Layouts (``unit`` depth steps per 32-bit unit: 4 bytes, or 2 int16):
 
@@ -8,7 +8,12 @@ Layouts (``unit`` depth steps per 32-bit unit: 4 bytes, or 2 int16):
   zero rows), depth padded with zero weights to whole groups;
 - columns: (blocks, groups, COLUMNS * unit) values: pixel p = b*COLUMNS + j's unit of group g at
   [b, g, j*unit:(j+1)*unit], so each micro-kernel call reads one contiguous run; pixels padded to
-  whole blocks (the padding's sums are computed, never stored).
+  whole blocks (the padding's sums are computed, never stored);
+- or, for convolutions with unit strides, the padded image itself with its channels interleaved by
+  units ("quads": (channel units, Hp, Wp) of 32 bits, ``pack_image``), read in place: depth group
+  (channel unit, ki, kj) of virtual pixel q = oy*Wp + ox is the unit at q plus the tap's offset, so
+  COLUMNS consecutive virtual pixels are one contiguous run. The columns ox >= OW of each virtual
+  row are computed and dropped (2 of 58 at 56x56, 2 of 9 at 7x7); no im2col matrix is written.
 
 Activations enter the kernel unsigned: int8 data is shifted by +128 (``offset``) and its zero point
 with it, so one packing serves both 8-bit types (the int16 loop takes them the same way).
@@ -21,7 +26,7 @@ import numpy as np
 
 from edgecnn.kernels.cpu.gemm.epilogue import activate
 from edgecnn.kernels.cpu.int8.dot_kernel import COLUMNS, ROWS, UNIT_U8S8, dot_s16, dot_u8s8
-from edgecnn.kernels.cpu.int8.loops import receptive_row, requantized
+from edgecnn.kernels.cpu.int8.loops import ROUNDING_LIMIT, receptive_row, requantized, saturated
 
 TILE = 4 * COLUMNS
 """Pixels per task: the int32 tile (ROWS x TILE) the epilogue reads back stays in L1."""
@@ -106,12 +111,87 @@ def im2col_units(
                 dest[lane] = packed
 
 
+def tap_weights(weights: np.ndarray, unit: int) -> np.ndarray:
+    """(M, C, KH, KW) weights -> (M, depth) in the in-place layout's depth order: (channel unit,
+    ki, kj, channel within the unit), channels padded with zero weights to whole units."""
+    m, c, kh, kw = weights.shape
+    units = groups_of(c, unit)
+    padded = np.zeros((m, units * unit, kh, kw), dtype=weights.dtype)
+    padded[:, :c] = weights
+    return np.ascontiguousarray(padded.reshape(m, units, unit, kh, kw).transpose(0, 1, 3, 4, 2)).reshape(
+        m, -1
+    )
+
+
+def tap_offsets(
+    units: int, height: int, width: int, kernel: tuple[int, int], dilation: tuple[int, int]
+) -> np.ndarray:
+    """Byte offset of each depth group (channel unit, ki, kj) in a quad image of (height, width)."""
+    ki, kj = np.meshgrid(np.arange(kernel[0]), np.arange(kernel[1]), indexing="ij")
+    taps = (ki * dilation[0] * width + kj * dilation[1]).reshape(-1)
+    planes = np.arange(units) * height * width
+    return (4 * (planes[:, None] + taps[None, :])).reshape(-1).astype(np.int64)
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def pack_image(
+    image: np.ndarray,  # (C, H, W) 8-bit
+    pad_top: int,
+    pad_left: int,
+    pad_value: int,  # the input zero point
+    offset: int,  # added to every value: 128 for int8 data, 0 for uint8
+    unit: int,
+    quads: np.ndarray,  # (units, Hp, Wp) uint32 view of a buffer with slack after it, written
+    slack: np.ndarray,  # the units after ``quads`` that the last blocks read, written
+) -> None:
+    """The padded image with its channels interleaved by units (pack_image's layout above);
+    padding and the channels past the last hold the zero point."""
+    channels, height, width = image.shape
+    units, padded_h = quads.shape[0], quads.shape[1]
+    flat = image.reshape(channels, height * width).view(np.uint8)
+    flip = np.uint32(offset)
+    bits = 32 // unit
+    if unit == 4:
+        pad_unit = np.uint32((pad_value + offset) & 0xFF) * np.uint32(0x01010101)
+    else:
+        pad_unit = np.uint32((pad_value + offset) & 0xFFFF) * np.uint32(0x00010001)
+    slack[:] = pad_unit
+    for u in numba.prange(units):
+        plane = quads[u]
+        for y in range(padded_h):
+            iy = y - pad_top
+            row = plane[y]
+            if iy < 0 or iy >= height:
+                row[:] = pad_unit
+                continue
+            row[:pad_left] = pad_unit
+            row[pad_left + width :] = pad_unit
+            start = iy * width
+            for x in range(width):
+                packed = np.uint32(0)
+                for t in range(unit):
+                    c = u * unit + t
+                    if c < channels:
+                        if unit == 4:
+                            value = np.uint32(flat[c, start + x] ^ flip)
+                        else:
+                            value = np.uint32((np.int32(image[c, iy, x]) + offset) & 0xFFFF)
+                    else:
+                        value = pad_unit & np.uint32((1 << bits) - 1)
+                    packed |= value << np.uint32(t * bits)
+                row[pad_left + x] = packed
+
+
 @numba.njit(parallel=True, cache=True, nogil=True)
 def gemm_dot(
     weights: np.ndarray,  # flat int32 panels (pack_weights)
     groups: int,
     bytes_mode: bool,  # u8 x s8 units (vpmaddubsw) else int16 units (vpmaddwd)
-    columns: np.ndarray,  # flat uint8 view of the (blocks, groups, COLUMNS * unit) columns
+    columns: np.ndarray,  # flat uint8: the packed columns, or a quad image (and its slack)
+    rows: np.ndarray,  # (groups,) int64: byte offset of each depth group's row from a block's start
+    block_stride: int,  # bytes from one block of COLUMNS virtual pixels to the next
+    row_pixels: int,  # virtual pixels per output row (OW for packed columns, Wp in place)
+    out_w: int,
     bias: np.ndarray,  # (M,) int32, zero-point correction included
     multiplier: np.ndarray,  # (M,) float32
     y_scale: float,
@@ -123,39 +203,49 @@ def gemm_dot(
     alpha: float,
     low: float,
     high: float,
-    out: np.ndarray,  # (M, P): 8-bit, or float32 if float_output
+    out: np.ndarray,  # (M, OH*OW): 8-bit, or float32 if float_output
 ) -> None:
     """out = requantise(W @ columns + bias), tile by tile: each task one panel of ROWS channels by
-    TILE pixels, its int32 sums finished before the next task. Consecutive tasks share their
+    TILE virtual pixels, its int32 sums finished before the next task. Consecutive tasks share their
     pixels (a thread's run of tasks reads its columns from cache once per panel)."""
-    rows, pixels = out.shape
-    panels = (rows + ROWS - 1) // ROWS
-    tiles = (pixels + TILE - 1) // TILE
-    block_bytes = groups * COLUMNS * 4
+    channels = out.shape[0]
+    out_h = out.shape[1] // out_w
+    virtual = out_h * row_pixels
+    panels = (channels + ROWS - 1) // ROWS
+    tiles = (virtual + TILE - 1) // TILE
     act = (alpha, low, high)
     for task in numba.prange(panels * tiles):
         panel = task % panels
-        p0 = (task // panels) * TILE
-        p1 = min(p0 + TILE, pixels)
+        q0 = (task // panels) * TILE
+        q1 = min(q0 + TILE, virtual)
         block = np.empty(ROWS * TILE, dtype=np.int32)
         a_off = panel * groups * ROWS
-        for j in range(p0, p1, COLUMNS):
-            b_off = (j // COLUMNS) * block_bytes
+        for j in range(q0, q1, COLUMNS):
+            b_off = (j // COLUMNS) * block_stride
             if bytes_mode:
-                dot_u8s8(groups, weights, a_off, columns, b_off, COLUMNS * 4, block, j - p0, TILE)
+                dot_u8s8(groups, weights, a_off, columns, b_off, rows, block, j - q0, TILE)
             else:
-                dot_s16(groups, weights, a_off, columns, b_off, COLUMNS * 4, block, j - p0, TILE)
-        for r in range(min(ROWS, rows - panel * ROWS)):
+                dot_s16(groups, weights, a_off, columns, b_off, rows, block, j - q0, TILE)
+        for r in range(min(ROWS, channels - panel * ROWS)):
             m = panel * ROWS + r
             b = bias[m]
-            sums = block[r * TILE : r * TILE + p1 - p0]
-            target = out[m, p0:p1]
-            if float_output:
-                for p in range(p1 - p0):
-                    v = np.float32(np.float32(sums[p] + b) * multiplier[m])
-                    target[p] = activate(v, kind, alpha, low, high)
-            else:
-                for p in range(p1 - p0):
-                    target[p] = requantized(
-                        sums[p] + b, multiplier[m], y_scale, zero_point, lo, hi, kind, act
-                    )
+            scale = multiplier[m]
+            floor = np.float32(0.0) if kind == 1 else -ROUNDING_LIMIT
+            q = q0
+            while q < q1:  # one run per output row: virtual pixels past out_w are dropped
+                oy, ox = q // row_pixels, q % row_pixels
+                run = min(q1 - q, row_pixels - ox)
+                sums = block[r * TILE + q - q0 : r * TILE + q - q0 + max(0, min(run, out_w - ox))]
+                target = out[m, oy * out_w + ox : oy * out_w + ox + sums.size]
+                if float_output:
+                    for p in range(sums.size):
+                        v = np.float32(np.float32(sums[p] + b) * scale)
+                        target[p] = activate(v, kind, alpha, low, high)
+                elif kind <= 1:  # none or ReLU: requantized's steps without a branch (vectorised)
+                    for p in range(sums.size):
+                        v = max(np.float32(np.float32(sums[p] + b) * scale), floor)
+                        target[p] = saturated(v, zero_point, lo, hi)
+                else:
+                    for p in range(sums.size):
+                        target[p] = requantized(sums[p] + b, scale, y_scale, zero_point, lo, hi, kind, act)
+                q += run

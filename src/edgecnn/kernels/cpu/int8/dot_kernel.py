@@ -10,8 +10,10 @@ groups of depth steps that fill 32 bits: UNIT_U8S8 = 4 steps of bytes, UNIT_S16 
 
 - A (weights): panel layout, group g's ROWS 32-bit units at a[a_off + g*ROWS + r] (int32 array),
   each unit the row's weights for the group's steps; one unit is broadcast to all lanes.
-- B (activations): group g's row at b[b_off + g*ldb] (a uint8 array; offsets in bytes), pixel j's
-  unit (its values for the group's steps) at bytes 4j..4j+3: 32 bytes hold 8 pixels.
+- B (activations): group g's row at b[b_off + rows[g]] (a uint8 array; offsets in bytes, ``rows``
+  an int64 array), pixel j's unit (its values for the group's steps) at bytes 4j..4j+3 of the row:
+  32 bytes hold 8 pixels. With rows[g] = g * stride B is a packed panel; with the offsets of a
+  convolution's taps it is the image itself (channels interleaved by units), read in place.
 
 Two depth loops, chosen per call site (two intrinsics):
 
@@ -94,7 +96,7 @@ def _codegen(bytes_mode: bool) -> Codegen:
     def codegen(
         context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]
     ) -> ir.Value:
-        groups_v, a_v, a_off_v, b_v, b_off_v, ldb_v, c_v, c_off_v, ldc_v = args
+        groups_v, a_v, a_off_v, b_v, b_off_v, rows_v, c_v, c_off_v, ldc_v = args
         index = a_off_v.type
         i32, i16, i8 = ir.IntType(32), ir.IntType(16), ir.IntType(8)
         sums_type = ir.VectorType(i32, LANES)
@@ -103,6 +105,7 @@ def _codegen(bytes_mode: bool) -> Codegen:
         a_ptr = context.make_array(sig.args[1])(context, builder, a_v).data
         b_ptr = context.make_array(sig.args[3])(context, builder, b_v).data
         c_ptr = context.make_array(sig.args[6])(context, builder, c_v).data
+        rows_ptr = context.make_array(sig.args[5])(context, builder, rows_v).data
         zero = ir.Constant(sums_type, None)
         ones = ir.Constant(shorts, [1] * (2 * LANES))
         splat = ir.Constant(ir.VectorType(i32, LANES), None)
@@ -114,7 +117,7 @@ def _codegen(bytes_mode: bool) -> Codegen:
 
         with cgutils.for_range(builder, groups_v) as loop:
             g = cast(loop.index)
-            row = builder.add(cast(b_off_v), builder.mul(g, cast(ldb_v)))
+            row = builder.add(cast(b_off_v), cast(builder.load(builder.gep(rows_ptr, [g]))))
             activations = []
             for v in range(VECTORS):
                 at = builder.gep(b_ptr, [builder.add(row, ir.Constant(index, 4 * LANES * v))])
@@ -144,19 +147,20 @@ def _codegen(bytes_mode: bool) -> Codegen:
 
 @_intrinsic
 def dot_u8s8(
-    typingctx: TypingContext, groups: Type, a: Type, a_off: Type, b: Type, b_off: Type, ldb: Type, c: Type,
+    typingctx: TypingContext, groups: Type, a: Type, a_off: Type, b: Type, b_off: Type, rows: Type, c: Type,
     c_off: Type, ldc: Type,
 ) -> tuple[Signature, Codegen]:  # fmt: skip
-    """dot_u8s8(groups, a, a_off, b, b_off, ldb, c, c_off, ldc): the ROWS x COLUMNS block over
+    """dot_u8s8(groups, a, a_off, b, b_off, rows, c, c_off, ldc): the ROWS x COLUMNS block over
     ``groups`` groups of UNIT_U8S8 steps, u8 activations x s8 weights (`vpmaddubsw`); a: int32,
-    b: uint8, c: int32 1-D arrays. No bounds checks: the caller pads A's rows and B's pixels."""
-    return types.void(groups, a, a_off, b, b_off, ldb, c, c_off, ldc), _codegen(True)
+    b: uint8, rows: int64, c: int32 1-D arrays. No bounds checks: the caller pads A's rows and
+    keeps every read of B inside it."""
+    return types.void(groups, a, a_off, b, b_off, rows, c, c_off, ldc), _codegen(True)
 
 
 @_intrinsic
 def dot_s16(
-    typingctx: TypingContext, groups: Type, a: Type, a_off: Type, b: Type, b_off: Type, ldb: Type, c: Type,
+    typingctx: TypingContext, groups: Type, a: Type, a_off: Type, b: Type, b_off: Type, rows: Type, c: Type,
     c_off: Type, ldc: Type,
 ) -> tuple[Signature, Codegen]:  # fmt: skip
     """dot_u8s8 on int16 units of UNIT_S16 steps (`vpmaddwd`): exact for any 8-bit operands."""
-    return types.void(groups, a, a_off, b, b_off, ldb, c, c_off, ldc), _codegen(False)
+    return types.void(groups, a, a_off, b, b_off, rows, c, c_off, ldc), _codegen(False)

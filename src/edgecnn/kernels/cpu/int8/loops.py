@@ -43,6 +43,17 @@ def quantize_into(x: np.ndarray, scale: float, zero_point: int, lo: int, hi: int
             out[i] = saturated(np.float32(np.float32(x[i]) / s), zero_point, lo, hi)
 
 
+@numba.njit(parallel=True, cache=True, nogil=True)
+def dequantize_into(x: np.ndarray, scale: float, zero_point: int, out: np.ndarray) -> None:
+    """out = float32(x - zero_point) * scale over flat arrays (DequantizeLinear, per tensor)."""
+    s = np.float32(scale)
+    n = x.shape[0]
+    chunk = 16384
+    for block in numba.prange((n + chunk - 1) // chunk):
+        for i in range(block * chunk, min(n, block * chunk + chunk)):
+            out[i] = np.float32(np.int32(x[i]) - zero_point) * s
+
+
 @numba.njit(inline="always", cache=True)
 def receptive_row(
     image: np.ndarray,  # (Cg, H, W) 8-bit

@@ -1,4 +1,5 @@
-"""int8 CPU kernels for QLinearConv / Int8Conv, QLinearMatMul / Int8Gemm and QuantizeLinear.
+"""int8 CPU kernels for QLinearConv / Int8Conv, QLinearMatMul / Int8Gemm, QuantizeLinear and
+DequantizeLinear.
 
 Prepared once per plan: weights packed as (groups, rows, K) int8, the input zero point folded into
 the int32 bias (sum((x - zx) * w) = sum(x * w) - zx * sum(w), so the GEMM reads raw 8-bit data),
@@ -19,7 +20,7 @@ import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType, concrete_dims
 from edgecnn.kernels.cpu.gemm.epilogue import activation_args
-from edgecnn.kernels.cpu.int8.loops import conv_int8, dense_int8, quantize_into
+from edgecnn.kernels.cpu.int8.loops import conv_int8, dense_int8, dequantize_into, quantize_into
 from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.common import scratch
 from edgecnn.kernels.cpu.system.threads import call, is_small
@@ -258,6 +259,45 @@ def when_quantize(
     )
 
 
+class DequantizeKernel:
+    """Per-tensor 8-bit -> float32 (DequantizeLinear) in one compiled pass: the float ops between
+    the int8 layers of a QDQ model (residual Add, pooling) read it."""
+
+    def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
+        scale, zp = values[1], _value(values, 2)
+        assert scale is not None
+        self.scale = float(np.float32(scale.reshape(())))
+        self.zp = 0 if zp is None else int(zp.reshape(()))
+
+    def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
+        out = np.empty(x.shape, dtype=np.float32)
+        self.run_into(out, x)
+        return out
+
+    def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
+        """Writes into ``out`` (C-contiguous float32, x's shape)."""
+        flat = np.ascontiguousarray(x).reshape(-1)
+        call(dequantize_into, is_small(x.size), flat, self.scale, self.zp, out.reshape(-1))
+
+
+def when_dequantize(
+    node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
+) -> bool:
+    x = types[0] if types else None
+    scale = _value(values, 1)
+    return (
+        x is not None
+        and x.dtype in QUANT_DTYPES
+        and not node.attrs.block_size
+        and node.attrs.output_dtype in ("", "float32")
+        and scale is not None
+        and scale.dtype == np.float32
+        and _scalar(values, 1)
+        and (not _given(node, 2) or _scalar(values, 2))
+        and len(node.outputs) == 1
+    )
+
+
 def int8_conv(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> StepFn:
     return Int8ConvKernel(node, types, values)
 
@@ -273,5 +313,6 @@ def quantize(node: Node, types: Sequence[TensorType | None], values: Sequence[np
 register("int8_im2col_gemm", int8_conv, when=when_conv)
 register("int8_dense", int8_dense, when=when_dense)
 register("quantize_int8", quantize, when=when_quantize)
+register("dequantize_int8", DequantizeKernel, when=when_dequantize)
 
-__all__ = ["Int8ConvKernel", "Int8DenseKernel", "QuantizeKernel"]
+__all__ = ["DequantizeKernel", "Int8ConvKernel", "Int8DenseKernel", "QuantizeKernel"]

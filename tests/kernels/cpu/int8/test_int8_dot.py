@@ -1,0 +1,230 @@
+"""The dot-product int8 convolution (kernels/cpu/int8/dot_*.py): the saturation bound that picks
+its loop, exact integers against the numpy reference at the 8-bit extremes with both loops and both
+layouts, the compiled DequantizeLinear, and a QDQ network bit-exact with onnxruntime."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
+
+from edgecnn.importers.onnx.reader import graph_from_model_proto
+from edgecnn.kernels.cpu.int8.dot_conv import Int8DotConvKernel  # registers the kernel too
+from edgecnn.kernels.cpu.int8.dot_gemm import tap_weights
+from edgecnn.kernels.cpu.int8.dot_kernel import PAIR_LIMIT, available, pairs_fit_int16
+from edgecnn.model import Model
+from edgecnn.ops.quant import Int8ConvAttrs, QuantizeAttrs
+from edgecnn.runtime.options import RuntimeOptions
+from edgecnn.testing import reference_run
+from kernels.support import fast_run
+from onnx_support import run_onnxruntime
+
+pytestmark = pytest.mark.skipif(not available(), reason="numba does not compile for AVX2 here")
+
+SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+CONSTANTS = (1, 2, 3, 4, 5, 6, 7, 8)
+
+
+def saturates(weights: np.ndarray) -> bool:
+    """Whether vpmaddubsw's int16 pair sum leaves int16 for some u8 activations: the sum is linear
+    in each activation, so its extremes are at the corners {0, 255}^2 of each pair."""
+    w = weights.astype(np.int64)
+    if w.shape[1] % 2:
+        w = np.pad(w, ((0, 0), (0, 1)))
+    pairs = w.reshape(w.shape[0], -1, 2)
+    for x0, x1 in itertools.product((0, 255), repeat=2):
+        sums = x0 * pairs[..., 0] + x1 * pairs[..., 1]
+        if sums.max(initial=0) > 32767 or sums.min(initial=0) < -32768:
+            return True
+    return False
+
+
+@given(st.integers(1, 4), st.integers(1, 9), st.integers(0, 2**32 - 1), st.sampled_from([64, 100, 128]))
+def test_pairs_fit_int16_is_exactly_the_saturation_bound(
+    rows: int, depth: int, seed: int, reach: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    w = rng.integers(-reach, min(reach, 127) + 1, (rows, depth)).astype(np.int8)
+    assert pairs_fit_int16(w) == (not saturates(w))
+
+
+def test_pair_limit_edges() -> None:
+    """64 + 64 = PAIR_LIMIT fits (255 * 128 = 32640); 127 + 2 does not; -128 alone fits."""
+    assert PAIR_LIMIT == 128
+    assert pairs_fit_int16(np.array([[64, 64, -64, -64]], np.int8))
+    assert not pairs_fit_int16(np.array([[127, 2]], np.int8))
+    assert not pairs_fit_int16(np.array([[-127, -2]], np.int8))
+    assert pairs_fit_int16(np.array([[-128, 0, 127, -128]], np.int8))
+
+
+def extreme(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """8-bit values, half of them at the type's ends."""
+    info = np.iinfo(dtype)
+    values = rng.integers(info.min, info.max + 1, shape)
+    ends = rng.choice([info.min, info.max], shape)
+    return np.where(rng.random(shape) < 0.5, ends, values).astype(dtype)
+
+
+@st.composite
+def conv_cases(draw: st.DrawFn) -> tuple[Int8ConvAttrs, list[Any], bool]:
+    """One-group layers over odd sizes, unit or other strides, with 7-bit weights (the u8 x s8
+    loop) or full-range ones including -128 (the int16 loop), data and zero points at the ends."""
+    in_channels, out_channels = draw(st.integers(1, 9)), draw(st.integers(1, 11))
+    kernel = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    strides = draw(st.sampled_from([(1, 1), (1, 1), (2, 2), (1, 2)]))
+    dilations = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    pads = tuple(draw(st.integers(0, 2)) for _ in range(4))
+    spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    height = draw(st.integers(max(1, spans[0] - pads[0] - pads[2]), 21))
+    width = draw(st.integers(max(1, spans[1] - pads[1] - pads[3]), 37))
+    x_dtype = draw(st.sampled_from(["uint8", "int8"]))
+    seven_bit = draw(st.booleans())
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    w_shape = (out_channels, in_channels, *kernel)
+    w = rng.choice([-64, 64], w_shape) if seven_bit else extreme(rng, w_shape, "int8")
+    w = np.where(rng.random(w_shape) < 0.5, w, rng.integers(-64, 64, w_shape)).astype(np.int8)
+    info = np.iinfo(x_dtype)
+    x_zp = np.array(draw(st.sampled_from([int(info.min), int(info.max), 0, 3])), dtype=x_dtype)
+    activation = draw(st.sampled_from(["none", "relu"]))
+    attrs = Int8ConvAttrs(
+        kernel_shape=kernel, strides=strides, dilations=dilations, pads=pads, activation=activation
+    )
+    int8_out = draw(st.booleans())
+    bias = rng.integers(-(2**20), 2**20, out_channels).astype(np.int32) if draw(st.booleans()) else None
+    inputs = [
+        extreme(rng, (draw(st.integers(1, 2)), in_channels, height, width), x_dtype),
+        np.float32(0.02),
+        x_zp,
+        w,
+        rng.uniform(1e-3, 2e-2, out_channels).astype(np.float32),
+        np.zeros(out_channels, np.int8),
+        np.float32(draw(st.sampled_from([0.5, 4.0, 60.0]))) if int8_out else None,
+        np.uint8(draw(st.sampled_from([0, 128, 255]))) if int8_out else None,
+        bias,
+    ]
+    return attrs, inputs, seven_bit
+
+
+@SETTINGS
+@given(conv_cases(), st.sampled_from([1, 2]))
+def test_dot_conv_equals_reference_at_the_extremes(
+    case: tuple[Int8ConvAttrs, list[Any], bool], threads: int
+) -> None:
+    attrs, inputs, seven_bit = case
+    w = inputs[3]
+    matrix = tap_weights(w, 4) if attrs.strides == (1, 1) else w.reshape(w.shape[0], -1)
+    assert pairs_fit_int16(matrix) or not seven_bit
+    fast, kernel = fast_run("Int8Conv", attrs, inputs, CONSTANTS, threads)
+    expected = reference_run("Int8Conv", attrs, inputs, CONSTANTS)
+    assert kernel == "int8_dot_conv"
+    if inputs[6] is None:  # float output: the same float32 operations in the same order
+        np.testing.assert_allclose(fast, expected, rtol=1e-6, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(fast, expected)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_dequantize_kernel_matches_reference(dtype: str) -> None:
+    rng = np.random.default_rng(5)
+    x = extreme(rng, (2, 3, 17, 19), dtype)
+    zp = np.array(np.iinfo(dtype).max, dtype=dtype)
+    inputs = [x, np.float32(0.037), zp]
+    fast, kernel = fast_run("DequantizeLinear", QuantizeAttrs(), inputs, (1, 2), 2)
+    assert kernel == "dequantize_int8"
+    np.testing.assert_array_equal(fast, reference_run("DequantizeLinear", QuantizeAttrs(), inputs, (1, 2)))
+
+
+def residual_net(rng: np.random.Generator) -> onnx.ModelProto:
+    """A ResNet-style float network: a 3x3 stem, a basic block (two 3x3 convolutions and the
+    residual Add), a strided 3x3 and a 1x1 convolution; 19x23 input, odd on purpose."""
+
+    def weight(name: str, *shape: int) -> onnx.TensorProto:
+        fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+        value = rng.standard_normal(shape).astype(np.float32) * np.float32(np.sqrt(2.0 / fan_in))
+        return numpy_helper.from_array(value, name)
+
+    conv = helper.make_node
+    nodes = [
+        conv("Conv", ["x", "w0", "b0"], ["c0"], pads=[1, 1, 1, 1]),
+        conv("Relu", ["c0"], ["r0"]),
+        conv("Conv", ["r0", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        conv("Relu", ["c1"], ["r1"]),
+        conv("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+        conv("Add", ["c2", "r0"], ["s"]),
+        conv("Relu", ["s"], ["r2"]),
+        conv("Conv", ["r2", "w3", "b3"], ["c3"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        conv("Relu", ["c3"], ["r3"]),
+        conv("Conv", ["r3", "w4", "b4"], ["y"]),
+    ]
+    weights = [weight("w0", 16, 3, 3, 3), weight("b0", 16), weight("w1", 16, 16, 3, 3), weight("b1", 16)]
+    weights += [weight("w2", 16, 16, 3, 3), weight("b2", 16), weight("w3", 24, 16, 3, 3), weight("b3", 24)]
+    weights += [weight("w4", 10, 24, 1, 1), weight("b4", 10)]
+    graph = helper.make_graph(
+        nodes,
+        "resnetish",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 19, 23])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10, 10, 12])],
+        weights,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_qdq_resnet_block_equals_onnxruntime(tmp_path: Path) -> None:
+    """quantize_static (QDQ, u8 activations, per-channel 7-bit weights: reduce_range, so that
+    onnxruntime's own u8 x s8 path does not saturate): every convolution runs on the u8 x s8 loop
+    and its quantised output equals onnxruntime's."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    rng = np.random.default_rng(11)
+    onnx.save(residual_net(rng), tmp_path / "float.onnx")
+    samples = [{"x": rng.standard_normal((1, 3, 19, 23)).astype(np.float32)} for _ in range(4)]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.items = iter(samples)
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self.items, None)
+
+    quantize_static(
+        str(tmp_path / "float.onnx"),
+        str(tmp_path / "qdq.onnx"),
+        Reader(),
+        quant_format=QuantFormat.QDQ,
+        activation_type=QuantType.QUInt8,
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        reduce_range=True,
+    )
+    qdq = onnx.load(tmp_path / "qdq.onnx")
+    model = Model(graph_from_model_proto(qdq, "qdq.onnx"), RuntimeOptions.resolve(threads=2))
+    x = rng.standard_normal((1, 3, 19, 23)).astype(np.float32)
+    plan = model.plan_for({"x": x})
+    convs = [s for s in plan.steps if s.node.op == "QLinearConv"]
+    assert len(convs) == 5 and all(s.kernel.name == "int8_dot_conv" for s in convs)
+    assert all(Int8DotConvKernel(s.node, *inputs_of(plan, s)).bytes_mode for s in convs)
+    names = [s.node.outputs[0] for s in convs]
+    probe = onnx.ModelProto()
+    probe.CopyFrom(qdq)
+    probe.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names)
+    expected = run_onnxruntime(probe, {"x": x})[len(qdq.graph.output) :]
+    got = model.run({"x": x}, outputs=names)
+    for name, value in zip(names, expected):
+        np.testing.assert_array_equal(got[name], value, err_msg=name)
+
+
+def inputs_of(plan: Any, step: Any) -> tuple[list[Any], list[Any]]:
+    """The planned input types and constant values of ``step``'s node."""
+    node = step.node
+    return [plan.types.get(i) if i else None for i in node.inputs], [
+        plan.constants.get(i) if i else None for i in node.inputs
+    ]
