@@ -17,8 +17,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from edgecnn.kernels.cpu.conv.depthwise_bands import banded_plane
-from edgecnn.kernels.cpu.conv.depthwise_epilogue import activate_in_place, activate_span
+from edgecnn.kernels.cpu.conv.depthwise_bands import banded_plane, finish_rows
+from edgecnn.kernels.cpu.conv.depthwise_epilogue import activate_in_place
 from edgecnn.kernels.cpu.gemm.epilogue import F32
 
 FLAT_S2_MAX_WIDTH = 14
@@ -395,7 +395,8 @@ def depthwise_conv_2d(
     plane = phase_rows * pitch
     band_rows = max(1, band_floats // pitch)
     width = phase_w * stride_w
-    useful = (out_h - 1) * width + out_w  # flat_s2: positions up to the last output
+    useful = (out_h - 1) * width + out_w  # flat_rows, flat_s2: positions up to the last output
+    step = np.uint64(width)
     if same:
         x_flat, out_flat, w_flat = x.reshape(-1), out.reshape(-1), weights.reshape(-1)
         size = np.uint64(out_h * out_w)
@@ -450,7 +451,10 @@ def depthwise_conv_2d(
                 continue
             if phased:
                 _phased_plane_3x3(flat, plane, pitch, w_flat, np.uint64(m * 9), b, work, out_h * pitch - 1)
-                _finish_rows(work, pitch, out_flat, out_at, out_h, out_w, kind, alpha, low, high)
+                count = np.uint64(out_h * pitch - 1)
+                finish_rows(
+                    work, count, np.uint64(pitch), out_flat, out_at, out_h, out_w, kind, alpha, low, high
+                )
                 continue
             dest = out[n, m]
             if flat_s2:
@@ -462,7 +466,9 @@ def depthwise_conv_2d(
                     storage[r2:], storage[r2 + d1 :], storage[r2 + d2 :],
                     weights[m], b, work[:useful],
                 )  # fmt: skip
-                _finish_rows(work, width, out_flat, out_at, out_h, out_w, kind, alpha, low, high)
+                finish_rows(
+                    work, np.uint64(useful), step, out_flat, out_at, out_h, out_w, kind, alpha, low, high
+                )
                 continue
             if flat_rows:
                 r1, r2 = dilation_h * width, 2 * dilation_h * width
@@ -473,29 +479,12 @@ def depthwise_conv_2d(
                     storage[r2:], storage[r2 + d1 :], storage[r2 + d2 :],
                     weights[m], b, work,
                 )  # fmt: skip
-                _finish_rows(work, width, out_flat, out_at, out_h, out_w, kind, alpha, low, high)
+                finish_rows(
+                    work, np.uint64(useful), step, out_flat, out_at, out_h, out_w, kind, alpha, low, high
+                )
                 continue
             if three:
                 _rows_3x3(padded, weights[m], b, stride_h, stride_w, dilation_h, dilation_w, dest)
             else:
                 _rows_any(padded, weights[m], b, stride_h, stride_w, dilation_h, dilation_w, dest)
             activate_in_place(out_flat, out_at, np.uint64(out_h * out_w), kind, alpha, low, high)
-
-
-@numba.njit(inline="always", cache=True)
-def _finish_rows(
-    work: np.ndarray,
-    pitch: int,
-    out: np.ndarray,  # flat output
-    at: np.uint64,  # offset of the OH x OW output plane
-    out_h: int,
-    out_w: int,
-    kind: int,
-    alpha: float,
-    low: float,
-    high: float,
-) -> None:
-    """out plane[oy, ox] = act(work[oy * pitch + ox]): the rows of a flat pass, extra positions dropped."""
-    width = np.uint64(out_w)
-    for oy in range(np.uint64(out_h)):
-        activate_span(work, oy * np.uint64(pitch), out, at + oy * width, width, kind, alpha, low, high)

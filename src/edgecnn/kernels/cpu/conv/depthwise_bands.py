@@ -18,7 +18,7 @@ import os
 import numba
 import numpy as np
 
-from edgecnn.kernels.cpu.conv.depthwise_epilogue import activate_span
+from edgecnn.kernels.cpu.conv.depthwise_epilogue import activate_in_place
 
 L1_FALLBACK_BYTES = 32 << 10
 """L1 data cache assumed where the OS does not say (the usual size of x86 and Arm cores)."""
@@ -183,6 +183,32 @@ def banded_plane(
             work[i] = b
         for ki in range(rows.shape[0]):
             _filter_row(src, rows[ki] + q0, columns, w, w_at + np.uint64(ki) * kernel_w, work, count)
-        for oy in range(first, end):
-            local = np.uint64(oy - first) * p
-            activate_span(work, local, out, out_at + np.uint64(oy) * width, width, kind, alpha, low, high)
+        finish_rows(
+            work, count, p, out, out_at + np.uint64(first) * width, end - first, out_w, kind, alpha, low, high
+        )
+
+
+@numba.njit(inline="always", cache=True)
+def finish_rows(
+    work: np.ndarray,  # flat pass of output rows, ``pitch`` positions each
+    count: np.uint64,  # positions computed
+    pitch: np.uint64,
+    out: np.ndarray,  # flat output
+    at: np.uint64,  # offset of the first row's output
+    out_h: int,
+    out_w: int,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+) -> None:
+    """out[at + oy * out_w + ox] = act(work[oy * pitch + ox]): the activation over the whole pass
+    (one vector loop, where rows as narrow as 7 or 14 outputs would each run mostly in its scalar
+    remainder), then each row's outputs copied, the extra positions dropped."""
+    activate_in_place(work, np.uint64(0), count, kind, alpha, low, high)
+    width = np.uint64(out_w)
+    for oy in range(np.uint64(out_h)):
+        source = oy * pitch
+        target = at + oy * width
+        for i in range(width):
+            out[target + i] = work[source + i]

@@ -5,7 +5,8 @@ LLVM turns into vector code for every activation kind.
 (no vector math library is linked), so a SiLU or Sigmoid epilogue ran one element at a time and
 cost several times the convolution itself. Here the exponential is computed in float32 from
 arithmetic, integer shifts and a bit cast only (``exp_nonpositive``), which vectorise; each kind
-has a loop of its own (``_map``), so no per-element branch on the kind is left for LLVM to hoist.
+has a loop of its own (``_map_in_place``), so no per-element branch on the kind is left for LLVM
+to hoist.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ float32_from_bits = cast("Callable[[int], np.float32]", intrinsic(_bits_typer))
 
 @numba.njit(inline="always", cache=True)
 def exp_nonpositive(t: np.float32) -> np.float32:
-    """exp(t) for t <= 0 in float32 within 2 ulp: t = k ln 2 + r, exp(t) = 2**k exp(r), 2**k built
-    in the exponent bits; 0 below LOWEST (float32's normal range)."""
+    """exp(t) for t <= 0 in float32, relative error below 3e-7: t = k ln 2 + r, exp(t) = 2**k exp(r),
+    2**k built in the exponent bits; 0 below LOWEST (float32's normal range)."""
     clamped = max(t, LOWEST)
     k = (clamped * LOG2E + ROUNDER) - ROUNDER
     r = (clamped - k * LN2_HIGH) - k * LN2_LOW
@@ -113,22 +114,6 @@ def _hard_sigmoid(v: np.float32, alpha: np.float32, low: np.float32, high: np.fl
 
 
 @numba.njit(inline="always", cache=True, fastmath={"contract"})
-def _map(
-    f: Callable[..., np.float32],
-    src: np.ndarray,
-    s_at: np.uint64,
-    dst: np.ndarray,
-    d_at: np.uint64,
-    count: np.uint64,
-    alpha: np.float32,
-    low: np.float32,
-    high: np.float32,
-) -> None:
-    for i in range(count):
-        dst[d_at + i] = f(src[s_at + i], alpha, low, high)
-
-
-@numba.njit(inline="always", cache=True, fastmath={"contract"})
 def _map_in_place(
     f: Callable[..., np.float32],
     buf: np.ndarray,
@@ -138,43 +123,10 @@ def _map_in_place(
     low: np.float32,
     high: np.float32,
 ) -> None:
-    """``_map`` with one array: two would be checked for overlap at run time, and this one always
-    overlaps, which sends LLVM's vector loop to its scalar fallback."""
+    """buf[at + i] = f(buf[at + i]) in place: with two arrays, LLVM checks for overlap at run time
+    and an in-place call would always take its scalar fallback."""
     for i in range(count):
         buf[at + i] = f(buf[at + i], alpha, low, high)
-
-
-@numba.njit(inline="always", cache=True)
-def activate_span(
-    src: np.ndarray,
-    s_at: np.uint64,
-    dst: np.ndarray,
-    d_at: np.uint64,
-    count: np.uint64,
-    kind: int,
-    alpha: float,
-    low: float,
-    high: float,
-) -> None:
-    """dst[d_at + i] = act(src[s_at + i]) for i < count, ``kind`` an ``epilogue.ActivationKind``
-    (``src`` must not be ``dst``: see activate_in_place)."""
-    a, lo, hi = np.float32(alpha), np.float32(low), np.float32(high)
-    if kind == 1:
-        _map(_relu, src, s_at, dst, d_at, count, a, lo, hi)
-    elif kind == 2:
-        _map(_leaky_relu, src, s_at, dst, d_at, count, a, lo, hi)
-    elif kind == 3:
-        _map(_clip, src, s_at, dst, d_at, count, a, lo, hi)
-    elif kind == 4:
-        _map(_sigmoid_kind, src, s_at, dst, d_at, count, a, lo, hi)
-    elif kind == 5:
-        _map(_hard_swish, src, s_at, dst, d_at, count, a, lo, hi)
-    elif kind == 6:
-        _map(_silu, src, s_at, dst, d_at, count, a, lo, hi)
-    elif kind == 7:
-        _map(_hard_sigmoid, src, s_at, dst, d_at, count, a, lo, hi)
-    else:
-        _map(_none, src, s_at, dst, d_at, count, a, lo, hi)
 
 
 @numba.njit(inline="always", cache=True)
