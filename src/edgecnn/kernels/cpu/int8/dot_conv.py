@@ -2,12 +2,12 @@
 
 Prepared once per plan: the weights packed into the micro-kernel's panels (in the depth order of
 the layout the activations take: the image read in place for unit strides, im2col otherwise) and
-the loop chosen by them (`vpmaddubsw` where no pair of weights can saturate int16, else the exact int16 loop; see
-dot_kernel.py), the input zero point folded into the int32 bias with the per-channel weight sums
-(for int8 input, shifted by the +128 that makes every activation unsigned). Per image: the image
-packed by channel units (or im2col), padding with the zero point, then the GEMM, whose epilogue adds the
-bias, applies the per-channel multiplier and the activation, rounds, adds the output zero point
-and saturates, tile by tile.
+the loop chosen by them (`vpdpbusd` with VNNI; else `vpmaddubsw` where no pair of weights can
+saturate int16, and the exact int16 loop where one can; see dot_kernel.py), the input zero point
+folded into the int32 bias with the per-channel weight sums (for int8 input, shifted by the +128
+that makes every activation unsigned). Per image: the image packed by channel units (or im2col),
+padding with the zero point, then the GEMM, whose epilogue adds the bias, applies the per-channel
+multiplier and the activation, rounds, adds the output zero point and saturates, tile by tile.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from edgecnn.kernels.cpu.int8.dot_gemm import (
     tap_offsets,
     tap_weights,
 )
-from edgecnn.kernels.cpu.int8.dot_kernel import COLUMNS, UNIT_S16, UNIT_U8S8, available, pairs_fit_int16
+from edgecnn.kernels.cpu.int8.dot_kernel import COLUMNS, UNIT_S16, UNIT_U8S8, available, bytes_exact
 from edgecnn.kernels.cpu.int8.steps import Int8ConvKernel, W, byte_scratch, when_conv
 from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.threads import call
@@ -47,7 +47,7 @@ class Int8DotConvKernel(Int8ConvKernel):
         kh, kw, sh, sw, _, _, dh, dw = self.geometry
         self.in_place = (sh, sw) == (1, 1)
         matrix = tap_weights(w, UNIT_U8S8) if self.in_place else w.reshape(w.shape[0], -1)
-        self.bytes_mode = pairs_fit_int16(matrix)
+        self.bytes_mode = bytes_exact(matrix)
         self.unit = UNIT_U8S8 if self.bytes_mode else UNIT_S16
         if self.in_place:
             matrix = tap_weights(w, self.unit)

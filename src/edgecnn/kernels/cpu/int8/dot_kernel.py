@@ -26,6 +26,11 @@ Two depth loops, chosen per call site (two intrinsics):
 - ``dot_s16``: B and A as int16; `vpmaddwd` sums two int16 products into int32, exact for any 8-bit
   values. It does the same work per multiply instruction on CPUs whose adds are not the bottleneck.
 
+Where numba compiles for a CPU with AVX-VNNI or AVX-512 VNNI (``VNNI``), the u8 x s8 loop is
+`vpdpbusd` instead: four u8 x s8 products summed into int32 in one instruction, exact for any
+weights, so every layer takes it. That path is written but has not yet run: none of the machines
+this was developed on has VNNI (its tests run wherever one does).
+
 Numba must compile for AVX2 (``available()``): these intrinsics have no other lowering.
 """
 
@@ -68,6 +73,21 @@ def available() -> bool:
     """Whether numba compiles for a CPU with AVX2 (the features it targets, as the float
     micro-kernel's shape follows them)."""
     return "+avx2" in target_features()
+
+
+def has_vnni() -> bool:
+    """Whether numba compiles for a CPU with 256-bit `vpdpbusd` (AVX-VNNI, or AVX-512 VNNI + VL)."""
+    features = target_features()
+    return "+avxvnni" in features or {"+avx512vnni", "+avx512vl"} <= features
+
+
+VNNI = has_vnni()
+
+
+def bytes_exact(weights: np.ndarray) -> bool:
+    """Whether the u8 x s8 loop is exact for these (rows, depth) weights: always with VNNI, else
+    where no `vpmaddubsw` pair can saturate (``pairs_fit_int16``)."""
+    return VNNI or pairs_fit_int16(weights)
 
 
 def pairs_fit_int16(weights: np.ndarray) -> bool:
@@ -128,6 +148,15 @@ def _codegen(bytes_mode: bool) -> Codegen:
                 single = builder.insert_element(zero, unit, ir.Constant(i32, 0))
                 weights = builder.bitcast(builder.shuffle_vector(single, single, splat), operand)
                 for v in range(VECTORS):
+                    if bytes_mode and VNNI:
+                        words = builder.bitcast(activations[v], sums_type)
+                        quads = builder.bitcast(weights, sums_type)
+                        total = _x86(
+                            builder, "llvm.x86.avx512.vpdpbusd.256", sums_type,
+                            builder.load(sums[r][v]), words, quads,
+                        )  # fmt: skip
+                        builder.store(total, sums[r][v])
+                        continue
                     if bytes_mode:
                         pairs = _x86(builder, "llvm.x86.avx2.pmadd.ub.sw", shorts, activations[v], weights)
                         product = _x86(builder, "llvm.x86.avx2.pmadd.wd", sums_type, pairs, ones)
