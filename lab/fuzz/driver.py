@@ -8,7 +8,8 @@ takes longer than ``--timeout`` as ``timeout``. A finding is any exception outsi
 MemoryError, a case whose peak RSS grows by more than the budget, a dead or stuck worker, or an
 error message longer than MESSAGE_LIMIT, once it has happened a second time on the same case. The
 first case of each signature is minimised and saved to tests/fuzz_corpus/<format>/ (run by
-tests/reliability/test_fuzz_corpus.py).
+tests/reliability/test_fuzz_corpus.py), and so is the first case of a session that meets a known
+signature whose saved case no longer fails (fixed, so this is another bug at the same place).
 
     .venv/bin/python lab/fuzz/driver.py --format darknet --seconds 600
     .venv/bin/python lab/fuzz/driver.py --format darknet --replay 1234 --out /tmp/case
@@ -148,11 +149,14 @@ def make_case(target: Any, seeds: list[Case], seed: int, index: int) -> Case:
     return case
 
 
-def save_finding(corpus: Path, fmt: str, case: Case, result: dict[str, Any], index: int, seed: int) -> Path:
-    """The minimised case and what it raised, in a folder named after its signature."""
+def save_finding(
+    corpus: Path, fmt: str, case: Case, result: dict[str, Any], index: int, seed: int, again: bool = False
+) -> Path:
+    """The minimised case and what it raised, in a folder named after its signature (and the case's
+    number when ``again``: the signature's saved case no longer fails, this one does)."""
     digest = hashlib.sha256(signature(result).encode()).hexdigest()[:10]
     slug = re.sub(r"[^a-z0-9]+", "-", f"{result['outcome']}-{result.get('type', '')}".lower()).strip("-")
-    folder = corpus / fmt / f"{slug}-{digest}"
+    folder = corpus / fmt / (f"{slug}-{digest}-case{index}" if again else f"{slug}-{digest}")
     if (folder / "case.json").exists():  # found before (another run): keep that case and its triage
         return folder
     folder.mkdir(parents=True, exist_ok=True)
@@ -167,6 +171,11 @@ def save_finding(corpus: Path, fmt: str, case: Case, result: dict[str, Any], ind
             what="corpus file",
         )
     return folder
+
+
+def reproduces(worker: Worker, folder: Path, key: str) -> bool:
+    """Whether the saved case in ``folder`` still ends in the finding ``key`` (False once fixed)."""
+    return folder.is_dir() and signature(worker.run(folder)) == key
 
 
 def minimise_finding(worker: Worker, case: Case, key: str, probe: Path) -> Case:
@@ -245,6 +254,7 @@ def main() -> None:
     state_path = args.state or HERE / "state" / f"{args.format}.json"
     state = load_state(state_path, args.format, args.seed)
     counts = Counter(state["counts"])
+    met: set[str] = set()  # finding signatures met in this session
     started = time.monotonic()
     last_save = started
     with tempfile.TemporaryDirectory(prefix="fuzz-") as scratch:
@@ -264,15 +274,24 @@ def main() -> None:
                 elif result["outcome"] in FINDINGS:
                     found = state["findings"].setdefault(key, {"count": 0, "first_case": index})
                     found["count"] += 1
-                    if found["count"] == 1:
+                    found["last_case"] = index
+                    saved = found.get("corpus")
+                    # a signature met again in a later session after its saved case was fixed is
+                    # another bug behind the same place: saved as a case of its own
+                    if key not in met and (saved is None or not reproduces(worker, Path(saved), key)):
                         print(
-                            f"case {index}: new finding {key}: {result.get('message', '')[:120]}", flush=True
+                            f"case {index}: {'new' if saved is None else 'recurring'} finding {key}: "
+                            f"{result.get('message', '')[:120]}",
+                            flush=True,
                         )
                         if result["outcome"] not in ("timeout", "died"):
                             case = minimise_finding(worker, case, key, Path(scratch) / "probe")
                         found["corpus"] = str(
-                            save_finding(args.corpus, args.format, case, result, index, args.seed)
+                            save_finding(
+                                args.corpus, args.format, case, result, index, args.seed, saved is not None
+                            )
                         )
+                    met.add(key)
                 state["next_case"] = index + 1
                 if time.monotonic() - last_save > 30:
                     elapsed = state["seconds"] + time.monotonic() - started

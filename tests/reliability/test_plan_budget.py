@@ -117,3 +117,21 @@ def test_a_pool_stride_far_wider_than_its_input_runs_without_a_stride_sized_scra
     model = Model(graph, RuntimeOptions.resolve(threads=1, memory_limit="256M"))
     assert [s.kernel.name for s in model.plan_for({"x": x}).steps] == ["reference"]
     np.testing.assert_array_equal(model.run({"x": x})["y"], max_pool(attrs, x))
+
+
+def test_the_pool_kernels_per_call_tables_count_with_the_arena() -> None:
+    # a tall, narrow output: pool_2d's tap ranges, divisors and per-worker scratch are 2-4 times
+    # the 12.8 MB output, which alone fits the limit
+    attrs = MaxPoolAttrs(kernel_shape=(3, 1), strides=(1, 1))
+    x = np.ones((1, 4, 400_000, 2), np.float32)
+    graph = Graph(
+        [TensorSpec("x", "float32", x.shape)], ["y"], [Node("MaxPool", "pool", ["x"], ["y"], attrs)]
+    )
+    tight = Model(graph, RuntimeOptions.resolve(threads=1, memory_limit="30M"))
+    with pytest.raises(
+        GraphError, match=r"node pool \(MaxPool\) works in .* over the memory limit of 30\.0 MiB"
+    ):
+        tight.run({"x": x})
+    roomy = Model(graph, RuntimeOptions.resolve(threads=1, memory_limit="256M"))
+    assert [s.kernel.name for s in roomy.plan_for({"x": x}).steps] == ["pool_2d"]
+    np.testing.assert_array_equal(roomy.run({"x": x})["y"], max_pool(attrs, x))

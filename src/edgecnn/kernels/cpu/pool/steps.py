@@ -10,10 +10,10 @@ import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.gemm.epilogue import activation_args
-from edgecnn.kernels.cpu.pool.loops import global_pool, pool_2d, pool_2d_serial
+from edgecnn.kernels.cpu.pool.loops import SCRATCH_FLOATS, global_pool, pool_2d, pool_2d_serial
 from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.common import is_float32, shape_of, single_output
-from edgecnn.kernels.cpu.system.threads import call, current_threads, is_small
+from edgecnn.kernels.cpu.system.threads import call, current_threads, is_small, max_threads
 from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs, pool_geometry
 
 SPARE_STRIDE = 64
@@ -36,6 +36,18 @@ def when_pool_2d(node: Node, types: Sequence[TensorType | None], values: Sequenc
     return geo.strides[1] <= reach + SPARE_STRIDE
 
 
+def pool_2d_workspace(x_shape: Sequence[int], out_shape: Sequence[int], stride_w: int) -> int:
+    """Bytes one call of pool_2d allocates (loops._pool_2d): each axis's tap ranges (three int64 per
+    output row or column), the average's divisors (a float32 per output pixel) and, per worker,
+    its scratch and pooled rows (at most SCRATCH_FLOATS, or one plane's rows of ``stride_w`` floats
+    per output column) and the phase rows; planning counts them with the arena."""
+    planes, width = x_shape[0] * x_shape[1], x_shape[3]
+    out_h, out_w = out_shape[2], out_shape[3]
+    pitch = stride_w * max(out_w, -(-width // stride_w))
+    per_worker = 2 * max(SCRATCH_FLOATS, out_h * pitch) + 2 * (out_w + 1)
+    return 24 * (out_h + out_w) + 4 * (out_h * out_w + min(planes, max_threads()) * per_worker)
+
+
 class Pool2d:
     """Max or average pooling over 2-D windows, parallel over (image, channel) planes; a fused
     op's activation is applied to each pooled plane as it is finished."""
@@ -54,6 +66,7 @@ class Pool2d:
         self.activation = activation_args(attrs)  # (kind, alpha, low, high); kind 0 for plain pools
         self.out_shape = (x_shape[0], x_shape[1], int(geo.out[0]), int(geo.out[1]))
         self.small = is_small(int(np.prod(self.out_shape)) * self.kernel[0] * self.kernel[1])
+        self.workspace = pool_2d_workspace(x_shape, self.out_shape, self.strides[1])
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         out = np.empty(self.out_shape, dtype=np.float32)
