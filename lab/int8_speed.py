@@ -1,0 +1,225 @@
+"""int8 against float32 and onnxruntime on the zoo's ResNets (issue 37).
+
+Each model (edgecnn.bench.zoo, seeded weights) is quantised by onnxruntime.quantization.quantize_static
+(QDQ, per-channel s8 weights, u8 activations, min-max on a few seeded calibration inputs) after its
+pre-processing (quant_pre_process: BatchNorm folded into the convolutions); then, at
+batch 1 and ``--threads`` threads, interleaved (one run of each per round, medians):
+
+- edgecnn float32 on the float model, edgecnn int8 on the QDQ model (fold_qdq makes its layers
+  QLinearConv), onnxruntime on the QDQ model (and on the float model, for scale);
+- per int8 convolution layer: the dot-product kernel (int8_dot_conv) against the widening one
+  (int8_im2col_gemm), each built from the same planned node and timed alone;
+- with ``--cpu-time``: the same interleaved runs timed by process CPU time (the processor time a
+  run takes whatever else the machine runs; meaningful at 1 thread, where no worker spins);
+- agreement: edgecnn's int8 output against onnxruntime's (max |difference|, equal or not) and the
+  top-1 class of both int8 models against float32 on the timing inputs.
+
+    .venv/bin/python lab/int8_speed.py --models resnet18 resnet50 --rounds 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from common import interleaved, machine_line, ort_options, time_steps
+
+CALIBRATION = 4
+"""Calibration inputs per model (seeded standard-normal images)."""
+
+
+def quantized(
+    float_path: Path, folder: Path, samples: list[np.ndarray], name: str, reduce_range: bool = False
+) -> Path:
+    """The QDQ model onnxruntime's quantize_static writes (per-channel weights, its defaults else;
+    ``reduce_range``: 7-bit weights)."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.items = iter({name: x} for x in samples)
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self.items, None)
+
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    prepared = folder / f"{float_path.stem}.prepared.onnx"
+    quant_pre_process(str(float_path), str(prepared), skip_symbolic_shape=True)  # BatchNorm folded
+    out = folder / f"{float_path.stem}.qdq{'7' if reduce_range else ''}.onnx"
+    quantize_static(
+        str(prepared),
+        str(out),
+        Reader(),
+        quant_format=QuantFormat.QDQ,
+        activation_type=QuantType.QUInt8,
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        reduce_range=reduce_range,
+    )
+    return out
+
+
+def layer_ab(net: Any, x: np.ndarray, rounds: int) -> list[tuple[str, str, float, float]]:
+    """(layer, dot loop, widening ms, dot ms) of each int8 convolution of ``net``'s plan."""
+    from edgecnn.kernels.cpu.int8.dot_conv import Int8DotConvKernel, when_dot_conv
+    from edgecnn.kernels.cpu.int8.steps import Int8ConvKernel
+
+    plan = net.plan_for({net.graph.input_names[0]: x})
+    inputs: dict[str, np.ndarray] = {}
+    wanted = [s.node.inputs[0] for s in plan.steps if s.node.op == "QLinearConv"]
+    inputs = net.run({net.graph.input_names[0]: x}, outputs=wanted)
+    rows = []
+    for step in plan.steps:
+        node = step.node
+        if node.op != "QLinearConv":
+            continue
+        types = [plan.types.get(i) if i else None for i in node.inputs]
+        values = [plan.constants.get(i) if i else None for i in node.inputs]
+        if not when_dot_conv(node, types, values):
+            continue
+        dot, widening = Int8DotConvKernel(node, types, values), Int8ConvKernel(node, types, values)
+        data = inputs[node.inputs[0]]
+        a, b = np.empty(dot.out_shape, dot.out_dtype), np.empty(dot.out_shape, dot.out_dtype)
+        medians = interleaved(
+            {"widening": partial(widening.run_into, a, data), "dot": partial(dot.run_into, b, data)}, rounds
+        )
+        assert np.array_equal(a, b), node.name
+        loop = "u8s8" if dot.bytes_mode else "s16"
+        rows.append((node.name, loop, medians["widening"], medians["dot"]))
+    return rows
+
+
+def cpu_interleaved(timers: dict[str, Any], rounds: int) -> dict[str, float]:
+    """Median process CPU ms of each timer, one call of each per round (one warm-up call each)."""
+    for fn in timers.values():
+        fn()
+    samples: dict[str, list[float]] = {name: [] for name in timers}
+    for _ in range(rounds):
+        for name, fn in timers.items():
+            start = time.process_time()
+            fn()
+            samples[name].append((time.process_time() - start) * 1e3)
+    return {name: float(np.median(values)) for name, values in samples.items()}
+
+
+def by_kernel(net: Any, feed: dict[str, np.ndarray], rounds: int) -> str:
+    """Each kernel's share of a run: the median wall time of each of its steps, summed."""
+    samples = time_steps(net)
+    for _ in range(rounds):
+        net.run(feed)
+    totals: dict[str, float] = {}
+    for label, times in samples.items():
+        kernel = label[label.rindex("(") + 1 : -1]
+        totals[kernel] = totals.get(kernel, 0.0) + 1e3 * float(np.median([wall for wall, _ in times]))
+    return ", ".join(f"{k} {v:.2f}" for k, v in sorted(totals.items(), key=lambda kv: -kv[1]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--models", nargs="+", default=["resnet18", "resnet50"])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--layers", action="store_true", help="also time each int8 convolution both ways")
+    parser.add_argument("--profile", action="store_true", help="also sum each model's step times by kernel")
+    parser.add_argument("--cpu-time", action="store_true", help="time by process CPU time, not wall")
+    parser.add_argument(
+        "--reduce-range", action="store_true", help="7-bit weights (quantize_static's reduce_range)"
+    )
+    args = parser.parse_args()
+
+    import onnxruntime as ort
+
+    import edgecnn
+    from edgecnn.bench.zoo import default_cache_dir, model_path
+
+    print(machine_line(args.threads))
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.models:
+            float_path = model_path(name, default_cache_dir())
+            model = onnx.load(str(float_path))
+            input_name = model.graph.input[0].name
+            shape = [d.dim_value or 1 for d in model.graph.input[0].type.tensor_type.shape.dim]
+            samples = [rng.standard_normal(shape).astype(np.float32) for _ in range(CALIBRATION)]
+            started = time.perf_counter()
+            qdq_path = quantized(float_path, Path(tmp), samples, input_name, args.reduce_range)
+            print(f"\n{name}: quantised in {time.perf_counter() - started:.1f} s")
+            x = rng.standard_normal(shape).astype(np.float32)
+            feed = {input_name: x}
+            net32 = edgecnn.load(str(float_path), threads=args.threads)
+            net8 = edgecnn.load(str(qdq_path), threads=args.threads)
+            ort8 = ort.InferenceSession(
+                str(qdq_path), ort_options(args.threads), providers=["CPUExecutionProvider"]
+            )
+            ort32 = ort.InferenceSession(
+                str(float_path), ort_options(args.threads), providers=["CPUExecutionProvider"]
+            )
+            plan = net8.plan_for(feed)
+            kernels: dict[str, int] = {}
+            for step in plan.steps:
+                kernels[f"{step.node.op}:{step.kernel.name}"] = (
+                    kernels.get(f"{step.node.op}:{step.kernel.name}", 0) + 1
+                )
+            print("int8 plan:", ", ".join(f"{k} x{v}" for k, v in sorted(kernels.items())))
+            y8 = next(iter(net8.run(feed).values()))
+            (o8,) = ort8.run(None, feed)
+            y32 = next(iter(net32.run(feed).values()))
+            print(
+                f"edgecnn int8 vs onnxruntime int8: max |diff| {np.abs(y8 - o8).max():.3g}, "
+                f"equal {np.array_equal(y8, o8)}; top-1 float32 {int(np.argmax(y32))}, "
+                f"edgecnn int8 {int(np.argmax(y8))}, onnxruntime int8 {int(np.argmax(o8))}"
+            )
+            timers: dict[str, Callable[[], object]] = {
+                "edgecnn float32": partial(net32.run, feed),
+                "edgecnn int8": partial(net8.run, feed),
+                "onnxruntime int8": partial(ort8.run, None, feed),
+                "onnxruntime float32": partial(ort32.run, None, feed),
+            }
+            medians = (
+                cpu_interleaved(timers, args.rounds) if args.cpu_time else interleaved(timers, args.rounds)
+            )
+            clock = "CPU" if args.cpu_time else "wall"
+            for label, ms in medians.items():
+                print(f"  {label:20s} {ms:8.2f} ms ({clock}, median of {args.rounds})")
+            print(
+                f"  int8 speed-up over edgecnn float32: {medians['edgecnn float32'] / medians['edgecnn int8']:.2f}x; "
+                f"edgecnn int8 / onnxruntime int8: {medians['edgecnn int8'] / medians['onnxruntime int8']:.2f}x"
+            )
+            if args.profile:
+                for label, net in (("float32", net32), ("int8", net8)):
+                    print(
+                        f"  {label} steps by kernel (median wall ms per run, summed):",
+                        by_kernel(net, feed, args.rounds),
+                    )
+            if args.layers:
+                rows = layer_ab(net8, x, max(5, args.rounds // 2))
+                for layer, loop, old, new in rows:
+                    print(
+                        f"  {layer:40s} {loop:5s} widening {old:7.3f} ms  dot {new:7.3f} ms  {old / new:5.2f}x"
+                    )
+                old_total, new_total = sum(r[2] for r in rows), sum(r[3] for r in rows)
+                print(
+                    f"  conv layers in all: widening {old_total:.2f} ms, dot {new_total:.2f} ms ({old_total / new_total:.2f}x)"
+                )
+                print(
+                    "  loops:",
+                    statistics.multimode(r[1] for r in rows),
+                    f"({sum(r[1] == 'u8s8' for r in rows)} u8s8 of {len(rows)})",
+                )
+    print(machine_line(args.threads))
+
+
+if __name__ == "__main__":
+    main()
