@@ -1,4 +1,5 @@
-"""The helper threads' priority: lowered where inference takes every core, kept where one is spare."""
+"""The helper threads' priority (lowered where inference takes every core, kept where one is spare)
+and the switch interval while they run."""
 
 from __future__ import annotations
 
@@ -12,9 +13,15 @@ from PIL import Image
 
 from edgecnn.devices import available_cores
 from edgecnn.vision import Detector, Frame
-from edgecnn.vision.pipeline import HELPER_NICE, prepared_frames, yield_to_inference
+from edgecnn.vision.pipeline import (
+    HELPER_NICE,
+    SWITCH_INTERVAL,
+    inference_first,
+    prepared_frames,
+    yield_to_inference,
+)
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice is Linux's")
+LINUX_ONLY = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice is Linux's")
 
 
 def own_nice() -> int:
@@ -36,18 +43,21 @@ def nice_after(threads: int) -> tuple[int, int]:
     return seen[0], seen[1]
 
 
+@LINUX_ONLY
 def test_helper_yields_when_inference_takes_every_core() -> None:
     before, after = nice_after(available_cores())
     assert after == min(19, before + HELPER_NICE)
     assert own_nice() == before  # only the helper thread changed, not the caller
 
 
+@LINUX_ONLY
 @pytest.mark.skipif(available_cores() < 2, reason="needs a core to spare")
 def test_helper_keeps_its_priority_with_a_core_to_spare() -> None:
     before, after = nice_after(available_cores() - 1)
     assert after == before
 
 
+@LINUX_ONLY
 @pytest.mark.parametrize("spare", [False, True])
 def test_reader_thread_priority_follows_the_detectors_threads(spare: bool) -> None:
     if spare and available_cores() < 2:
@@ -64,3 +74,15 @@ def test_reader_thread_priority_follows_the_detectors_threads(spare: bool) -> No
     assert indices == [0, 1]
     base = own_nice()
     assert seen == [base if spare else min(19, base + HELPER_NICE)] * 2
+
+
+@pytest.mark.parametrize("start", [0.005, SWITCH_INTERVAL / 2])
+def test_inference_first_shortens_the_switch_interval_and_restores_it(start: float) -> None:
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(start)
+    try:
+        with inference_first():
+            assert sys.getswitchinterval() == pytest.approx(min(start, SWITCH_INTERVAL))
+        assert sys.getswitchinterval() == pytest.approx(start)
+    finally:
+        sys.setswitchinterval(previous)

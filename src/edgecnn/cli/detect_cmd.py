@@ -23,7 +23,7 @@ from edgecnn.errors import InputError
 from edgecnn.vision.detector import Detection, Detector, Inferred
 from edgecnn.vision.draw import draw_detections
 from edgecnn.vision.faces import DEFAULT_SCALES
-from edgecnn.vision.pipeline import prepared_frames, yield_to_inference
+from edgecnn.vision.pipeline import inference_first, prepared_frames, yield_to_inference
 from edgecnn.vision.preprocess import parse_floats
 from edgecnn.vision.sources import STDIN, Frame, FrameError, expand, is_video, open_sources, video_frame_count
 
@@ -276,7 +276,7 @@ def command(
         disable=(total := total_frames(sources, camera)) is not None and total < 2,
     )
     interrupted = False
-    with Interruption() as interruption:
+    with Interruption() as interruption, inference_first():
         try:
             with progress:
                 task = progress.add_task("detecting", total=total, rate=0.0)

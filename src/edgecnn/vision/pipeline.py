@@ -7,14 +7,18 @@ the queue's bound keeps memory flat when inference is the slower side.
 Where inference already uses every core, each helper thread (this reader, `edgecnn detect`'s
 output thread) lowers its own priority by :data:`HELPER_NICE`: it then runs mostly where a core is
 idle (inference's serial layers and barriers) instead of pre-empting one of the kernels' workers,
-which would stall that whole parallel layer."""
+which would stall that whole parallel layer. While the helpers run, :func:`inference_first` also
+shortens Python's switch interval, so that inference's thread gets the GIL back promptly between
+layers from a helper running Python code."""
 
 from __future__ import annotations
 
 import os
 import queue
+import sys
 import threading
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import cast
 
 from edgecnn.vision.detector import Detector, Prepared
@@ -25,7 +29,22 @@ HELPER_NICE = 10
 """How much lower a helper thread's priority is than inference's (a nice increment). Not Linux's
 SCHED_IDLE: that starves the helpers, and with them inference, when other processes keep the
 cores busy; at +10 a helper still gets about a tenth of a contended core's time."""
+SWITCH_INTERVAL = 0.0005
+"""Seconds a thread waiting for the GIL lets its holder keep it (Python's default is 0.005): the
+network's thread takes the GIL between layers, and a helper in Python code would otherwise hold
+both cores' next layer back by up to the default each time."""
 _DONE = object()
+
+
+@contextmanager
+def inference_first() -> Iterator[None]:
+    """The switch interval at most SWITCH_INTERVAL for the duration (it is process-wide: restored after)."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(min(previous, SWITCH_INTERVAL))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(previous)
 
 
 def yield_to_inference(threads: int) -> None:
