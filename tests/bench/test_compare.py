@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from bench.test_report import made_up_result
-from edgecnn.bench.compare import comparison, load_result
+from edgecnn.bench.compare import comparison, load_result, same_machine
 from edgecnn.bench.report import comparison_table, to_markdown
 from edgecnn.bench.runner import BenchResult, Measurement
 from edgecnn.errors import InputError
@@ -43,7 +43,7 @@ def test_comparison_in_the_markdown_the_console_and_the_json() -> None:
     result.comparison = comparison(result, earlier_result(), Path("before.json"))
     lines = to_markdown(result, None).splitlines()
     start = lines.index("## Against an earlier run")
-    assert "on another CPU: Older CPU" in lines[start + 2]
+    assert "on another or unrecorded machine: Older CPU, avx/avx2/fma" in lines[start + 2]
     assert lines[start + 4 : start + 10] == [
         "| model | batch | before | now | change |",
         "|---|---:|---:|---:|---:|",
@@ -57,6 +57,13 @@ def test_comparison_in_the_markdown_the_console_and_the_json() -> None:
     assert "0.800" in console.export_text()
     again = BenchResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert again.comparison == json.loads(json.dumps(result.comparison))
+
+
+def test_same_machine_needs_every_recorded_fact_to_agree() -> None:
+    now = made_up_result().machine
+    assert same_machine(now, dict(now))
+    assert not same_machine({**now, "isa": ["avx2", "avx512f"]}, now)
+    assert not same_machine({k: v for k, v in now.items() if k != "caches"}, now)  # an older run's JSON
 
 
 def test_load_result_rejects_what_is_not_a_bench_json(tmp_path: Path) -> None:

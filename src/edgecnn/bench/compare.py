@@ -35,6 +35,17 @@ def _geomean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
+MACHINE_KEYS = ("cpu", "isa", "caches", "usable_cpus")
+"""What must match for two runs to count as the same machine (a model name such as "AMD EPYC"
+covers CPUs with and without AVX-512)."""
+
+
+def same_machine(before: dict[str, object], now: dict[str, object]) -> bool:
+    """Whether the two runs' machine descriptions agree on MACHINE_KEYS; a key an older run did not
+    record counts as a difference, since it cannot be checked."""
+    return all(key in before and before.get(key) == now.get(key) for key in MACHINE_KEYS)
+
+
 def comparison(result: BenchResult, previous: BenchResult, source: Path) -> dict[str, Any]:
     """JSON-able: per (model, batch) of this run, the earlier ratio ("before", None where that run
     lacks the case), this run's ("now") and now / before ("change", < 1: edgecnn gained on
@@ -56,7 +67,8 @@ def comparison(result: BenchResult, previous: BenchResult, source: Path) -> dict
         "file": str(source),
         "date": previous.date,
         "cpu": previous.machine.get("cpu"),
-        "same_cpu": previous.machine.get("cpu") == result.machine.get("cpu"),
+        "isa": previous.machine.get("isa"),
+        "same_cpu": same_machine(previous.machine, result.machine),
         "rows": rows,
         "geometric_means": geomeans,
     }

@@ -150,7 +150,13 @@ COMPARISON_COLUMNS = ("model", "batch", "before", "now", "change")
 
 
 def comparison_heading(comparison: dict[str, Any]) -> str:
-    other = "" if comparison.get("same_cpu") else f", on another CPU: {comparison.get('cpu')}"
+    isa = comparison.get("isa")
+    isa_text = "/".join(isa) if isinstance(isa, list) and isa else "ISA not recorded"
+    other = (
+        ""
+        if comparison.get("same_cpu")
+        else f", on another or unrecorded machine: {comparison.get('cpu')}, {isa_text}"
+    )
     return (
         f"edgecnn / onnxruntime against {comparison.get('file')} ({comparison.get('date')}{other});"
         " change = now / before, < 1: edgecnn gained"
