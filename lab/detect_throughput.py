@@ -28,6 +28,11 @@ With ``--before REV`` the two detect measurements are also made with the package
 REV (unpacked beside the video; its compiled kernels are cached on its first run), in the same
 rounds, in alternating order: the comparison of a change to detect's threads.
 
+``--variants nice0,nice10sw,idle`` adds one `detect --json` run per variant of the helper threads:
+``niceN`` lowers them by N (edgecnn.vision.pipeline's HELPER_NICE) with Python's default 5 ms GIL
+switch interval, ``niceNsw`` with the 0.5 ms one (SWITCH_INTERVAL), ``idle`` runs them under Linux's
+SCHED_IDLE; the child sets the variant before the CLI starts (the package reads no switch for it).
+
 ``--load N`` keeps N busy Python processes running (nice 0, this session, so the same scheduler
 group as detect's threads): how the helpers' lowered priority fares when the cores are contended.
 
@@ -189,13 +194,22 @@ def detect(
     save: Path | None,
     score: float | None,
     source: Path | None = None,
+    launch: list[str] | None = None,
 ) -> tuple[float, float, float]:
     """`edgecnn detect --json [--save]` in a child (with the package from ``source`` if given): (ms
     per frame from the first JSON line to the closing summary, the CLI's own frames/s, detections
-    per frame)."""
-    command = edgecnn_command(
-        "detect", str(cfg), str(video), "--weights", str(weights), "--threads", str(threads), "--json"
-    )
+    per frame); ``launch`` replaces `python -m edgecnn` (a helper variant's launcher)."""
+    arguments = [
+        "detect",
+        str(cfg),
+        str(video),
+        "--weights",
+        str(weights),
+        "--threads",
+        str(threads),
+        "--json",
+    ]
+    command = [*launch, *arguments] if launch else edgecnn_command(*arguments)
     if save is not None:
         command += ["--save", str(save)]
     if score is not None:
@@ -306,10 +320,43 @@ def cost_lines(costs: dict[str, tuple[float, float]], threads: int) -> list[str]
     return lines
 
 
+IDLE = """
+import os
+import edgecnn.vision.pipeline as pipeline
+
+def yield_to_inference(threads):
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+
+pipeline.yield_to_inference = yield_to_inference
+"""
+
+
+def variant_setup(variant: str) -> str:
+    """The code a detect child runs before the CLI for a helper variant: ``niceN`` (the helpers'
+    nice increment, Python's default 5 ms switch interval), ``niceNsw`` (with the 0.5 ms one) or
+    ``idle`` (the helpers under SCHED_IDLE)."""
+    if variant == "idle":
+        return IDLE
+    name = variant.removesuffix("sw")
+    if not name.startswith("nice") or not name[4:].isdigit():
+        raise SystemExit(f"unknown variant {variant!r}: niceN, niceNsw or idle")
+    interval = 0.0005 if variant.endswith("sw") else 0.005
+    return (
+        "import edgecnn.vision.pipeline as pipeline\n"
+        f"pipeline.HELPER_NICE = {int(name[4:])}\npipeline.SWITCH_INTERVAL = {interval}\n"
+    )
+
+
+def variant_launcher(variant: str) -> list[str]:
+    """A Python command line that applies ``variant``, then runs the CLI on the arguments after it."""
+    main = "import sys\nfrom edgecnn.cli.app import main\nsys.argv = ['edgecnn', *sys.argv[1:]]\nmain()\n"
+    return [sys.executable, "-c", variant_setup(variant) + main]
+
+
 def measure(
     args: argparse.Namespace,
     series: list[Series],
-    runs: list[tuple[Series, Path | None, bool]],
+    runs: list[tuple[Series, Path | None, bool, list[str] | None]],
     files: tuple[Path, Path, Path],
     folder: Path,
     threads: int,
@@ -320,9 +367,11 @@ def measure(
     for number in range(args.rounds):
         series[0].ms.append(time_command(cfg, weights, threads, iterations))
         series[1].ms.append(run_alone(cfg, weights, video, threads, iterations))
-        for s, source, save in runs if number % 2 == 0 else runs[::-1]:
+        for s, source, save, launch in runs if number % 2 == 0 else runs[::-1]:
             saved = folder / f"saved-{number}-{len(s.ms)}" if save else None
-            ms, cli_fps, boxes = detect(cfg, weights, video, threads, args.frames, saved, args.score, source)
+            ms, cli_fps, boxes = detect(
+                cfg, weights, video, threads, args.frames, saved, args.score, source, launch
+            )
             s.ms.append(ms)
             s.cli_fps.append(cli_fps)
             s.boxes_per_frame.append(boxes)
@@ -372,6 +421,11 @@ def main() -> None:
     )
     parser.add_argument("--breakdown", action="store_true", help="first time each per-frame stage alone")
     parser.add_argument(
+        "--variants",
+        default=None,
+        help="helper variants for detect --json: niceN, niceNsw, idle (comma-separated)",
+    )
+    parser.add_argument(
         "--load", type=int, default=0, help="busy processes (nice 0, this session) running throughout"
     )
     args = parser.parse_args()
@@ -391,8 +445,13 @@ def main() -> None:
     ]
     if not args.no_save:
         series.append(Series("`edgecnn detect --json --save DIR`"))
-    # (series, package source or None for this tree, whether it saves)
-    runs: list[tuple[Series, Path | None, bool]] = [(s, None, "--save" in s.label) for s in series[2:]]
+    # (series, package source or None for this tree, whether it saves, a variant's launcher)
+    runs: list[tuple[Series, Path | None, bool, list[str] | None]] = [
+        (s, None, "--save" in s.label, None) for s in series[2:]
+    ]
+    for variant in args.variants.split(",") if args.variants else []:
+        series.append(Series(f"`edgecnn detect --json`, helpers {variant}"))
+        runs.append((series[-1], None, False, variant_launcher(variant)))
     costs: dict[str, tuple[float, float]] = {}
     with tempfile.TemporaryDirectory(prefix="edgecnn-detect-throughput-") as tmp:
         folder = Path(tmp)
@@ -401,10 +460,11 @@ def main() -> None:
         write_video(video, args.frames, (width, height))
         if args.before:
             before = package_sources(args.before, folder)["before"]
-            for s, _, save in list(runs):
-                earlier = Series(f"{s.label} at {args.before}")
-                series.append(earlier)
-                runs.append((earlier, before, save))
+            for s, _, save, launch in list(runs):
+                if launch is None:
+                    earlier = Series(f"{s.label} at {args.before}")
+                    series.append(earlier)
+                    runs.append((earlier, before, save, None))
         if args.breakdown:
             costs = stage_costs(cfg, weights, video, threads, args.score)
         hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
