@@ -29,7 +29,10 @@ from edgecnn.kernels.cpu.int8.dot_kernel import COLUMNS, ROWS, UNIT_U8S8, dot_s1
 from edgecnn.kernels.cpu.int8.loops import ROUNDING_LIMIT, receptive_row, requantized, saturated
 
 TILE = 4 * COLUMNS
-"""Pixels per task: the int32 tile (ROWS x TILE) the epilogue reads back stays in L1."""
+"""Pixels per tile: the int32 block (ROWS x TILE) the epilogue reads back stays in L1."""
+
+MIN_TASKS = 16
+"""Tasks a GEMM is cut into at least (panels shared out where the map has few tiles)."""
 
 
 def groups_of(depth: int, unit: int) -> int:
@@ -148,9 +151,6 @@ def pack_image(
     padding and the channels past the last hold the zero point."""
     channels, height, width = image.shape
     units, padded_h = quads.shape[0], quads.shape[1]
-    flat = image.reshape(channels, height * width).view(np.uint8)
-    flip = np.uint32(offset)
-    bits = 32 // unit
     if unit == 4:
         pad_unit = np.uint32((pad_value + offset) & 0xFF) * np.uint32(0x01010101)
     else:
@@ -161,25 +161,33 @@ def pack_image(
         for y in range(padded_h):
             iy = y - pad_top
             row = plane[y]
-            if iy < 0 or iy >= height:
+            if iy < 0 or iy >= height or u * unit >= channels:
                 row[:] = pad_unit
                 continue
             row[:pad_left] = pad_unit
             row[pad_left + width :] = pad_unit
-            start = iy * width
-            for x in range(width):
-                packed = np.uint32(0)
-                for t in range(unit):
-                    c = u * unit + t
-                    if c < channels:
-                        if unit == 4:
-                            value = np.uint32(flat[c, start + x] ^ flip)
-                        else:
-                            value = np.uint32((np.int32(image[c, iy, x]) + offset) & 0xFFFF)
-                    else:
-                        value = pad_unit & np.uint32((1 << bits) - 1)
-                    packed |= value << np.uint32(t * bits)
-                row[pad_left + x] = packed
+            if unit == 4:  # one strided byte run per channel; int8 data: +128 flips the sign bit
+                octets = row.view(np.uint8)
+                for t in range(4):
+                    c = u * 4 + t
+                    at = 4 * pad_left + t
+                    if c >= channels:
+                        octets[at : at + 4 * width : 4] = np.uint8(pad_unit & 0xFF)
+                        continue
+                    source = image[c, iy].view(np.uint8)
+                    for x in range(width):
+                        octets[at + 4 * x] = source[x] ^ np.uint8(offset)
+            else:
+                shorts = row.view(np.int16)
+                for t in range(2):
+                    c = u * 2 + t
+                    at = 2 * pad_left + t
+                    if c >= channels:
+                        shorts[at : at + 2 * width : 2] = np.int16(pad_value + offset)
+                        continue
+                    source = image[c, iy]
+                    for x in range(width):
+                        shorts[at + 2 * x] = np.int16(source[x]) + np.int16(offset)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -205,47 +213,88 @@ def gemm_dot(
     high: float,
     out: np.ndarray,  # (M, OH*OW): 8-bit, or float32 if float_output
 ) -> None:
-    """out = requantise(W @ columns + bias), tile by tile: each task one panel of ROWS channels by
-    TILE virtual pixels, its int32 sums finished before the next task. Consecutive tasks share their
-    pixels (a thread's run of tasks reads its columns from cache once per panel)."""
+    """out = requantise(W @ columns + bias), tile by tile: each task TILE virtual pixels by a run of
+    panels of ROWS channels (all of them where the map has tiles enough to share between threads),
+    each panel's int32 sums finished before the next; the tile's columns stay in cache meanwhile."""
     channels = out.shape[0]
     out_h = out.shape[1] // out_w
     virtual = out_h * row_pixels
     panels = (channels + ROWS - 1) // ROWS
     tiles = (virtual + TILE - 1) // TILE
+    chunks = max(1, min(panels, (MIN_TASKS + tiles - 1) // tiles))
+    per_chunk = (panels + chunks - 1) // chunks
     act = (alpha, low, high)
-    for task in numba.prange(panels * tiles):
-        panel = task % panels
-        q0 = (task // panels) * TILE
+    for task in numba.prange(tiles * chunks):
+        q0 = (task // chunks) * TILE
         q1 = min(q0 + TILE, virtual)
+        # the tile's runs of stored pixels (one per output row; virtual pixels past out_w dropped)
+        runs = np.empty((3, TILE + 1), dtype=np.int64)  # start in the tile, length, output index
+        count = 0
+        q = q0
+        while q < q1:
+            oy, ox = q // row_pixels, q % row_pixels
+            run = q1 - q if row_pixels == out_w else min(q1 - q, row_pixels - ox)
+            stored = max(0, min(run, out_w - ox)) if row_pixels != out_w else run
+            if stored > 0:
+                runs[0, count], runs[1, count], runs[2, count] = q - q0, stored, oy * out_w + ox
+                count += 1
+            q += run
         block = np.empty(ROWS * TILE, dtype=np.int32)
-        a_off = panel * groups * ROWS
-        for j in range(q0, q1, COLUMNS):
-            b_off = (j // COLUMNS) * block_stride
-            if bytes_mode:
-                dot_u8s8(groups, weights, a_off, columns, b_off, rows, block, j - q0, TILE)
-            else:
-                dot_s16(groups, weights, a_off, columns, b_off, rows, block, j - q0, TILE)
-        for r in range(min(ROWS, channels - panel * ROWS)):
-            m = panel * ROWS + r
-            b = bias[m]
-            scale = multiplier[m]
-            floor = np.float32(0.0) if kind == 1 else -ROUNDING_LIMIT
-            q = q0
-            while q < q1:  # one run per output row: virtual pixels past out_w are dropped
-                oy, ox = q // row_pixels, q % row_pixels
-                run = min(q1 - q, row_pixels - ox)
-                sums = block[r * TILE + q - q0 : r * TILE + q - q0 + max(0, min(run, out_w - ox))]
-                target = out[m, oy * out_w + ox : oy * out_w + ox + sums.size]
-                if float_output:
-                    for p in range(sums.size):
-                        v = np.float32(np.float32(sums[p] + b) * scale)
-                        target[p] = activate(v, kind, alpha, low, high)
-                elif kind <= 1:  # none or ReLU: requantized's steps without a branch (vectorised)
-                    for p in range(sums.size):
-                        v = max(np.float32(np.float32(sums[p] + b) * scale), floor)
-                        target[p] = saturated(v, zero_point, lo, hi)
+        first = (task % chunks) * per_chunk
+        for panel in range(first, min(panels, first + per_chunk)):
+            a_off = panel * groups * ROWS
+            for j in range(q0, q1, COLUMNS):
+                b_off = (j // COLUMNS) * block_stride
+                if bytes_mode:
+                    dot_u8s8(groups, weights, a_off, columns, b_off, rows, block, j - q0, TILE)
                 else:
-                    for p in range(sums.size):
-                        target[p] = requantized(sums[p] + b, scale, y_scale, zero_point, lo, hi, kind, act)
-                q += run
+                    dot_s16(groups, weights, a_off, columns, b_off, rows, block, j - q0, TILE)
+            finish_panel(
+                block, runs, count, panel, bias, multiplier, y_scale, zero_point, lo, hi,
+                float_output, kind, act, out,
+            )  # fmt: skip
+
+
+@numba.njit(inline="always", cache=True)
+def finish_panel(
+    block: np.ndarray,
+    runs: np.ndarray,
+    count: int,
+    panel: int,
+    bias: np.ndarray,
+    multiplier: np.ndarray,
+    y_scale: float,
+    zero_point: int,
+    lo: int,
+    hi: int,
+    float_output: bool,
+    kind: int,
+    act: tuple,
+    out: np.ndarray,
+) -> None:
+    """The epilogue of one panel's tile: bias, multiplier, activation, rounding, zero point and
+    saturation, stored run by run."""
+    alpha, low, high = act
+    channels = out.shape[0]
+    floor = np.float32(0.0) if kind == 1 else -ROUNDING_LIMIT
+    for r in range(min(ROWS, channels - panel * ROWS)):
+        m = panel * ROWS + r
+        b = bias[m]
+        scale = multiplier[m]
+        target = out[m]
+        for i in range(count):
+            at, stored, to = r * TILE + runs[0, i], runs[1, i], runs[2, i]
+            # slices, not offset indices: indices the compiler knows are >= 0 let the loops vectorise
+            sums = block[at : at + stored]
+            dest = target[to : to + stored]
+            if float_output:
+                for p in range(stored):
+                    v = np.float32(np.float32(sums[p] + b) * scale)
+                    dest[p] = activate(v, kind, alpha, low, high)
+            elif kind <= 1:  # none or ReLU: requantized's steps without a branch
+                for p in range(stored):
+                    v = max(np.float32(np.float32(sums[p] + b) * scale), floor)
+                    dest[p] = saturated(v, zero_point, lo, hi)
+            else:
+                for p in range(stored):
+                    dest[p] = requantized(sums[p] + b, scale, y_scale, zero_point, lo, hi, kind, act)
