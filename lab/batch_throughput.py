@@ -33,6 +33,16 @@ then measures, in this order:
 
 It prints one markdown table per model with the command, the machine line, the date and the load.
 Run it on a quiet machine: on a shared one every ratio mostly measures the neighbours.
+
+    .venv/bin/python lab/batch_throughput.py --stages              # where a worker's CPU goes
+
+--stages measures instead, in a child bound to one core, the CPU time per item of each stage an
+item goes through (thread time around each, over every image, --rounds times, medians): the file
+check, Pillow's open (header) and decode, the resize, the 8-bit array, the normalisation, the
+batch's model run and the rest of ``Runner.infer`` (padding, softmax, top-k, rows), the rows'
+pickling both ways (worker to coordinator) and the coordinator's Parquet shard commit. Their sum
+bounds what any scheduling can reach when the same cores decode and infer:
+items/s <= cores x 1000 / total ms, against `edgecnn time`'s cores x 1000 / model ms.
 """
 
 from __future__ import annotations
@@ -41,7 +51,9 @@ import argparse
 import datetime
 import json
 import os
+import pickle
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -224,6 +236,127 @@ def baseline_child(model: str, folder: str, task_json: str, batch_size: int) -> 
     print(json.dumps(result))
 
 
+STAGES = (
+    ("file check", "input_file_size: a regular file within the memory budget"),
+    ("open", "Image.open: the file opened, the JPEG header parsed"),
+    ("decode", "Image.load: the JPEG decoded"),
+    ("resize", "bilinear resize to the model's input (with a mode conversion if needed)"),
+    ("to array", "np.asarray: the 8-bit pixels as an array (channel order: a view)"),
+    ("normalize", "Preprocess.normalize: float32, scale, mean, std, layout"),
+    ("model run", "Model.run of the padded batch"),
+    ("rest of infer", "Runner.infer less the model: padding, softmax, top-k, rows"),
+    ("rows to coordinator", "pickle.dumps and loads of the rows message"),
+    ("shard commit", "ShardWriter.commit of Parquet shards of 256 rows (fsync included)"),
+)
+
+
+def stages_child(model: str, folder: str, task_json: str, batch_size: int, rounds: int) -> None:
+    """(Child, bound to one core) the CPU milliseconds per item of each of STAGES, medians over
+    ``rounds`` passes over every image; prints them as JSON with Runner.prepare's own total."""
+    from PIL import Image
+
+    import edgecnn
+    from edgecnn.batch.items import list_items
+    from edgecnn.batch.shards import ShardWriter
+    from edgecnn.batch.tasks import Runner, columns
+    from edgecnn.vision.preprocess import input_file_size, open_image
+
+    task = task_from_json(task_json)
+    pre = task.preprocess
+    runner = Runner(edgecnn.load(model, threads=1), task, batch_size)
+    items = list_items([folder])
+    count = len(items) - len(items) % batch_size
+    items = items[:count]
+    mode = "L" if pre.grayscale else "RGB"
+    assert pre.size is not None
+    size = (pre.size[1], pre.size[0])
+    runner.infer([runner.prepare(i) for i in items[:batch_size]])  # the plan built
+    passes: list[dict[str, float]] = []
+    spent: dict[str, float] = {}
+
+    def lap(stage: str, since: float) -> float:
+        now = time.thread_time()
+        spent[stage] = spent.get(stage, 0.0) + now - since
+        return now
+
+    with tempfile.TemporaryDirectory(prefix="batch-stages-") as out:
+        writer = ShardWriter(Path(out), columns(task, runner.net), "parquet")
+        for _ in range(rounds):
+            spent.clear()
+            rows: list[dict[str, Any]] = []
+            for start in range(0, count, batch_size):
+                prepared = []
+                for item in items[start : start + batch_size]:
+                    t = time.thread_time()
+                    input_file_size(item.path, runner.budget)
+                    t = lap("file check", t)
+                    with open_image(item.path) as image:
+                        t = lap("open", t)
+                        image.load()
+                        t = lap("decode", t)
+                        img = image if image.mode == mode else image.convert(mode)
+                        img = img if img.size == size else img.resize(size, Image.Resampling.BILINEAR)
+                        t = lap("resize", t)
+                        pixels = np.asarray(img)
+                        pixels = pixels[:, :, None] if pixels.ndim == 2 else pixels
+                        pixels = pixels[:, :, ::-1] if pre.channel_order == "bgr" else pixels
+                        t = lap("to array", t)
+                        pre.normalize(pixels)
+                        lap("normalize", t)
+                    t = time.thread_time()
+                    prepared.append(runner.prepare(item))
+                    lap("Runner.prepare", t)
+                x = np.stack([p.tensor for p in prepared])
+                t = time.thread_time()
+                runner.net.run({runner.input_name: x})
+                t = lap("model run", t)
+                batch_rows = runner.infer(prepared)
+                t = lap("Runner.infer", t)
+                pickle.loads(pickle.dumps(("rows", batch_rows), protocol=pickle.HIGHEST_PROTOCOL))
+                t = lap("rows to coordinator", t)
+                rows.extend(batch_rows)
+                if len(rows) >= 256 or start + batch_size == count:
+                    writer.commit(rows)
+                    rows = []
+                    lap("shard commit", t)
+            spent["rest of infer"] = spent.pop("Runner.infer") - spent["model run"]
+            passes.append({k: v * 1000 / count for k, v in spent.items()})
+    print(json.dumps({k: statistics.median(p[k] for p in passes) for k in passes[0]}))
+
+
+def measure_stages(name: str, args: argparse.Namespace) -> list[str]:
+    """One model's stage table (see --stages)."""
+    import dataclasses
+
+    workdir = Path(args.workdir)
+    model, task, side = model_and_task(name, workdir)
+    count = args.face if name == "face" else args.resnet
+    folder = write_images(workdir / f"{name}-images-{count}", count, side, seed=33)
+    core = str(min(os.sched_getaffinity(0)))
+    command = ["taskset", "-c", core, sys.executable, __file__, "--stages-child", str(model), str(folder)]
+    command += [json.dumps(dataclasses.asdict(task)), str(args.batch_size), str(args.rounds)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True, env=child_env(1))
+    ms = json.loads(done.stdout.strip().splitlines()[-1])
+    total = sum(ms[stage] for stage, _ in STAGES)
+    cores = len(os.sched_getaffinity(0))
+    lines = [
+        f"### {name}: CPU ms per item of each stage, {count} images, batch size {args.batch_size}, "
+        f"median of {args.rounds} passes",
+        "",
+        "| stage | what | CPU ms/item | share |",
+        "|---|---|---|---|",
+        *(f"| {stage} | {what} | {ms[stage]:.3f} | {ms[stage] / total:.0%} |" for stage, what in STAGES),
+        f"| **total** | | **{total:.3f}** | |",
+        f"| (Runner.prepare, timed whole) | the first six stages in one call | {ms['Runner.prepare']:.3f} | |",
+        "",
+        f"Ceiling with {cores} cores doing every stage: {cores * 1000 / total:.0f} items/s; pure inference "
+        f"(the model run alone): {cores * 1000 / ms['model run']:.0f} items/s; ratio "
+        f"{ms['model run'] / total:.2f}.",
+    ]
+    print("\n".join(lines), file=sys.stderr, flush=True)
+    return lines
+
+
 def task_from_json(text: str) -> Any:
     from edgecnn.batch import TaskSpec
     from edgecnn.vision.preprocess import Preprocess
@@ -401,6 +534,9 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--baseline-child":
         baseline_child(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
         return
+    if len(sys.argv) > 1 and sys.argv[1] == "--stages-child":
+        stages_child(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]))
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--face", type=int, default=2000, help="images for the face classifier")
     parser.add_argument("--resnet", type=int, default=200, help="images for ResNet-50")
@@ -413,10 +549,17 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS), help=f"some of {', '.join(MODELS)}")
     parser.add_argument("--no-ray", action="store_true", help="leave the Ray engine out")
     parser.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "edgecnn-batch-lab"))
+    parser.add_argument("--stages", action="store_true", help="the CPU time of each stage instead")
+    parser.add_argument("--rounds", type=int, default=5, help="passes over the images (--stages)")
     args = parser.parse_args()
     Path(args.workdir).mkdir(parents=True, exist_ok=True)
     print(f"`.venv/bin/python lab/{Path(__file__).name} {shlex.join(sys.argv[1:])}`")
     print(f"{machine_line()}; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC\n")
+    if args.stages:
+        for name in args.models.split(","):
+            print("\n".join(measure_stages(name, args)) + "\n", flush=True)
+        print(f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return
     setups = [measure_model(name, args) for name in args.models.split(",")]
     if not args.no_ray:
         start_ray()

@@ -21,6 +21,7 @@ from edgecnn.errors import InputError
 from edgecnn.importers.darknet import write_random_weights
 from edgecnn.ops.activation import SoftmaxAttrs, softmax
 from edgecnn.vision import Detector
+from edgecnn.vision.preprocess import Preprocess
 
 
 @pytest.fixture(scope="module")
@@ -118,3 +119,68 @@ def test_a_decompression_bomb_is_an_error_row(tmp_path: Path, face_net: edgecnn.
     (item,) = list_items([str(tmp_path)])
     prepared = Runner(face_net, FACE_TASK, 1).prepare(item)
     assert prepared.error is not None and "decompression bomb" in prepared.error
+
+
+def reference_pixels(path: Path, pre: Preprocess) -> np.ndarray:
+    """``edgecnn run``'s pre-processing written out step by step: whole-image float32 arithmetic."""
+    with Image.open(path) as opened:
+        img = opened.convert("L" if pre.grayscale else "RGB")
+        if pre.size is not None:
+            img = img.resize((pre.size[1], pre.size[0]), Image.Resampling.BILINEAR)
+        x = np.asarray(img, dtype=np.float32)
+    x = x[:, :, None] if x.ndim == 2 else x
+    x = x[:, :, ::-1] if pre.channel_order == "bgr" else x
+    x = x.astype(np.float32) * np.float32(pre.scale)
+    if pre.mean:
+        x = x - np.asarray(pre.mean, dtype=np.float32)
+    if pre.std:
+        x = np.divide(x, np.asarray(pre.std, dtype=np.float32), dtype=np.float32)
+    return np.ascontiguousarray(x.transpose(2, 0, 1) if pre.layout == "nchw" else x)
+
+
+@pytest.mark.parametrize(
+    "pre",
+    [
+        FACE_TASK.preprocess,
+        Preprocess((60, 45), "rgb", 1 / 255, (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+        Preprocess((33, 33), "bgr", 1.0, (104.0, 117.0, 123.0), layout="nhwc"),
+        Preprocess(None, "rgb", 0.5, (1.0,), (2.0,)),
+        Preprocess((20, 30), grayscale=True, scale=1 / 255, mean=(0.5,), std=(0.25,)),
+    ],
+)
+def test_tensors_are_bit_identical_to_the_plain_arithmetic(tmp_path: Path, pre: Preprocess) -> None:
+    rng = np.random.default_rng(7)
+    pixels = rng.integers(0, 256, (41, 53, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(tmp_path / "rgb.jpg", quality=90)
+    Image.fromarray(pixels).convert("P").save(tmp_path / "palette.png")
+    Image.fromarray(np.dstack([pixels, pixels[:, :, :1]])).save(tmp_path / "rgba.png")
+    Image.fromarray(pixels[:, :, 0]).save(tmp_path / "gray.png")
+    net = edgecnn.load(FACE_MODEL, threads=1)
+    runner = Runner(net, dataclasses.replace(FACE_TASK, preprocess=pre), 1)
+    for path in sorted(tmp_path.iterdir()):
+        want = reference_pixels(path, pre)
+        got = runner._image(str(path))
+        assert got.dtype == np.float32 and got.flags.c_contiguous and np.array_equal(got, want), path.name
+        assert np.array_equal(pre.image(path)[0], want), path.name
+
+
+def test_every_run_is_padded_to_the_batch_size(
+    image_folder: Path, face_net: edgecnn.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One plan per worker, and an item's row does not depend on how many items shared its run:
+    plans for other sizes may choose kernels that round differently (the tuned ones do here)."""
+    items = [i for i in list_items([image_folder / "a"]) if not i.path.endswith("broken.jpg")][:8]
+    runner = Runner(face_net, dataclasses.replace(FACE_TASK, kind="raw"), 8)
+    prepared = [runner.prepare(i) for i in items]
+    whole = runner.infer(prepared)
+    sizes: list[int] = []
+    run = runner.net.run
+
+    def spy(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        sizes.append(len(feeds[runner.input_name]))
+        return run(feeds)
+
+    monkeypatch.setattr(runner.net, "run", spy)
+    assert runner.infer(prepared[:3]) + runner.infer(prepared[3:]) == whole
+    assert [runner.infer([p])[0] for p in prepared] == whole
+    assert sizes == [8] * 10
