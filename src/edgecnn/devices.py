@@ -17,8 +17,7 @@ import os
 import platform
 import re
 import sys
-from collections.abc import Iterator
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +69,12 @@ def parse_device(text: str) -> DeviceSpec:
     ``opencl:0``). Checks the syntax only; :func:`find_device` checks the device exists."""
     if not isinstance(text, str):
         raise DeviceError(f"a device name must be a string, got {type(text).__name__}")
+    return _parse_name(text)
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_name(text: str) -> DeviceSpec:
+    """parse_device's work, remembered: a plan parses its device name once per node."""
     match = _PATTERN.match(text.strip().lower())
     kind = match.group("kind") if match else ""
     if kind not in KINDS:
@@ -99,15 +104,23 @@ def active_device() -> DeviceSpec:
     return _active.get()
 
 
-@contextlib.contextmanager
-def using_device(device: DeviceSpec | str) -> Iterator[DeviceSpec]:
-    """Within the block, kernel factories prepare their steps for ``device``."""
-    spec = parse_device(device) if isinstance(device, str) else device
-    token = _active.set(spec)
-    try:
-        yield spec
-    finally:
-        _active.reset(token)
+class using_device:  # named as a function: ``with using_device("cpu"):``
+    """Within the block, kernel factories prepare their steps for ``device``. A class rather than
+    a generator: kernel selection enters one per node."""
+
+    __slots__ = ("spec", "token")
+    spec: DeviceSpec
+    token: Token[DeviceSpec]
+
+    def __init__(self, device: DeviceSpec | str) -> None:
+        self.spec = parse_device(device) if isinstance(device, str) else device
+
+    def __enter__(self) -> DeviceSpec:
+        self.token = _active.set(self.spec)
+        return self.spec
+
+    def __exit__(self, *exc: object) -> None:
+        _active.reset(self.token)
 
 
 # ------------------------------------------------------------------- tensors on a device

@@ -21,17 +21,18 @@ from edgecnn.runtime.executor import run_plan
 from edgecnn.runtime.options import RuntimeOptions
 from edgecnn.runtime.plan import Plan, build_plan
 from edgecnn.runtime.plan_cache import PlanCache
-from edgecnn.runtime.shapes import check_arity, infer_graph
+from edgecnn.runtime.shapes import InferenceResult, check_arity, infer_graph
 
 
 class Model:
     """A loaded model. Safe to call from several threads at once."""
 
     def __init__(self, graph: Graph, options: RuntimeOptions | None = None) -> None:
-        graph.verify(known_ops())
-        for node in graph.nodes:
-            check_arity(node)
-        self.graph = graph.topologically_sorted()
+        with collector_paused():  # the node copies made here are not garbage
+            graph.verify(known_ops())
+            for node in graph.nodes:
+                check_arity(node)
+            self.graph = graph.topologically_sorted()
         self.options = options or RuntimeOptions.resolve()
         self._plans = PlanCache(self.options.memory_limit)
         self._plans_lock = threading.Lock()
@@ -43,7 +44,7 @@ class Model:
                 self.optimized_graph, self.pass_reports = optimize(self.graph)
             else:
                 self.optimized_graph, self.pass_reports = self.graph, []
-            self._outputs = self._infer_output_specs()
+            self._outputs, self._declared = self._infer_output_specs()
         self._optimized_tensors = tensor_names(self.optimized_graph)
         self._graph_tensors = tensor_names(self.graph)
 
@@ -56,20 +57,23 @@ class Model:
     def outputs(self) -> list[TensorSpec]:
         return list(self._outputs)
 
-    def _infer_output_specs(self) -> list[TensorSpec]:
-        """Output specs from symbolic inference; fall back to the file's declarations."""
+    def _infer_output_specs(self) -> tuple[list[TensorSpec], DeclaredInference | None]:
+        """Output specs from symbolic inference on the optimised graph; fall back to the file's
+        declarations. When every input's shape is declared, that inference is also the one a plan
+        for exactly those shapes starts from: returned with the declared types, for those plans."""
         declared = {s.name: s.type for s in self._inputs}
+        concrete = all(t.is_concrete for t in declared.values())
         try:
-            types = infer_graph(self.graph, declared, fold=True).types
+            inferred = infer_graph(self.optimized_graph, declared, fold=True)
         except GraphError:
-            if all(s.type.is_concrete for s in self._inputs):
+            if concrete:
                 raise  # with fully known input shapes, an inference failure is a real model error
-            types = {}
+            inferred = InferenceResult()
         specs = []
         for name in self.graph.outputs:
-            t = types.get(name) or self.graph.output_types.get(name) or TensorType("float32", None)
+            t = inferred.types.get(name) or self.graph.output_types.get(name) or TensorType("float32", None)
             specs.append(TensorSpec(name, t.dtype, t.shape))
-        return specs
+        return specs, (declared, inferred) if concrete else None
 
     # ------------------------------------------------------------------- run
     def run(self, feeds: Any, outputs: Sequence[str] | None = None) -> dict[str, np.ndarray]:
@@ -190,8 +194,10 @@ class Model:
             optimized, wanted, _ = key
             types = {n: TensorType(a.dtype.name, tuple(a.shape)) for n, a in checked.items()}
             graph = self.optimized_graph if optimized else self.graph
+            declared = self._declared
+            inferred = declared[1] if optimized and declared is not None and declared[0] == types else None
             with collector_paused():
-                plan = build_plan(graph, types, self.options, wanted)
+                plan = build_plan(graph, types, self.options, wanted, inferred)
             self._plans.put(key, plan)
             return plan
 
@@ -292,6 +298,8 @@ class Model:
 ShapesKey = tuple[tuple[tuple[int, ...], "np.dtype[Any]"], ...]
 PlanKey = tuple[bool, "tuple[str, ...] | None", ShapesKey]
 """(optimised graph, requested tensors or None for the graph outputs, (shape, dtype) per input)."""
+DeclaredInference = tuple[dict[str, TensorType], InferenceResult]
+"""The inputs' declared types and the optimised graph's inference for them."""
 
 
 def _plain_native(name: str, value: Any) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Union
 
 import numpy as np
@@ -47,11 +48,12 @@ class TensorType:
     def rank(self) -> int | None:
         return None if self.shape is None else len(self.shape)
 
-    @property
+    # computed once per type: inference, kernel rules and the memory planner each ask per tensor
+    @cached_property
     def is_concrete(self) -> bool:
         return self.shape is not None and all(isinstance(d, int) for d in self.shape)
 
-    @property
+    @cached_property
     def dims(self) -> tuple[int, ...]:
         """The concrete shape as ints (see `concrete_dims`)."""
         return concrete_dims(self.shape)
@@ -123,24 +125,37 @@ class Graph:
         return result
 
     def copy(self) -> Graph:
-        """Shallow structural copy: new node list and dicts; arrays and attrs are shared."""
+        """Structural copy: new node objects, lists and dicts; arrays and attrs are shared."""
+        return self.with_nodes(
+            [Node(n.op, n.name, list(n.inputs), list(n.outputs), n.attrs) for n in self.nodes]
+        )
+
+    def with_nodes(self, nodes: list[Node]) -> Graph:
+        """A graph with ``nodes`` and copies of this one's lists and dicts (arrays shared): what a
+        pass returns when it replaces nodes but never changes one in place."""
         return replace(
             self,
             inputs=list(self.inputs),
             outputs=list(self.outputs),
-            nodes=[replace(n, inputs=list(n.inputs), outputs=list(n.outputs)) for n in self.nodes],
+            nodes=nodes,
             initializers=dict(self.initializers),
             output_types=dict(self.output_types),
             metadata=dict(self.metadata),
         )
 
-    def topologically_sorted(self) -> Graph:
-        """Return a copy whose nodes are in a dependency order (stable w.r.t. file order).
-
-        Raises GraphError naming the nodes on a cycle.
-        """
+    def topological_order(self) -> list[int]:
+        """Node indices in a dependency order, stable w.r.t. file order (the file's own order when
+        it is one, found in one walk). Raises GraphError naming the nodes on a cycle."""
         available = set(self.input_names) | set(self.initializers) | {""}
         producer_index = {out: i for i, n in enumerate(self.nodes) for out in n.outputs if out}
+        in_order = all(
+            producer_index.get(x, -1) < i
+            for i, node in enumerate(self.nodes)
+            for x in node.inputs
+            if x not in available
+        )
+        if in_order:  # what the heap below would return for a sorted graph, without it
+            return list(range(len(self.nodes)))
         waiting_on = [0] * len(self.nodes)
         dependents: dict[int, list[int]] = {}
         for i, node in enumerate(self.nodes):
@@ -161,8 +176,15 @@ class Graph:
         if len(order) != len(self.nodes):
             stuck = [str(self.nodes[i]) for i in range(len(self.nodes)) if waiting_on[i] > 0]
             raise GraphError(f"graph '{self.name}' has a cycle through node(s): {', '.join(stuck)}")
+        return order
+
+    def topologically_sorted(self) -> Graph:
+        """Return a copy whose nodes are in a dependency order (stable w.r.t. file order).
+
+        Raises GraphError naming the nodes on a cycle.
+        """
         result = self.copy()
-        result.nodes = [result.nodes[i] for i in order]
+        result.nodes = [result.nodes[i] for i in self.topological_order()]
         return result
 
     def verify(self, known_ops: Iterable[str] | None = None) -> None:
@@ -202,4 +224,4 @@ class Graph:
                 problems.append(f"graph output '{out}' is not produced by anything")
         if problems:
             raise GraphError(f"graph '{self.name}' is invalid:\n  " + "\n  ".join(problems))
-        self.topologically_sorted()
+        self.topological_order()

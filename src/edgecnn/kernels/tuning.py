@@ -14,7 +14,9 @@ import os
 import stat
 import threading
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -180,6 +182,20 @@ def this_machine_choices(path: Path | None = None) -> dict[str, TunedChoice]:
     return entries
 
 
+_read_once: ContextVar[dict[str, TunedChoice] | None] = ContextVar("edgecnn_tuning_read_once", default=None)
+
+
+@contextmanager
+def choices_read_once() -> Iterator[None]:
+    """Inside the block, this machine's choices are those found when it began: a plan looks the
+    cache file up once, not once per layer."""
+    token = _read_once.set(this_machine_choices())
+    try:
+        yield
+    finally:
+        _read_once.reset(token)
+
+
 def tuned_kernel(
     node: Node,
     input_types: Sequence[TensorType | None],
@@ -188,7 +204,9 @@ def tuned_kernel(
     threads: int,
 ) -> str | None:
     """The kernel `edgecnn tune` measured fastest for this layer on this machine, if any."""
-    choices = this_machine_choices()
+    choices = _read_once.get()
+    if choices is None:
+        choices = this_machine_choices()
     if not choices:  # no tuning on this machine: skip the key (it counts every weight's zeros)
         return None
     choice = choices.get(layer_key(node, input_types, input_values, device_kind, threads))

@@ -258,5 +258,13 @@ def fusable_activation(name: str) -> FusableActivation | None:
     return next((a for a in fusable_activations() if a.name == name), None)
 
 
+_loaded: list[bool] = []  # [True] once edgecnn.ops is imported completely: planning asks per node
+
+
 def _ensure_loaded() -> None:
-    import edgecnn.ops  # noqa: F401  (importing the package registers every family)
+    if _loaded:
+        return
+    import edgecnn.ops  # (importing the package registers every family)
+
+    if hasattr(edgecnn.ops, "__all__"):  # the package's last statement: its import has finished
+        _loaded.append(True)

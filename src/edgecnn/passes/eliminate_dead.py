@@ -7,7 +7,7 @@ from edgecnn.passes.base import PassResult
 
 
 def eliminate_dead(graph: Graph) -> PassResult:
-    result = graph.copy()
+    result = graph.with_nodes(list(graph.nodes))
     needed = set(result.outputs)
     kept = []
     changes = []

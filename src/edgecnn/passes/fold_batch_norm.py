@@ -32,6 +32,8 @@ def _channel_affine(node: Node, graph: Graph, channels: int) -> tuple[np.ndarray
 
 
 def fold_batch_norm(graph: Graph) -> PassResult:
+    if not any(node.op == "BatchNormalization" for node in graph.nodes):
+        return PassResult(graph)  # nothing to fold: no copy (the folder rewrites layers in place)
     result = graph.copy()
     folder = AffineFolder(result)
     changes = []

@@ -149,6 +149,8 @@ def _scale_and_shift(op: str, vector: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 def fold_channel_affine(graph: Graph) -> PassResult:
+    if not any(_affine_of(node, graph) for node in graph.nodes):
+        return PassResult(graph)  # nothing to fold: no copy (the folder rewrites layers in place)
     result = graph.copy()
     folder = AffineFolder(result)
     changes = []

@@ -208,7 +208,7 @@ class QdqFolder:
 
 def fold_qdq(graph: Graph) -> PassResult:
     """Replace each DQ -> Conv/Gemm/MatMul -> Q layer by QLinearConv / Int8Gemm / QLinearMatMul."""
-    result = graph.copy()
+    result = graph.with_nodes(list(graph.nodes))
     folder = QdqFolder(result)
     absorbed: set[int] = set()
     nodes: list[Node] = []

@@ -103,7 +103,7 @@ def _match(
 
 
 def fuse_activation(graph: Graph) -> PassResult:
-    result = graph.copy()
+    result = graph.with_nodes(list(graph.nodes))
     consumers = result.consumers()
     absorbed: set[int] = set()
     changes = []

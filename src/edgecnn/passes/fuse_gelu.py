@@ -91,8 +91,9 @@ class _Matcher:
 
 
 def fuse_gelu(graph: Graph) -> PassResult:
-    result = graph.copy()
+    result = graph.with_nodes(list(graph.nodes))
     matcher = _Matcher(result)
+    position = {id(n): i for i, n in enumerate(result.nodes)}
     replaced: dict[int, Node] = {}  # id of a pattern's last node -> its Gelu
     absorbed: set[int] = set()
     changes = []
@@ -106,7 +107,7 @@ def fuse_gelu(graph: Graph) -> PassResult:
         ids = {id(n) for n in pattern}
         if ids & absorbed:
             continue
-        last = max(pattern, key=result.nodes.index)
+        last = max(pattern, key=lambda n: position[id(n)])
         gelu = Node("Gelu", f"{node.name}_gelu", [x], list(last.outputs), GeluAttrs())
         absorbed |= ids
         replaced[id(last)] = gelu

@@ -114,7 +114,7 @@ def _fused(match: Residual) -> Node:
 
 
 def fuse_residual(graph: Graph) -> PassResult:
-    result = graph.copy()
+    result = graph.with_nodes(list(graph.nodes))
     producers = result.producers()
     consumers = result.consumers()
     adds = [n for n in result.nodes if n.op == "Add" and len(n.inputs) == 2]

@@ -51,10 +51,15 @@ def plan_arena(requests: Sequence[BufferRequest], alignment: int = ALIGNMENT) ->
     one costs its own lifetime's length, not the number placed: a long chain plans in linear time."""
     placed: list[tuple[int, int]] = []  # (offset, end)
     live_at: dict[int, list[int]] = {}  # step -> indices in ``placed`` of the buffers alive then
+    starts_at: dict[int, list[int]] = {}  # step -> indices in ``placed`` of the buffers born then
     offsets: dict[int, int] = {}
     for req in sorted(requests, key=lambda r: (-r.nbytes, r.first, r.key)):
         size = align(max(req.nbytes, 1), alignment)
-        overlapping = {i for step in range(req.first, req.last + 1) for i in live_at.get(step, ())}
+        # an overlapping buffer is alive at req.first or born during req's lifetime: each is met
+        # once, not once per step both live (many branches alive at once made that cubic)
+        overlapping = set(live_at.get(req.first, ()))
+        for step in range(req.first + 1, req.last + 1):
+            overlapping.update(starts_at.get(step, ()))
         busy = sorted(placed[i] for i in overlapping)
         offset = 0
         for start, end in busy:
@@ -64,6 +69,7 @@ def plan_arena(requests: Sequence[BufferRequest], alignment: int = ALIGNMENT) ->
         offsets[req.key] = offset
         for step in range(req.first, req.last + 1):
             live_at.setdefault(step, []).append(len(placed))
+        starts_at.setdefault(req.first, []).append(len(placed))
         placed.append((offset, offset + size))
     size = max((end for _, end in placed), default=0)
     naive = sum(align(max(r.nbytes, 1), alignment) for r in requests)

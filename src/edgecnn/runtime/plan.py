@@ -22,7 +22,7 @@ from edgecnn.ir.graph import Graph, Node, TensorType
 from edgecnn.kernels.registry import KernelChoice, select_kernel
 from edgecnn.limits import using_budget
 from edgecnn.runtime.options import RuntimeOptions
-from edgecnn.runtime.shapes import infer_graph
+from edgecnn.runtime.shapes import InferenceResult, infer_graph
 
 if TYPE_CHECKING:
     from edgecnn.runtime.arena import MemoryPlan
@@ -126,10 +126,19 @@ def _preparing_weights(device: str) -> AbstractContextManager[None]:
     return blas_single_threaded()
 
 
-def build_program(graph: Graph, input_types: Mapping[str, TensorType], options: RuntimeOptions) -> Program:
-    """Infer types (once), fold constants, choose and prepare a kernel per remaining node, number
-    the tensors into slots. ``graph`` must be topologically sorted."""
-    inferred = infer_graph(graph, input_types, fold=True, budget=options.budget)
+def build_program(
+    graph: Graph,
+    input_types: Mapping[str, TensorType],
+    options: RuntimeOptions,
+    inferred: InferenceResult | None = None,
+) -> Program:
+    """Infer types (once; or take ``inferred``, the graph's inference for these input types),
+    fold constants, choose and prepare a kernel per remaining node, number the tensors into
+    slots. ``graph`` must be topologically sorted."""
+    from edgecnn.kernels.tuning import choices_read_once
+
+    if inferred is None:
+        inferred = infer_graph(graph, input_types, fold=True, budget=options.budget)
     slots: dict[str, int] = {}
 
     def slot(name: str) -> int:
@@ -141,7 +150,7 @@ def build_program(graph: Graph, input_types: Mapping[str, TensorType], options: 
         slot(name)
     live_nodes = [n for n in graph.nodes if id(n) not in inferred.folded_nodes]
     raw_steps = []
-    with _preparing_weights(options.device):
+    with _preparing_weights(options.device), choices_read_once():
         for node in live_nodes:
             in_types = [inferred.types.get(x) if x else None for x in node.inputs]
             in_values = [inferred.values.get(x) if x else None for x in node.inputs]
@@ -205,14 +214,16 @@ def build_plan(
     input_types: Mapping[str, TensorType],
     options: RuntimeOptions,
     wanted: Sequence[str] | None = None,
+    inferred: InferenceResult | None = None,
 ) -> Plan:
     """Specialise a topologically sorted graph to concrete input types; ``wanted`` names the
-    tensors a run returns (graph outputs by default; any intermediate tensor may be named).
+    tensors a run returns (graph outputs by default; any intermediate tensor may be named);
+    ``inferred``: the graph's inference for these input types, if the caller has it already.
 
     CPU plans are built under ``preparing_cpu_kernels``, and kernels that size their prepared
     state by the memory budget (``MemoryBudget.default()``) see the options' budget."""
     with preparing_cpu_kernels(options, options.device == "cpu"), using_budget(options.budget):
-        return _build_plan(graph, input_types, options, wanted)
+        return _build_plan(graph, input_types, options, wanted, inferred)
 
 
 def preparing_cpu_kernels(options: RuntimeOptions, cpu: bool) -> AbstractContextManager[None]:
@@ -233,11 +244,12 @@ def _build_plan(
     input_types: Mapping[str, TensorType],
     options: RuntimeOptions,
     wanted: Sequence[str] | None,
+    inferred: InferenceResult | None,
 ) -> Plan:
     from edgecnn.runtime.serial import run_threads
 
     names = tuple(graph.outputs if wanted is None else wanted)
-    program = build_program(graph, input_types, options)
+    program = build_program(graph, input_types, options, inferred)
     unknown = [n for n in names if n not in program.slots and n not in program.constants]
     if unknown:
         from edgecnn.errors import InputError

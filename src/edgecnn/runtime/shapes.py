@@ -141,7 +141,9 @@ def _check_output(node: Node, name: str, t: TensorType, budget: MemoryBudget) ->
     if t.dtype not in _ITEMSIZE:
         raise GraphError(f"node {node}: tensor '{name}' has element type {t.dtype!r}, which is not supported")
     if t.is_concrete:
-        budget.check(type_nbytes(t), f"node {node}: tensor '{name}' ({t})", GraphError)
+        nbytes = type_nbytes(t)
+        if nbytes > budget.limit:  # the message is formatted only for a refusal
+            budget.check(nbytes, f"node {node}: tensor '{name}' ({t})", GraphError)
 
 
 def _worth_folding(node: Node, values: list[np.ndarray | None], out_types: list[TensorType]) -> bool:

@@ -5,6 +5,7 @@ call overhead wins and the reference runs."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -62,7 +63,7 @@ def when_activation(
 ) -> bool:
     if not (single_output(node) and types and is_float32(types[0])):
         return False
-    if int(np.prod(shape_of(types[0]))) < active_cpu_tuning().eltwise_min_size:
+    if math.prod(shape_of(types[0])) < active_cpu_tuning().eltwise_min_size:
         return False
     return _fused_form(node, values) is not None
 
