@@ -112,6 +112,11 @@ class ConvKernel:
         self.out_shape = (setup.batch, setup.out_channels, *setup.out)
         self.pixels = setup.out[0] * setup.out[1]
         self._tiles: dict[int, Any] = {}
+        # per-run scratch of the kernels that copy the input into a zero-padded frame (direct,
+        # direct rows, pixel rows, Winograd); planning counts it with the arena (runtime/memory.py)
+        top, left, bottom, right = setup.pads
+        padded = (setup.height + top + bottom) * (setup.width + left + right)
+        self.workspace = 4 * setup.batch * setup.in_channels * padded
 
     def im2col_taps(self) -> np.ndarray:
         """The layer's im2col tap table where its unfold goes through one (``gathers_columns``:
