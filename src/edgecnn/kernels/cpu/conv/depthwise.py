@@ -4,9 +4,11 @@ waste its work on 1-row matrices, so loop directly, parallel over contiguous run
 Output channel m reads input channel m // multiplier (multiplier = C_out / C_in, 1 for MobileNet).
 Each worker copies its input plane into a zero-bordered buffer of its own (allocated and zeroed
 once per call: the border is the same for every plane), so the loops carry no bounds tests. A 3x3
-filter (the MobileNet/ShuffleNet case) is one pass per output row that sums its nine taps in
-registers and writes each output once; other shapes accumulate tap by tap over whole rows. The
-activation runs over the finished row while it is still in cache.
+filter (the MobileNet/ShuffleNet case) is one pass that sums its nine taps in registers and writes
+each output once; other filters at stride 1, or 2 without dilation (5x5, 7x7), run in bands of
+rows, one pass per filter row (depthwise_bands.py); the rest (stride 3, dilated stride 2)
+accumulate tap by tap over whole rows. The activation (depthwise_epilogue.py) runs over the
+finished pass while it is still in cache.
 
 Over 400 lines on purpose: one compiled kernel (``depthwise_conv_2d``) and the plane layouts
 (padded, phased) and row passes it inlines, which share their buffers' conventions.
