@@ -29,8 +29,8 @@ REV (unpacked beside the video; its compiled kernels are cached on its first run
 rounds, in alternating order: the comparison of a change to detect's threads.
 
 ``--variants nice0,nice10sw,idle`` adds one `detect --json` run per variant of the helper threads:
-``niceN`` lowers them by N (edgecnn.vision.pipeline's HELPER_NICE) with Python's default 5 ms GIL
-switch interval, ``niceNsw`` with the 0.5 ms one (SWITCH_INTERVAL), ``idle`` runs them under Linux's
+``niceN`` lowers them by N (edgecnn.vision.pipeline's HELPER_NICE, whatever the load average) with
+Python's default 5 ms GIL switch interval, ``niceNsw`` with the 0.5 ms one (SWITCH_INTERVAL), ``idle`` runs them under Linux's
 SCHED_IDLE; the child sets the variant before the CLI starts (the package reads no switch for it).
 
 ``--load N`` keeps N busy Python processes running (nice 0, this session, so the same scheduler
@@ -344,6 +344,7 @@ def variant_setup(variant: str) -> str:
     return (
         "import edgecnn.vision.pipeline as pipeline\n"
         f"pipeline.HELPER_NICE = {int(name[4:])}\npipeline.SWITCH_INTERVAL = {interval}\n"
+        "pipeline.QUIET_LOAD = float('inf')\n"  # the variant applies whatever the load
     )
 
 
