@@ -99,6 +99,33 @@ def layer_ab(net: Any, x: np.ndarray, rounds: int) -> list[tuple[str, str, float
     return rows
 
 
+def loop_census(net: Any, feed: dict[str, np.ndarray]) -> str:
+    """Which loop each dot-product convolution takes, and the share of weight pairs (in the u8 x s8
+    packing) whose int16 sum could saturate."""
+    from edgecnn.kernels.cpu.int8.dot_conv import Int8DotConvKernel
+    from edgecnn.kernels.cpu.int8.dot_gemm import tap_weights
+
+    plan = net.plan_for(feed)
+    layers = bytes_layers = pairs = unsafe = 0
+    for step in plan.steps:
+        if step.kernel.name != "int8_dot_conv":
+            continue
+        node = step.node
+        values = [plan.constants.get(i) if i else None for i in node.inputs]
+        kernel = Int8DotConvKernel(node, [plan.types.get(i) if i else None for i in node.inputs], values)
+        w = values[3]
+        assert w is not None
+        matrix = (tap_weights(w, 4) if kernel.in_place else w.reshape(w.shape[0], -1)).astype(np.int32)
+        if matrix.shape[1] % 2:
+            matrix = np.pad(matrix, ((0, 0), (0, 1)))
+        pair = matrix.reshape(matrix.shape[0], -1, 2)
+        over = (np.maximum(pair, 0).sum(axis=2) > 128) | (np.maximum(-pair, 0).sum(axis=2) > 128)
+        layers, bytes_layers = layers + 1, bytes_layers + kernel.bytes_mode
+        pairs, unsafe = pairs + over.size, unsafe + int(over.sum())
+    share = 100 * unsafe / max(pairs, 1)
+    return f"{bytes_layers} of {layers} convolutions on the u8 x s8 loop; {share:.2f}% of weight pairs could saturate"
+
+
 def cpu_interleaved(timers: dict[str, Any], rounds: int) -> dict[str, float]:
     """Median process CPU ms of each timer, one call of each per round (one warm-up call each)."""
     for fn in timers.values():
@@ -173,6 +200,7 @@ def main() -> None:
                     kernels.get(f"{step.node.op}:{step.kernel.name}", 0) + 1
                 )
             print("int8 plan:", ", ".join(f"{k} x{v}" for k, v in sorted(kernels.items())))
+            print("loops:", loop_census(net8, feed))
             y8 = next(iter(net8.run(feed).values()))
             (o8,) = ort8.run(None, feed)
             y32 = next(iter(net32.run(feed).values()))
