@@ -13,6 +13,7 @@ after its last reader; the same MemoryPlan describes that run, with every step o
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 from collections.abc import Callable
@@ -251,12 +252,12 @@ class MemoryPlan:
         reader, as its lifetime says)."""
         size = {r: self.tensors[r].nbytes for r in self.buffers.kind if r in self.tensors}
         external = sum(size.get(r, 0) for r in self.buffers.roots_of_kind("external"))
-        live = [0] * (len(self.program.steps) + 1)
+        change = [0] * (len(self.program.steps) + 2)  # bytes born minus bytes dropped, per step
         for r in self.buffers.roots_of_kind("opaque"):
             first, last = self.buffers.lifetime[r]
-            for index in range(first, last + 1):
-                live[index] += size.get(r, 0)
-        return external + max(live)
+            change[first] += size.get(r, 0)
+            change[last + 1] -= size.get(r, 0)
+        return external + max(itertools.accumulate(change[:-1]))
 
     def acquire(self) -> Arena:
         with self._lock:
