@@ -64,3 +64,10 @@ def test_input_of_a_thousand_dimensions(tmp_path: Path) -> None:
     prototxt = write(tmp_path, 'input: "data"\ninput_shape { ' + "dim: 7 " * 1000 + "}\n")
     with pytest.raises(ModelFormatError, match="input 'data' has an invalid shape"):
         load_caffe(prototxt, random_seed=0)
+
+
+def test_an_input_with_an_empty_name(tmp_path: Path) -> None:
+    """An unused input named "" loaded, and planning raised KeyError '' (the ONNX fuzz finding)."""
+    prototxt = write(tmp_path, HEAD + 'input: ""\ninput_shape { dim: 1 dim: 1 dim: 2 dim: 2 }\n')
+    with pytest.raises(ModelFormatError, match="input 1 has an empty name"):
+        load_caffe(prototxt, random_seed=0)

@@ -350,7 +350,9 @@ def build_graph(net: Any, weights: WeightSource, source: str, tally: Tally | Non
         raise UnsupportedOperatorError(unsupported, source)
     builder = GraphBuilder(source, weights, tally)
     specs = []
-    for name, shape in declared_inputs(net, layers, source):
+    for index, (name, shape) in enumerate(declared_inputs(net, layers, source)):
+        if not name:
+            raise ModelFormatError(f"{source}: input {index} has an empty name")
         spec = TensorSpec(name, "float32", (BATCH, *shape[1:]))
         check_image_size(tally.budget, f"{source}: input '{excerpt(name)}'", spec.type)
         builder.declare(name, spec.type)

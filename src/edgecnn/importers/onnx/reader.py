@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,9 +90,19 @@ def check_operators(nodes: Iterable[tuple[str, str, str]], source: str) -> None:
         raise UnsupportedOperatorError(unsupported, source=source)
 
 
+def check_graph_names(inputs: Sequence[str], outputs: Sequence[str], source: str) -> None:
+    """ModelFormatError for a graph input or output named "": in ONNX "" marks an omitted optional
+    input of a node, never a tensor of the graph."""
+    for kind, names in (("input", inputs), ("output", outputs)):
+        for index, name in enumerate(names):
+            if not name:
+                raise ModelFormatError(f"{source}: graph {kind} {index} has an empty name")
+
+
 def graph_from_wire_model(model: WireModel, source: str) -> Graph:
     """A Graph from a directly decoded file (wire.py): the same steps as OnnxGraphBuilder.build."""
     check_operators(((n.domain, n.op_type, n.name) for n in model.nodes), source)
+    check_graph_names([name for name, _ in model.inputs], [name for name, _ in model.outputs], source)
     opset = default_opset(model.opset_import)
     warn_untested_opset(opset, source)
     initializers = dict(model.initializers)
@@ -272,6 +282,7 @@ class OnnxGraphBuilder:
         for sparse in g.sparse_initializer:
             name = sparse.values.name
             initializers[name] = _densify(sparse, f"{self.source}: sparse initializer '{name}'")
+        check_graph_names([i.name for i in g.input], [o.name for o in g.output], self.source)
         inputs = []
         for info in g.input:
             if info.name in initializers:
