@@ -7,9 +7,10 @@ the queue's bound keeps memory flat when inference is the slower side.
 Where inference already uses every core of an otherwise idle machine, each helper thread (this
 reader, `edgecnn detect`'s output thread) lowers its own priority by :data:`HELPER_NICE`: it then
 runs mostly where a core is idle (inference's serial layers and barriers) instead of pre-empting
-one of the kernels' workers, which would stall that whole parallel layer. While the helpers run, :func:`inference_first` also
-shortens Python's switch interval, so that inference's thread gets the GIL back promptly between
-layers from a helper running Python code."""
+one of the kernels' workers, which would stall that whole parallel layer (decided once, as each
+helper starts). While the helpers run, :func:`inference_first` also shortens Python's switch
+interval, so that inference's thread gets the GIL back promptly between layers from a helper
+running Python code."""
 
 from __future__ import annotations
 
