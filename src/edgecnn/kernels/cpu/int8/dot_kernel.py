@@ -28,8 +28,8 @@ Two depth loops, chosen per call site (two intrinsics):
 
 Where numba compiles for a CPU with AVX-VNNI or AVX-512 VNNI (``VNNI``), the u8 x s8 loop is
 `vpdpbusd` instead: four u8 x s8 products summed into int32 in one instruction, exact for any
-weights, so every layer takes it. That path is written but has not yet run: none of the machines
-this was developed on has VNNI (its tests run wherever one does).
+weights, so every layer takes it. That path compiles for VNNI targets but has not yet run on one
+(its tests run wherever numba targets VNNI).
 
 Numba must compile for AVX2 (``available()``): these intrinsics have no other lowering.
 """
