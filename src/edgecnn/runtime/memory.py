@@ -14,6 +14,7 @@ import numpy as np
 from edgecnn.ir.graph import TensorType
 from edgecnn.limits import format_bytes
 from edgecnn.ops.registry import find_op
+from edgecnn.ops.traits import reference_adapter
 
 if TYPE_CHECKING:
     from edgecnn.runtime.plan import Plan, Program, Step
@@ -108,7 +109,8 @@ def step_workspace(step: Step, types: Mapping[str, TensorType]) -> int:
     """Bytes ``step`` allocates while it runs beyond its inputs and outputs: for the reference
     kernel, its op's ``workspace`` trait, else REFERENCE_WORKSPACE times its operands; for other
     kernels, their ``workspace`` attribute if they declare one (compiled kernels work in bounded
-    per-thread scratch)."""
+    per-thread scratch). A reference with a write-into form (``reference_into``) computes in its
+    output and allocates at most per-row reductions, so its largest output bounds it."""
     node = step.node
     in_types = [types.get(x) if x else None for x in node.inputs]
     out_types = [types.get(x) if x else None for x in node.outputs]
@@ -117,6 +119,8 @@ def step_workspace(step: Step, types: Mapping[str, TensorType]) -> int:
     definition = find_op(node.op)
     if definition is not None and definition.workspace is not None:
         return definition.workspace(node.attrs, in_types, out_types)
+    if reference_adapter(node, in_types, out_types) is not None:
+        return max((_nbytes(t) for t in out_types), default=0)
     return REFERENCE_WORKSPACE * sum(_nbytes(t) for t in (*in_types, *out_types))
 
 
