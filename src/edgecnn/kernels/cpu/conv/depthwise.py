@@ -12,6 +12,10 @@ finished pass while it is still in cache.
 
 Over 400 lines on purpose: one compiled kernel (``depthwise_conv_2d``) and the plane layouts
 (padded, phased) and row passes it inlines, which share their buffers' conventions.
+
+numba keys its on-disk cache of ``depthwise_conv_2d`` on this file's contents only: the helpers it
+inlines from depthwise_bands.py and depthwise_epilogue.py are not part of the key, so a change
+there is compiled in only once this file changes too (or numba's cache files are removed).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ import numba
 import numpy as np
 
 from edgecnn.kernels.cpu.conv.depthwise_epilogue import activate_in_place
+from edgecnn.kernels.cpu.gemm.microkernel import LANES
 
 L1_FALLBACK_BYTES = 32 << 10
 """L1 data cache assumed where the OS does not say (the usual size of x86 and Arm cores)."""
@@ -36,6 +37,11 @@ def l1_data_bytes() -> int:
 BAND_FLOATS = l1_data_bytes() // 16
 """Output positions per band: a quarter of L1 in floats, so that a band and the input rows it reads
 stay in L1 while every filter row passes over it."""
+
+
+WIDE_ROW = 4 * LANES
+"""Outputs per row from which finish_rows activates row by row: four vectors, so that the scalar
+remainder is a small share of each row."""
 
 
 @numba.njit(inline="always", cache=True)
@@ -202,13 +208,18 @@ def finish_rows(
     low: float,
     high: float,
 ) -> None:
-    """out[at + oy * out_w + ox] = act(work[oy * pitch + ox]): the activation over the whole pass
-    (one vector loop, where rows as narrow as 7 or 14 outputs would each run mostly in its scalar
-    remainder), then each row's outputs copied, the extra positions dropped."""
-    activate_in_place(work, np.uint64(0), count, kind, alpha, low, high)
+    """out[at + oy * out_w + ox] = act(work[oy * pitch + ox]), the extra positions dropped. Rows of
+    WIDE_ROW outputs or more: each row activated in place and copied while it is in L1. Narrower
+    rows (7 or 14 outputs) would each run mostly in the vector loop's scalar remainder: the
+    activation runs over the whole pass at once instead, then the rows are copied."""
     width = np.uint64(out_w)
+    whole = out_w < WIDE_ROW
+    if whole:
+        activate_in_place(work, np.uint64(0), count, kind, alpha, low, high)
     for oy in range(np.uint64(out_h)):
         source = oy * pitch
+        if not whole:
+            activate_in_place(work, source, width, kind, alpha, low, high)
         target = at + oy * width
         for i in range(width):
             out[target + i] = work[source + i]
