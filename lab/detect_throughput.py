@@ -28,13 +28,16 @@ With ``--before REV`` the two detect measurements are also made with the package
 REV (unpacked beside the video; its compiled kernels are cached on its first run), in the same
 rounds, in alternating order: the comparison of a change to detect's threads.
 
-``--variants nice0,nice10sw,idle`` adds one `detect --json` run per variant of the helper threads:
-``niceN`` lowers them by N (edgecnn.vision.pipeline's HELPER_NICE, whatever the load average) with
-Python's default 5 ms GIL switch interval, ``niceNsw`` with the 0.5 ms one (SWITCH_INTERVAL), ``idle`` runs them under Linux's
-SCHED_IDLE; the child sets the variant before the CLI starts (the package reads no switch for it).
+``--variants nice0,nice10sw,idle`` adds one `detect --json` run per variant of the helper threads
+(the frame reader and the output thread, which the package runs at normal priority): ``niceN``
+raises their nice value by N, whatever the load average, with Python's default 5 ms GIL switch
+interval, ``niceNsw`` with a 0.5 ms one, ``idle`` runs them under Linux's SCHED_IDLE. The child
+applies the variant itself before the CLI starts (each helper thread, recognised by its name, sets
+its own priority as it starts; the package has no switch for it). Neither setting is in the package:
+on a quiet machine they did not make detect faster (lab/notes/2026-11-28-detect-overlap.md).
 
 ``--load N`` keeps N busy Python processes running (nice 0, this session, so the same scheduler
-group as detect's threads): how the helpers' lowered priority fares when the cores are contended.
+group as detect's threads): how detect fares when the cores are contended.
 
 With ``--breakdown`` it first times each stage of one frame alone, in this process, one after
 another (nothing overlapped): decoding, letterboxing, inference (wall and CPU time of all threads),
@@ -320,32 +323,44 @@ def cost_lines(costs: dict[str, tuple[float, float]], threads: int) -> list[str]
     return lines
 
 
-IDLE = """
-import os
-import edgecnn.vision.pipeline as pipeline
+HELPERS = ("edgecnn-frame-reader", "edgecnn-outputs")
+"""Name prefixes of detect's helper threads (edgecnn.vision.pipeline's reader, detect's output pool)."""
 
-def yield_to_inference(threads):
-    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+VARIANT = """
+import os, sys, threading
 
-pipeline.yield_to_inference = yield_to_inference
+def lower(): {lower}
+
+sys.setswitchinterval({interval})
+run = threading.Thread.run
+
+def helper_run(self):
+    if self.name.startswith({helpers!r}):
+        lower()
+    run(self)
+
+threading.Thread.run = helper_run
 """
 
 
 def variant_setup(variant: str) -> str:
     """The code a detect child runs before the CLI for a helper variant: ``niceN`` (the helpers'
-    nice increment, Python's default 5 ms switch interval), ``niceNsw`` (with the 0.5 ms one) or
-    ``idle`` (the helpers under SCHED_IDLE)."""
+    nice raised by N, Python's default 5 ms switch interval), ``niceNsw`` (with a 0.5 ms one) or
+    ``idle`` (the helpers under SCHED_IDLE). Each helper thread changes only itself (Linux's nice
+    and scheduling policy are per thread)."""
     if variant == "idle":
-        return IDLE
-    name = variant.removesuffix("sw")
-    if not name.startswith("nice") or not name[4:].isdigit():
-        raise SystemExit(f"unknown variant {variant!r}: niceN, niceNsw or idle")
-    interval = 0.0005 if variant.endswith("sw") else 0.005
-    return (
-        "import edgecnn.vision.pipeline as pipeline\n"
-        f"pipeline.HELPER_NICE = {int(name[4:])}\npipeline.SWITCH_INTERVAL = {interval}\n"
-        "pipeline.QUIET_LOAD = float('inf')\n"  # the variant applies whatever the load
-    )
+        lower, interval = "os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))", 0.005
+    else:
+        name = variant.removesuffix("sw")
+        if not name.startswith("nice") or not name[4:].isdigit():
+            raise SystemExit(f"unknown variant {variant!r}: niceN, niceNsw or idle")
+        interval = 0.0005 if variant.endswith("sw") else 0.005
+        tid = "threading.get_native_id()"
+        lower = (
+            f"os.setpriority(os.PRIO_PROCESS, {tid}, "
+            f"min(19, os.getpriority(os.PRIO_PROCESS, {tid}) + {int(name[4:])}))"
+        )
+    return VARIANT.format(lower=lower, interval=interval, helpers=HELPERS)
 
 
 def variant_launcher(variant: str) -> list[str]:

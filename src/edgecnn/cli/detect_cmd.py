@@ -23,7 +23,7 @@ from edgecnn.errors import InputError
 from edgecnn.vision.detector import Detection, Detector, Inferred
 from edgecnn.vision.draw import draw_detections
 from edgecnn.vision.faces import DEFAULT_SCALES
-from edgecnn.vision.pipeline import inference_first, prepared_frames, yield_to_inference
+from edgecnn.vision.pipeline import prepared_frames
 from edgecnn.vision.preprocess import parse_floats
 from edgecnn.vision.sources import STDIN, Frame, FrameError, expand, is_video, open_sources, video_frame_count
 
@@ -106,12 +106,7 @@ class FrameOutputs:
         self.detector = detector
         self.as_json = as_json
         self.writer = AnnotatedWriter(save) if save is not None else None
-        self._pool = ThreadPoolExecutor(
-            max_workers=1,
-            thread_name_prefix="edgecnn-outputs",
-            initializer=yield_to_inference,
-            initargs=(detector.threads,),
-        )
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="edgecnn-outputs")
         self._pending: deque[Future[None]] = deque()
 
     def submit(self, frame: Frame, inferred: Inferred) -> None:
@@ -276,7 +271,7 @@ def command(
         disable=(total := total_frames(sources, camera)) is not None and total < 2,
     )
     interrupted = False
-    with Interruption() as interruption, inference_first():
+    with Interruption() as interruption:
         try:
             with progress:
                 task = progress.add_task("detecting", total=total, rate=0.0)

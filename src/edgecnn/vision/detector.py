@@ -158,12 +158,6 @@ class Detector(abc.ABC):
     description: str
     score_threshold: float
     iou_threshold: float
-    net: Model
-
-    @property
-    def threads(self) -> int:
-        """Threads the network runs on (its RuntimeOptions')."""
-        return self.net.options.threads
 
     @classmethod
     def load(
