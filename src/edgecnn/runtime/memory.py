@@ -97,8 +97,7 @@ def lifetimes(
 
 REFERENCE_WORKSPACE = 6
 """What a reference kernel whose op declares no ``workspace`` trait may allocate beyond its
-operands, in multiples of their bytes (numpy temporaries: up to 4.75x measured for the ops without
-a trait, lab/fuzz/reference_workspace.py, with a margin)."""
+operands, in multiples of their bytes: the largest numpy temporaries of those ops, with a margin."""
 
 
 def _nbytes(t: TensorType | None) -> int:
