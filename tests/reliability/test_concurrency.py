@@ -33,7 +33,7 @@ from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs
 from edgecnn.ops.quant import Int8ConvAttrs, Int8GemmAttrs, QuantizeAttrs
 from edgecnn.ops.registry import NoAttrs
 from edgecnn.ops.resize import ResizeAttrs
-from edgecnn.ops.shape import ConcatAttrs, SplitAttrs
+from edgecnn.ops.shape import ConcatAttrs, SplitAttrs, TransposeAttrs
 from kernels.support import fast_run
 
 THREADS = 8
@@ -125,6 +125,12 @@ CASES: list[Case] = [
         (1, 2, 3, 4, 5, 6, 7, 8),
     ),
     case("QuantizeLinear", QuantizeAttrs(), [floats(4, 333), np.float32(0.02), np.int8(-3)], (1, 2)),
+    case(
+        "DequantizeLinear",
+        QuantizeAttrs(),
+        [rng.integers(0, 256, (4, 333)).astype(np.uint8), np.float32(0.02), np.uint8(131)],
+        (1, 2),
+    ),
     case("LRN", LRNAttrs(size=5, alpha=1e-4, beta=0.75, bias=1.0), [floats(1, 12, 9, 9)], ()),
     case(
         "MaxPool",
@@ -144,6 +150,8 @@ CASES: list[Case] = [
     case("Resize", NEAREST, [floats(1, 3, 5, 7), None, np.array([1, 1, 2, 2], np.float32)], (2,)),
     case("Concat", ConcatAttrs(axis=1), [floats(2, 3, 5, 7), floats(2, 4, 5, 7)], ()),
     case("Split", SplitAttrs(axis=1, num_outputs=2), [floats(2, 6, 5, 5)], (), outputs=2),
+    case("Transpose", TransposeAttrs(perm=(0, 2, 3, 1)), [floats(2, 19, 13, 11)], ()),
+    case("Transpose", TransposeAttrs(perm=(0, 2, 1, 3, 4)), [floats(1, 2, 12, 5, 7)], ()),
 ]
 
 
