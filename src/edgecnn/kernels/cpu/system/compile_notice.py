@@ -1,7 +1,7 @@
 """A notice on stderr when edgecnn's CPU kernels are being compiled.
 
 Why: the first inference after installing or upgrading edgecnn compiles the kernels a model needs,
-which takes a minute or two on a small CPU (docs/startup.md, the cold row). Later processes load
+which takes a few minutes on a small CPU (docs/startup.md, the cold row). Later processes load
 them from numba's on-disk cache in about a second. Without a word, that first run looks like a
 hang. numba announces every compilation it cannot serve from its cache (its ``numba:compile``
 event), so the first one of an edgecnn function logs one warning on the ``edgecnn`` logger. Python
@@ -20,7 +20,7 @@ LOG = logging.getLogger("edgecnn")
 
 MESSAGE = (
     "compiling edgecnn's CPU kernels for this machine: the first run after installing or upgrading "
-    "edgecnn takes a minute or two; the compiled code is cached on disk, so later processes start "
+    "edgecnn takes a few minutes; the compiled code is cached on disk, so later processes start "
     "in about a second"
 )
 
