@@ -162,8 +162,7 @@ def im2col_rows(
 
     Indices are cast to unsigned once they are known to be inside the arrays (every range below
     starts where its index is >= 0): numba then drops its negative-index wraparound and the copies
-    vectorise, with no slice made per segment. Narrow rows (LeNet's, SimpleCNN's) ran 2-3x slower
-    with a view per segment. The output rows that [p0, p1) covers whole (all but at most the first
+    vectorise, with no slice made per segment (a view per segment costs most on narrow rows). The output rows that [p0, p1) covers whole (all but at most the first
     and the last) take a shorter loop: their valid input rows and columns are found once per
     matrix row, not per segment; on strided layers, whose segments are 7-28 floats, that cut the
     copy by about a third (ResNet's 3x3/2 layers)."""
@@ -230,8 +229,7 @@ def im2col_rows(
 GATHER_MAX_WIDTH = 16
 """Output rows at most this wide are unfolded through a tap table (``tap_table``, ``gather_rows``)
 rather than segment by segment: a segment is then one output row, and finding its valid columns
-costs more than copying it: faster on 3x3/2 layers with 7x7 to 15x15 outputs and small 5x5 layers,
-slower on 28-wide outputs (lab/notes/)."""
+costs more than copying it; on wider rows the segments win."""
 
 
 def gathers_columns(width: int, strides: tuple[int, int], out: tuple[int, int]) -> bool:

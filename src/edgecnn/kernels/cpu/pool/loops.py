@@ -41,7 +41,7 @@ from edgecnn.kernels.cpu.system.twins import parallel_and_serial
 PHASED_MIN_WIDTH = 40
 """Narrowest input that 3x3 windows at stride 2 pool row by row through even and odd columns
 (_pool_3x3_s2_rows); narrower planes cost more per row than per column there, and take the
-separable loops, which run over chunks of planes (lab/notes/)."""
+separable loops, which run over chunks of planes."""
 
 SCRATCH_FLOATS = 16384
 """Scratch per worker (64 KiB): small planes are processed this many floats of row reductions at
@@ -508,7 +508,7 @@ def _finish(
     """dest = act(pooled), sums divided by their tap counts first, from the first OW of every
     pooled row (one flat loop per plane where rows are OW long). From a separate buffer on
     purpose: in place, LLVM turns ReLU's select into a masked store (keep the value where it is
-    positive), which AMD Zen runs about 6x slower than a plain vector store."""
+    positive), which some CPUs run far slower than a plain vector store."""
     out_h = divisor.shape[0] // out_w
     if row_w == out_w:
         length, segments, per_plane, pitch = out_h * out_w, rows // out_h, 1, out_h * out_w
@@ -671,7 +671,7 @@ def global_pool(
     """Mean (accumulated in float64) or max (NaN-propagating) of every plane.
 
     fastmath's "reassoc" lets LLVM split each sum over vector lanes: in order, every add waited for
-    the previous one (about half the time; lab/notes/). No flag assumes away NaN or inf, so max still propagates NaN."""
+    the previous one. No flag assumes away NaN or inf, so max still propagates NaN."""
     count, size = planes.shape
     for p in numba.prange(count):
         row = planes[p]
