@@ -162,10 +162,10 @@ def im2col_rows(
 
     Indices are cast to unsigned once they are known to be inside the arrays (every range below
     starts where its index is >= 0): numba then drops its negative-index wraparound and the copies
-    vectorise, with no slice made per segment (a view per segment costs most on narrow rows). The output rows that [p0, p1) covers whole (all but at most the first
-    and the last) take a shorter loop: their valid input rows and columns are found once per
-    matrix row, not per segment; on strided layers, whose segments are 7-28 floats, that cut the
-    copy by about a third (ResNet's 3x3/2 layers)."""
+    vectorise, with no slice made per segment (a view per segment costs most on narrow rows). The
+    output rows that [p0, p1) covers whole (all but at most the first and the last) take a shorter
+    loop: their valid input rows and columns are found once per matrix row, not per segment, which
+    matters on strided layers, whose segments are short."""
     channels, height, width = image.shape
     if stride_h == 1 and stride_w == 1 and out_w == width:
         shifted_rows(
