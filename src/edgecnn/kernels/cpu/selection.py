@@ -64,12 +64,17 @@ FAMILIES: dict[str, Family] = {
         ("QLinearConv", "Int8Conv"),
         (
             ("int8_dot_conv", "int8.dot_conv"),  # one group, AVX2: the dot-product micro-kernel
+            ("int8_depthwise", "int8.depthwise"),  # one filter per channel: the direct loop
             ("int8_im2col_gemm", "int8.steps"),  # everything else: im2col + widening int8 GEMM
         ),
     ),
     "int8_dense": Family(("QLinearMatMul", "Int8Gemm"), (("int8_dense", "int8.steps"),)),
     "quantize": Family(("QuantizeLinear",), (("quantize_int8", "int8.steps"),)),
     "dequantize": Family(("DequantizeLinear",), (("dequantize_int8", "int8.steps"),)),
+    "int8_add": Family(("QLinearAdd",), (("int8_add", "int8.eltwise"),)),  # same-shape inputs
+    "int8_concat": Family(("QLinearConcat",), (("int8_concat", "int8.eltwise"),)),
+    "int8_max_pool": Family(("MaxPool",), (("int8_max_pool", "int8.pool"),)),  # 8-bit data; floats: pool
+    "int8_global_pool": Family(("QLinearGlobalAveragePool",), (("int8_global_average_pool", "int8.pool"),)),
     "lrn": Family(("LRN",), (("lrn", "lrn"),)),
     "softmax": Family(("Softmax",), (("softmax", "softmax"),)),
     "binary": Family(("Add", "Sub", "Mul", "Div"), (("binary", "binary"),)),  # broadcast arithmetic

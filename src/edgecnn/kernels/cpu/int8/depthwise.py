@@ -1,0 +1,247 @@
+"""Direct int8 depthwise convolution (QLinearConv / Int8Conv with one filter per channel).
+
+The im2col + GEMM path spends a GEMM call on every 1-row matrix of a depthwise layer; this loops
+directly instead, parallel over (image, channel, band of output rows). Each task copies the rows
+its band reads into a buffer of its own with the input zero point subtracted (so padding is 0 and
+the bias needs no zero-point correction), the columns dealt into stride phases so that every tap
+of an output row is one contiguous run. A 3x3 filter sums its nine taps in registers and runs the
+requantising epilogue (bias, per-channel multiplier, activation, rounding, output zero point,
+saturation) in the same loop; other filters accumulate tap by tap into an int32 row first.
+
+Products (x - zx) * w are exact in int16 (|x - zx| <= 255, |w| <= 128); they are widened to int32
+before the multiply, which LLVM emits as vpmaddwd (its operands are sign-extended 16-bit values).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numba
+import numpy as np
+
+from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu.gemm.epilogue import activate
+from edgecnn.kernels.cpu.int8.loops import requantized
+from edgecnn.kernels.cpu.int8.steps import Int8ConvKernel, W, byte_scratch, when_conv
+from edgecnn.kernels.cpu.selection import register
+from edgecnn.kernels.cpu.system.threads import call, max_threads
+from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning
+from edgecnn.kernels.registry import StepFn
+
+BAND_BYTES = 16384
+"""Most bytes of one task's row buffer (a band of rows stays in the L1 cache while its taps run)."""
+
+TASKS_PER_THREAD = 4
+"""Bands per thread an image's planes are cut into at least, so the threads share the work evenly."""
+
+
+@numba.njit(inline="always", cache=True)
+def tap_start(offset: int, stride: int, phase_w: int) -> int:
+    """Where padded column ``offset`` (a tap's, for output column 0) sits in a phased row."""
+    return offset % stride * phase_w + offset // stride
+
+
+@numba.njit(inline="always", cache=True)
+def fill_band(
+    plane: np.ndarray,  # (H, W) 8-bit
+    first_row: int,  # input row of the buffer's row 0 (may be negative: padding)
+    pad_left: int,
+    stride_w: int,
+    x_zero_point: int,
+    band: np.ndarray,  # (rows, stride_w * phase_w) int16, written
+) -> None:
+    """band[r, phase(X)] = plane[first_row + r, X - pad_left] - x_zero_point for padded column X,
+    0 outside the plane; column X goes to X % stride_w * phase_w + X // stride_w."""
+    height, width = plane.shape
+    rows, span = band.shape
+    phase_w = span // stride_w
+    x0 = max(0, -pad_left)
+    x1 = min(width, span - pad_left)
+    zp = np.int16(x_zero_point)
+    for r in range(rows):
+        dest = band[r]
+        dest[:] = 0
+        iy = first_row + r
+        if iy < 0 or iy >= height or x1 <= x0:
+            continue
+        source = plane[iy]
+        if stride_w == 1:
+            line = source[x0:x1]
+            target = dest[x0 + pad_left :]
+            for i in range(x1 - x0):
+                target[i] = np.int16(line[i]) - zp
+        else:
+            for ix in range(x0, x1):
+                column = ix + pad_left
+                dest[column % stride_w * phase_w + column // stride_w] = np.int16(source[ix]) - zp
+
+
+@numba.njit(inline="always", cache=True)
+def store(
+    total: np.int32,
+    multiplier: np.float32,
+    y_scale: float,
+    zero_point: int,
+    lo: int,
+    hi: int,
+    float_output: bool,
+    kind: int,
+    act: tuple,
+) -> float:
+    """One int32 sum (bias included) -> the output value: requantised, or float32 when the layer
+    has no output scale."""
+    if float_output:
+        return activate(np.float32(np.float32(total) * multiplier), kind, act[0], act[1], act[2])
+    return requantized(total, multiplier, y_scale, zero_point, lo, hi, kind, act)
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def depthwise_int8(
+    x: np.ndarray,  # (N, C, H, W) 8-bit
+    taps: np.ndarray,  # (C, KH * KW) int16
+    bias: np.ndarray,  # (C,) int32, no zero-point correction
+    multiplier: np.ndarray,  # (C,) float32
+    kernel_h: int,
+    kernel_w: int,
+    stride_h: int,
+    stride_w: int,
+    pad_top: int,
+    pad_left: int,
+    dilation_h: int,
+    dilation_w: int,
+    x_zero_point: int,
+    y_scale: float,
+    zero_point: int,
+    lo: int,
+    hi: int,
+    float_output: bool,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    band_rows: int,
+    out: np.ndarray,  # (N, C, OH, OW): 8-bit, or float32 if float_output
+) -> None:
+    """Each task: one band of output rows of one channel of one image (see the module's doc)."""
+    batch, channels = x.shape[0], x.shape[1]
+    out_h, out_w = out.shape[2], out.shape[3]
+    bands = (out_h + band_rows - 1) // band_rows
+    phase_w = out_w + ((kernel_w - 1) * dilation_w) // stride_w
+    span = stride_w * phase_w
+    act = (alpha, low, high)
+    for task in numba.prange(batch * channels * bands):
+        n = task // (channels * bands)
+        c = (task // bands) % channels
+        oy0 = (task % bands) * band_rows
+        oy1 = min(out_h, oy0 + band_rows)
+        rows = (oy1 - oy0 - 1) * stride_h + (kernel_h - 1) * dilation_h + 1
+        band = np.empty((rows, span), dtype=np.int16)
+        fill_band(x[n, c], oy0 * stride_h - pad_top, pad_left, stride_w, x_zero_point, band)
+        w = taps[c]
+        b = bias[c]
+        m = multiplier[c]
+        target = out[n, c]
+        if kernel_h == 3 and kernel_w == 3:
+            w0, w1, w2 = np.int32(w[0]), np.int32(w[1]), np.int32(w[2])
+            w3, w4, w5 = np.int32(w[3]), np.int32(w[4]), np.int32(w[5])
+            w6, w7, w8 = np.int32(w[6]), np.int32(w[7]), np.int32(w[8])
+            s0 = tap_start(0, stride_w, phase_w)
+            s1 = tap_start(dilation_w, stride_w, phase_w)
+            s2 = tap_start(2 * dilation_w, stride_w, phase_w)
+            for oy in range(oy0, oy1):
+                top = (oy - oy0) * stride_h
+                r0, r1, r2 = band[top], band[top + dilation_h], band[top + 2 * dilation_h]
+                a0, a1, a2 = r0[s0:], r0[s1:], r0[s2:]
+                b0, b1, b2 = r1[s0:], r1[s1:], r1[s2:]
+                c0, c1, c2 = r2[s0:], r2[s1:], r2[s2:]
+                row = target[oy]
+                for p in range(out_w):
+                    total = (
+                        np.int32(a0[p]) * w0 + np.int32(a1[p]) * w1 + np.int32(a2[p]) * w2
+                        + np.int32(b0[p]) * w3 + np.int32(b1[p]) * w4 + np.int32(b2[p]) * w5
+                        + np.int32(c0[p]) * w6 + np.int32(c1[p]) * w7 + np.int32(c2[p]) * w8
+                        + b
+                    )  # fmt: skip
+                    row[p] = store(total, m, y_scale, zero_point, lo, hi, float_output, kind, act)
+        else:
+            acc = np.empty(out_w, dtype=np.int32)
+            for oy in range(oy0, oy1):
+                acc[:] = b
+                top = (oy - oy0) * stride_h
+                for ki in range(kernel_h):
+                    line = band[top + ki * dilation_h]
+                    for kj in range(kernel_w):
+                        weight = np.int32(w[ki * kernel_w + kj])
+                        segment = line[tap_start(kj * dilation_w, stride_w, phase_w) :]
+                        for p in range(out_w):
+                            acc[p] += np.int32(segment[p]) * weight
+                row = target[oy]
+                for p in range(out_w):
+                    row[p] = store(acc[p], m, y_scale, zero_point, lo, hi, float_output, kind, act)
+
+
+class Int8DepthwiseKernel(Int8ConvKernel):
+    """Int8ConvKernel's layer with one filter per channel, run by ``depthwise_int8``: the weights
+    as int16 taps per channel, the bias without the zero-point correction (the buffers hold
+    x - zx)."""
+
+    def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
+        super().__init__(node, types, values)
+        w = values[W]
+        assert w is not None
+        channels = w.shape[0]
+        self.taps = np.ascontiguousarray(w.reshape(channels, -1), dtype=np.int16)
+        sums = self.taps.astype(np.int64).sum(axis=1)
+        self.bias = np.ascontiguousarray(self.bias.astype(np.int64) + self.x_zp * sums, dtype=np.int32)
+        kh, kw, sh, sw, _, _, dh, dw = self.geometry
+        out_h, out_w = self.out_hw
+        span = sw * (out_w + ((kw - 1) * dw) // sw)
+        threads = max(1, max_threads())
+        fit = max(1, (BAND_BYTES // (2 * span) - (kh - 1) * dh - 1) // sh + 1)
+        planes = self.out_shape[0] * channels
+        bands = -(-threads * TASKS_PER_THREAD // planes)
+        self.band_rows = max(1, min(out_h, fit, -(-out_h // bands)))
+        macs = self.out_shape[0] * channels * out_h * out_w * kh * kw
+        self.small = macs < active_cpu_tuning().conv_gemm_grain
+
+    def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
+        """Writes into ``out`` (C-contiguous, the planned shape and type); float input is quantised
+        into scratch first."""
+        q = self.quantized_input(x, byte_scratch(self.input_bytes(x)))
+        call(
+            depthwise_int8,
+            self.small,
+            q,
+            self.taps,
+            self.bias,
+            self.multiplier,
+            *self.geometry,
+            self.x_zp,
+            *self.epilogue_args(),
+            self.band_rows,
+            out,
+        )
+
+
+def when_depthwise(
+    node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
+) -> bool:
+    """One filter per channel (group == input channels == output channels)."""
+    if not when_conv(node, types, values):
+        return False
+    w = values[W]
+    x = types[0]
+    assert w is not None and x is not None and x.shape is not None
+    group = node.attrs.group
+    return group > 1 and w.shape[1] == 1 and w.shape[0] == group and x.shape[1] == group
+
+
+def int8_depthwise(
+    node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
+) -> StepFn:
+    return Int8DepthwiseKernel(node, types, values)
+
+
+register("int8_depthwise", int8_depthwise, when=when_depthwise)
+
+__all__ = ["Int8DepthwiseKernel"]
