@@ -83,10 +83,12 @@ def test_weights_are_symmetric_per_output_channel() -> None:
 def test_activation_grid_holds_zero_exactly_and_covers_the_range(low: float, high: float) -> None:
     q = activation_params(Range(low, high))
     assert q.scale > 0
-    assert -128 <= int(q.zero_point) <= 127
+    assert isinstance(q.zero_point, np.uint8)
     lo, hi = min(low, 0.0), max(high, 0.0)
-    assert (-128 - int(q.zero_point)) * float(q.scale) <= lo + float(q.scale) / 2
-    assert (127 - int(q.zero_point)) * float(q.scale) >= hi - float(q.scale) / 2
+    assert (0 - int(q.zero_point)) * float(q.scale) <= lo + float(q.scale) / 2
+    assert (255 - int(q.zero_point)) * float(q.scale) >= hi - float(q.scale) / 2
+    if low >= 0.0:
+        assert q.zero_point == 0  # a ReLU output uses all 256 steps, as onnxruntime's grid does
 
 
 def test_rewrite_chains_int8_layers_and_drops_float_weights() -> None:
@@ -122,6 +124,28 @@ def test_int8_model_follows_the_float_model() -> None:
     assert np.abs(actual - expected).max() < 0.05 * np.abs(expected).max()
     result = agreement(graph, rewritten, samples)
     assert result.samples == 12 and result.top1 >= 0.8
+
+
+def test_rewrite_writes_u8_activations_and_s8_weights_as_onnxruntime_does() -> None:
+    """uint8 activation grids, int8 weights, int32 bias: the chained uint8 tensor runs on the
+    dot-product kernel where it compiles, equal to the numpy reference integer for integer."""
+    graph, samples = network(), inputs(4)
+    rewritten = quantize_int8(graph, samples)
+    layers = {n.name: n for n in rewritten.nodes if n.op.startswith("Int8")}
+    for node in layers.values():
+        assert rewritten.initializers[node.inputs[2]].dtype == np.uint8
+        assert rewritten.initializers[node.inputs[3]].dtype == np.int8
+        assert node.inputs[5] == ""  # symmetric weights: no zero point
+    assert rewritten.initializers[layers["conv1"].inputs[7]].dtype == np.uint8
+    fast = Model(rewritten, RuntimeOptions.resolve(threads=1))
+    reference = Model(rewritten, RuntimeOptions.resolve(threads=1, device="reference"))
+    kernels = {s.node.name: s.kernel.name for s in fast.plan_for(samples[0]).steps}
+    assert kernels["conv2"] in ("int8_dot_conv", "int8_im2col_gemm")
+    for x in samples[:2]:
+        got, want = fast.run(x, outputs=["a1", "y"]), reference.run(x, outputs=["a1", "y"])
+        assert got["a1"].dtype == np.uint8
+        np.testing.assert_array_equal(got["a1"], want["a1"])
+        np.testing.assert_array_equal(got["y"], want["y"])
 
 
 @pytest.mark.parametrize("method", ["percentile", "kl"])

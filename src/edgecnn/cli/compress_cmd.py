@@ -46,7 +46,8 @@ def command(
         "--calibration",
         metavar="DIR",
         help="With --quantize int8: images or .npy inputs to calibrate activation ranges on; the output "
-        "then runs int8 layers (int8 x int8 -> int32) instead of decoding int8 weights to float32.",
+        "then runs int8 layers (uint8 activations x int8 weights -> int32) instead of decoding int8 "
+        "weights to float32.",
     ),
     calibration_method: str = typer.Option(
         "minmax", "--calibration-method", help="Activation ranges by minmax, percentile (99.99%) or kl."
@@ -279,7 +280,7 @@ def int8_table(graph: Graph, method: str) -> Table:
             node.op,
             f"int8 {'x'.join(map(str, weights.shape))}",
             f"scale {scale:.3g}",
-            "int8" if len(node.inputs) > 6 and node.inputs[6] else "float32",
+            "uint8" if len(node.inputs) > 6 and node.inputs[6] else "float32",
             node.attrs.activation,
         )
     return table

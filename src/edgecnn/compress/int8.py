@@ -4,9 +4,12 @@ an Int8Conv/Int8Gemm that multiplies int8 by int8 into int32 (edgecnn.ops.quant)
 - weights: symmetric, one scale per output channel (scale = max|w| / 127), stored as int8 in the
   graph, so the .ecnn file holds one byte per weight;
 - bias: int32 in units of input scale x weight scale (added to the accumulator exactly);
-- activations: asymmetric int8 over the calibrated range (edgecnn.compress.calibrate); a layer
-  whose output feeds only int8 layers writes int8 (requantised, activation fused), any other
+- activations: asymmetric uint8 over the calibrated range (edgecnn.compress.calibrate); a layer
+  whose output feeds only int8 layers writes uint8 (requantised, activation fused), any other
   writes float32, and a layer reading float32 quantises it on the way in.
+
+These are the grids onnxruntime's QDQ/QOperator quantizer and TFLite write (u8 activations, s8
+weights), so the layers take the u8 x s8 dot-product kernels.
 """
 
 from __future__ import annotations
@@ -32,20 +35,20 @@ INT32_LIMIT = 2**31 - 1
 
 @dataclass(frozen=True)
 class QuantParams:
-    """A tensor's int8 grid: real = (q - zero_point) * scale."""
+    """An activation's uint8 grid: real = (q - zero_point) * scale."""
 
     scale: np.float32
-    zero_point: np.int8
+    zero_point: np.uint8
 
 
 def activation_params(r: Range) -> QuantParams:
-    """Asymmetric int8 over ``r`` widened to contain 0 (so 0.0 and zero padding are exact)."""
+    """Asymmetric uint8 over ``r`` widened to contain 0 (so 0.0 and zero padding are exact)."""
     low, high = min(r.low, 0.0), max(r.high, 0.0)
     scale = np.float32((high - low) / 255.0)
     if not scale > 0:
         scale = np.float32(1.0)
-    zero_point = int(np.clip(np.rint(-128.0 - low / float(scale)), -128, 127))
-    return QuantParams(scale, np.int8(zero_point))
+    zero_point = int(np.clip(np.rint(-low / float(scale)), 0, 255))
+    return QuantParams(scale, np.uint8(zero_point))
 
 
 def quantize_weights(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -136,7 +139,7 @@ def to_int8(graph: Graph, ranges: Mapping[str, Range]) -> Graph:
         if tensor not in params:
             params[tensor] = (f"{tensor}::scale", f"{tensor}::zero_point")
             result.initializers[params[tensor][0]] = np.asarray(q.scale, dtype=np.float32)
-            result.initializers[params[tensor][1]] = np.asarray(q.zero_point, dtype=np.int8)
+            result.initializers[params[tensor][1]] = np.asarray(q.zero_point, dtype=np.uint8)
         return *params[tensor], q
 
     def int8_output(tensor: str) -> bool:
