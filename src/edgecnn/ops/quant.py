@@ -20,6 +20,7 @@ from edgecnn.ops.common import broadcast_shapes, check, first_type, input_type, 
 from edgecnn.ops.conv import ConvAttrs, conv, infer_conv
 from edgecnn.ops.fused import FusedConvAttrs, FusedGemmAttrs
 from edgecnn.ops.registry import NoAttrs, register_op
+from edgecnn.ops.shape import ConcatAttrs, infer_concat
 from edgecnn.ops.traits import conv_macs, gemm_macs, matmul_macs
 
 QUANT_DTYPES = ("int8", "uint8")
@@ -399,3 +400,180 @@ def int8_gemm(
     if c is not None:
         acc = acc + c.astype(np.int64).reshape(-1)
     return finish(attrs, acc, a_scale, b_scale, y_scale, y_zp, axis=-1)
+
+
+# ------------------------------------------- integer Add, pooling and Concat (com.microsoft semantics)
+
+
+@dataclass(frozen=True)
+class QLinearAddAttrs:
+    """``activation``: "relu" clamps the output at its zero point: the Relu a QDQ graph may carry
+    between its Add and QuantizeLinear (Q(max(v, 0)) = max(Q(v), y_zp) since rounding is monotone)."""
+
+    activation: str = "none"
+
+    def __post_init__(self) -> None:
+        if self.activation not in ("none", "relu"):
+            raise ValueError(f"QLinearAdd applies no activation or relu, not {self.activation!r}")
+
+
+def _scalar_param(value: np.ndarray | None, name: str) -> np.ndarray:
+    check(value is not None and np.asarray(value).size == 1, f"{name} must be one value (per tensor)")
+    assert value is not None
+    return np.asarray(value).reshape(())
+
+
+def add_parameters(
+    a_scale: np.ndarray,
+    a_zp: np.ndarray,
+    b_scale: np.ndarray,
+    b_zp: np.ndarray,
+    y_scale: np.ndarray,
+    y_zp: np.ndarray,
+) -> tuple[np.float32, np.float32, np.float32]:
+    """(a_scale / y_scale, b_scale / y_scale, y_zp - (ratio_a * a_zp + ratio_b * b_zp)) in float32,
+    each rounding where onnxruntime's QLinearAdd (MLAS, x86) rounds it."""
+    ys = np.float32(_scalar_param(y_scale, "y_scale"))
+    ratio_a = np.float32(np.float32(_scalar_param(a_scale, "a_scale")) / ys)
+    ratio_b = np.float32(np.float32(_scalar_param(b_scale, "b_scale")) / ys)
+    za, zb = np.float32(_scalar_param(a_zp, "a_zero_point")), np.float32(_scalar_param(b_zp, "b_zero_point"))
+    zy = np.float32(_scalar_param(y_zp, "y_zero_point"))
+    fixed = np.float32(zy - np.float32(np.float32(ratio_a * za) + np.float32(ratio_b * zb)))
+    return ratio_a, ratio_b, fixed
+
+
+def fused_multiply_add(x: np.ndarray, ratio: np.float32, addend: np.ndarray) -> np.ndarray:
+    """float32 fma(x, ratio, addend) for 8-bit x: the product of an 8-bit integer and a float32 is
+    exact in float64, and so is its sum with a float32 of a magnitude within 2**29 of it, so one
+    rounding to float32 remains, as in the fused instruction."""
+    return (x.astype(np.float64) * np.float64(ratio) + addend.astype(np.float64)).astype(np.float32)
+
+
+def infer_qlinear_add(
+    attrs: QLinearAddAttrs, types: Sequence[TensorType | None], values: object
+) -> list[TensorType]:
+    a, b = first_type(types), input_type(types, 3, "input B")
+    y_zp = input_type(types, 7, "y_zero_point")
+    check(a.dtype in QUANT_DTYPES, f"QLinearAdd reads int8 or uint8, got {a.dtype}")
+    check(
+        a.dtype == b.dtype == y_zp.dtype,
+        f"A, B and Y must share one 8-bit type, got {a.dtype}, {b.dtype}, {y_zp.dtype}",
+    )
+    shape = None if a.shape is None or b.shape is None else broadcast_shapes(a.shape, b.shape)
+    return [TensorType(y_zp.dtype, shape)]
+
+
+@register_op("QLinearAdd", attrs=QLinearAddAttrs, infer=infer_qlinear_add, inputs=8)
+def qlinear_add(
+    attrs: QLinearAddAttrs,
+    a: np.ndarray,
+    a_scale: np.ndarray,
+    a_zp: np.ndarray,
+    b: np.ndarray,
+    b_scale: np.ndarray,
+    b_zp: np.ndarray,
+    y_scale: np.ndarray,
+    y_zp: np.ndarray,
+) -> np.ndarray:
+    """y = saturate(round(a * as/ys + b * bs/ys + (yzp - as/ys * azp - bs/ys * bzp))), numpy
+    broadcasting, in onnxruntime's float32 order: b's term fused onto the constant, then a's; an
+    input constant along the last axis (a scalar per run of the loop) is added unfused first."""
+    ratio_a, ratio_b, fixed = add_parameters(a_scale, a_zp, b_scale, b_zp, y_scale, y_zp)
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    a_run = a.size == 1 or (a.shape[-1:] != shape[-1:] and shape[-1:] != (1,))
+    b_run = not a_run and (b.size == 1 or (b.shape[-1:] != shape[-1:] and shape[-1:] != (1,)))
+    base = np.broadcast_to(fixed, shape)
+    if a_run:
+        base = (base + (a.astype(np.float32) * ratio_a)).astype(np.float32)
+    if b_run:
+        base = (base + (b.astype(np.float32) * ratio_b)).astype(np.float32)
+    if not b_run:
+        base = fused_multiply_add(np.broadcast_to(b, shape), ratio_b, base)
+    if not a_run:
+        base = fused_multiply_add(np.broadcast_to(a, shape), ratio_a, base)
+    y = saturate(base, y_zp.dtype)
+    if attrs.activation == "relu":
+        y = np.maximum(y, y_zp.reshape(()))
+    return np.asarray(y, order="C")
+
+
+def global_average_multiplier(x_scale: np.ndarray, y_scale: np.ndarray, size: int) -> np.float32:
+    """x_scale / (y_scale * size) in float32: the one multiplier onnxruntime applies to the sum."""
+    xs = np.float32(_scalar_param(x_scale, "x_scale"))
+    ys = np.float32(_scalar_param(y_scale, "y_scale"))
+    return np.float32(xs / np.float32(ys * np.float32(size)))
+
+
+def infer_qlinear_global_average_pool(
+    attrs: NoAttrs, types: Sequence[TensorType | None], values: object
+) -> list[TensorType]:
+    x, y_zp = first_type(types), input_type(types, 4, "y_zero_point")
+    check(
+        x.dtype in QUANT_DTYPES and x.dtype == y_zp.dtype,
+        f"X and Y must share one 8-bit type, got {x.dtype}, {y_zp.dtype}",
+    )
+    if x.shape is None:
+        return [TensorType(x.dtype, None)]
+    check(len(x.shape) >= 3, "QLinearGlobalAveragePool needs (N, C, spatial...) input")
+    return [TensorType(x.dtype, (*x.shape[:2], *([1] * (len(x.shape) - 2))))]
+
+
+@register_op("QLinearGlobalAveragePool", infer=infer_qlinear_global_average_pool, inputs=5)
+def qlinear_global_average_pool(
+    attrs: NoAttrs,
+    x: np.ndarray,
+    x_scale: np.ndarray,
+    x_zp: np.ndarray,
+    y_scale: np.ndarray,
+    y_zp: np.ndarray,
+) -> np.ndarray:
+    """y = saturate(round(float32(sum(x) - N * x_zp) * (xs / (ys * N))) + y_zp) per (image, channel),
+    N the spatial size (channels first)."""
+    size = int(np.prod(x.shape[2:]))
+    acc = x.reshape(*x.shape[:2], -1).astype(np.int64).sum(axis=-1) - size * int(
+        _scalar_param(x_zp, "x_zero_point")
+    )
+    scaled = np.rint(acc.astype(np.float32) * global_average_multiplier(x_scale, y_scale, size))
+    y = saturate(scaled + np.float32(_scalar_param(y_zp, "y_zero_point")), y_zp.dtype)
+    return y.reshape(*x.shape[:2], *([1] * (x.ndim - 2)))
+
+
+def requantized(
+    x: np.ndarray, x_scale: np.ndarray, x_zp: np.ndarray, y_scale: np.ndarray, y_zp: np.ndarray
+) -> np.ndarray:
+    """Q(DQ(x)) from x's parameters to y's: x itself where they are equal."""
+    if np.float32(x_scale.reshape(())) == np.float32(y_scale.reshape(())) and int(x_zp.reshape(())) == int(
+        y_zp.reshape(())
+    ):
+        return x
+    attrs = QuantizeAttrs()
+    return quantize_linear(
+        attrs, dequantize_linear(attrs, x, np.asarray(x_scale, np.float32), x_zp), y_scale, y_zp
+    )
+
+
+def infer_qlinear_concat(
+    attrs: ConcatAttrs, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
+) -> list[TensorType]:
+    check(
+        len(types) >= 5 and (len(types) - 2) % 3 == 0,
+        "QLinearConcat takes Y's scale and zero point, then (X, scale, zero point) triples",
+    )
+    y_zp = input_type(types, 1, "y_zero_point")
+    parts = list(types[2::3])
+    for part in parts:
+        check(
+            part is not None and part.dtype == y_zp.dtype,
+            f"every input must be {y_zp.dtype} like Y's zero point",
+        )
+    return infer_concat(attrs, parts, list(values)[2::3])
+
+
+@register_op("QLinearConcat", attrs=ConcatAttrs, infer=infer_qlinear_concat, inputs=(5, None))
+def qlinear_concat(
+    attrs: ConcatAttrs, y_scale: np.ndarray, y_zp: np.ndarray, *triples: np.ndarray
+) -> np.ndarray:
+    """Concat of each input requantised to Y's parameters (Q(DQ(x)), as onnxruntime's lookup table
+    holds it); inputs quantised like Y are copied."""
+    parts = [requantized(*triples[i : i + 3], y_scale, y_zp) for i in range(0, len(triples), 3)]
+    return np.concatenate(parts, axis=attrs.axis)

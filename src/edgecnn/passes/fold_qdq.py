@@ -161,8 +161,8 @@ class QdqFolder:
         self.taken.add(name)
         return name
 
-    def fold(self, node: Node) -> tuple[Node, Node] | None:
-        """(the integer node replacing ``node``, the QuantizeLinear it absorbs), or None."""
+    def fold(self, node: Node) -> tuple[Node, list[Node]] | None:
+        """(the integer node replacing ``node``, [the QuantizeLinear it absorbs]), or None."""
         q = self.output(node) if node.op in FOLDED_OP else None
         x = self.activation(node.inputs[0]) if q is not None and len(node.inputs) > 1 else None
         if q is None or x is None:
@@ -198,7 +198,7 @@ class QdqFolder:
             if bias is None:
                 return None
             inputs.append(bias)
-        return Node(FOLDED_OP[node.op], node.name, inputs, list(q.outputs), attrs), q
+        return Node(FOLDED_OP[node.op], node.name, inputs, list(q.outputs), attrs), [q]
 
     def _columns(self, tensor: str, axis: int) -> int:
         dq = self.dequantized(tensor)
@@ -208,8 +208,14 @@ class QdqFolder:
 
 def fold_qdq(graph: Graph) -> PassResult:
     """Replace each DQ -> Conv/Gemm/MatMul -> Q layer by QLinearConv / Int8Gemm / QLinearMatMul."""
+    return rewrite_layers(graph, QdqFolder, "(int8 in, int8 out)")
+
+
+def rewrite_layers(graph: Graph, folder_type: type[QdqFolder], note: str) -> PassResult:
+    """A copy of ``graph`` with each node that ``folder_type(graph).fold`` folds replaced, the nodes
+    it absorbs removed, and the DequantizeLinear nodes left unread dropped."""
     result = graph.with_nodes(list(graph.nodes))
-    folder = QdqFolder(result)
+    folder = folder_type(result)
     absorbed: set[int] = set()
     nodes: list[Node] = []
     changes = []
@@ -220,10 +226,11 @@ def fold_qdq(graph: Graph) -> PassResult:
         if folded is None:
             nodes.append(node)
             continue
-        replacement, q = folded
-        absorbed.add(id(q))
+        replacement, taken = folded
+        absorbed.update(id(n) for n in taken)
         nodes.append(replacement)
-        changes.append(f"{node} + {q.name or q.op} -> {replacement.op} (int8 in, int8 out)")
+        names = " + ".join(n.name or n.op for n in taken)
+        changes.append(f"{node} + {names} -> {replacement.op} {note}")
     result.nodes = nodes
     if changes:
         unread = drop_unread_dequantize(result)

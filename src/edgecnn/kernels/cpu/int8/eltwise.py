@@ -1,0 +1,163 @@
+"""Compiled 8-bit QLinearAdd and QLinearConcat: the residual Add and the Concat of an int8 network
+computed on the 8-bit tensors, with the float32 arithmetic of edgecnn.ops.quant's references.
+
+QLinearAdd runs on inputs of the output's shape (no broadcasting; other shapes run the reference).
+QLinearConcat maps each input whose parameters differ from the output's through a 256-entry table
+of Q(DQ(x)) built at plan time, and copies the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numba
+import numpy as np
+
+from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu.selection import register
+from edgecnn.kernels.cpu.system.threads import call, is_small
+from edgecnn.ops.common import normalize_axis
+from edgecnn.ops.quant import QUANT_DTYPES, add_parameters, requantized
+
+CHUNK = 16384
+"""Elements per parallel task."""
+
+
+def concrete_8bit(t: TensorType | None) -> bool:
+    return t is not None and t.dtype in QUANT_DTYPES and t.is_concrete and all(d > 0 for d in t.dims)
+
+
+def scalar_constants(values: Sequence[np.ndarray | None], indices: Sequence[int]) -> bool:
+    return all(i < len(values) and values[i] is not None and values[i].size == 1 for i in indices)
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def qlinear_add_into(
+    a: np.ndarray,
+    b: np.ndarray,
+    ratio_a: float,
+    ratio_b: float,
+    fixed: float,
+    lo: int,
+    hi: int,
+    floor: int,
+    out: np.ndarray,
+) -> None:
+    """out = clamp(rint(fma(a, ratio_a, fma(b, ratio_b, fixed))), max(lo, floor), hi) over flat
+    arrays; each fma is one float32 rounding of a float64 sum that is exact (see the reference)."""
+    ra, rb, base = np.float64(np.float32(ratio_a)), np.float64(np.float32(ratio_b)), np.float32(fixed)
+    low, high = np.float32(max(lo, floor)), np.float32(hi)
+    n = a.shape[0]
+    for block in numba.prange((n + CHUNK - 1) // CHUNK):
+        for i in range(block * CHUNK, min(n, block * CHUNK + CHUNK)):
+            t = np.float32(np.float64(b[i]) * rb + np.float64(base))
+            v = np.float32(np.float64(a[i]) * ra + np.float64(t))
+            out[i] = np.int32(min(max(np.rint(v), low), high))
+
+
+def when_add(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
+    a, b = types[0] if types else None, types[3] if len(types) > 3 else None
+    if not (concrete_8bit(a) and concrete_8bit(b) and len(node.outputs) == 1):
+        return False
+    assert a is not None and b is not None
+    return a.dims == b.dims and a.dtype == b.dtype and scalar_constants(values, (1, 2, 4, 5, 6, 7))
+
+
+class QLinearAddKernel:
+    """Elementwise 8-bit add of two tensors of one shape, requantised, optionally clamped at y_zp."""
+
+    def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
+        a_scale, a_zp, b_scale, b_zp, y_scale, y_zp = (
+            values[1],
+            values[2],
+            values[4],
+            values[5],
+            values[6],
+            values[7],
+        )
+        assert a_scale is not None and a_zp is not None and b_scale is not None and b_zp is not None
+        assert y_scale is not None and y_zp is not None
+        ratio_a, ratio_b, fixed = add_parameters(a_scale, a_zp, b_scale, b_zp, y_scale, y_zp)
+        info = np.iinfo(y_zp.dtype)
+        zero = int(y_zp.reshape(()))
+        floor = zero if node.attrs.activation == "relu" else int(info.min)
+        self.args = (float(ratio_a), float(ratio_b), float(fixed), int(info.min), int(info.max), floor)
+        a_type = types[0]
+        assert a_type is not None
+        self.shape, self.dtype = a_type.dims, y_zp.dtype
+        self.small = is_small(int(np.prod(self.shape)))
+
+    def __call__(self, a: np.ndarray, *rest: np.ndarray) -> np.ndarray:
+        out = np.empty(self.shape, dtype=self.dtype)
+        self.run_into(out, a, *rest)
+        return out
+
+    def run_into(self, out: np.ndarray, a: np.ndarray, *rest: np.ndarray) -> None:
+        """Writes into ``out`` (C-contiguous, the inputs' shape and type)."""
+        b = rest[2]
+        flat_a, flat_b = np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1)
+        call(qlinear_add_into, self.small, flat_a, flat_b, *self.args, out.reshape(-1))
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def concat_rows_into(part: np.ndarray, table: np.ndarray, mapped: bool, start: int, out: np.ndarray) -> None:
+    """out[:, start:start + part.shape[1]] = table[part] (or part): one input of a Concat, its
+    (outer, length) rows placed in the (outer, whole) output."""
+    rows, length = part.shape
+    for r in numba.prange(rows):
+        if mapped:
+            for j in range(length):
+                out[r, start + j] = table[np.int32(part[r, j]) & 255]
+        else:
+            out[r, start : start + length] = part[r]
+
+
+def when_concat(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
+    parts = list(types[2::3])
+    if len(node.outputs) != 1 or not parts or not all(concrete_8bit(t) for t in parts):
+        return False
+    triples = [i for k in range(2, len(types), 3) for i in (k + 1, k + 2)]
+    return scalar_constants(values, (0, 1, *triples))
+
+
+class QLinearConcatKernel:
+    """Each input requantised to the output's parameters through a table (or copied) into its slab."""
+
+    def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
+        y_scale, y_zp = values[0], values[1]
+        assert y_scale is not None and y_zp is not None
+        parts = [t.dims for t in types[2::3] if t is not None]
+        axis = normalize_axis(node.attrs.axis, len(parts[0]))
+        self.dtype = y_zp.dtype
+        self.outer = int(np.prod(parts[0][:axis]))
+        self.lengths = [int(np.prod(shape[axis:])) for shape in parts]
+        self.starts = [sum(self.lengths[:i]) for i in range(len(parts))]
+        self.shape = (*parts[0][:axis], sum(shape[axis] for shape in parts), *parts[0][axis + 1 :])
+        codes = np.arange(256, dtype=np.uint8).view(self.dtype)  # byte b holds the value with bits b
+        self.tables: list[np.ndarray] = []
+        self.mapped: list[bool] = []
+        for k in range(2, len(values), 3):
+            x_scale, x_zp = values[k + 1], values[k + 2]
+            assert x_scale is not None and x_zp is not None
+            table = requantized(codes, x_scale, x_zp, y_scale, y_zp)
+            self.mapped.append(table is not codes)
+            self.tables.append(np.ascontiguousarray(table, dtype=self.dtype))
+        self.small = is_small(self.outer * sum(self.lengths))
+
+    def __call__(self, *inputs: np.ndarray) -> np.ndarray:
+        out = np.empty(self.shape, dtype=self.dtype)
+        self.run_into(out, *inputs)
+        return out
+
+    def run_into(self, out: np.ndarray, *inputs: np.ndarray) -> None:
+        """Writes into ``out`` (C-contiguous, the concatenated shape; must not overlap an input)."""
+        rows = out.reshape(self.outer, -1)
+        for i, part in enumerate(inputs[2::3]):
+            flat = np.ascontiguousarray(part).reshape(self.outer, self.lengths[i])
+            call(concat_rows_into, self.small, flat, self.tables[i], self.mapped[i], self.starts[i], rows)
+
+
+register("int8_add", QLinearAddKernel, when=when_add)
+register("int8_concat", QLinearConcatKernel, when=when_concat)
+
+__all__ = ["QLinearAddKernel", "QLinearConcatKernel"]

@@ -1,0 +1,107 @@
+"""Fold the QDQ-format Add, pooling, Concat and reshaping layers between a QDQ model's integer
+layers, so that the model runs on 8-bit tensors from its first QuantizeLinear to its last
+DequantizeLinear instead of returning to float32 around each of them.
+
+Runs after fold_qdq (which made the convolutions and products integer operators). Each rewrite is
+made only where the integer operator onnxruntime fuses the same QDQ pattern into says the same
+thing, with every activation quantised per tensor with a given zero point and one 8-bit type:
+
+- Q(Add(DQ(a), DQ(b))), optionally with a Relu before the Q -> QLinearAdd (the Relu clamps at the
+  output's zero point);
+- Q(GlobalAveragePool(DQ(x))) -> QLinearGlobalAveragePool;
+- Q(Concat(DQ(x1), DQ(x2), ...)) -> Concat of the 8-bit inputs where every input shares the output's
+  scale and zero point (a copy the arena can make a view of), QLinearConcat otherwise;
+- Q(op(DQ(x))) for op in MaxPool, Flatten, Reshape with equal input and output parameters -> op on
+  the 8-bit data: these ops only select or move values, and Q(DQ(v)) = v.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from edgecnn.ir.graph import Graph, Node
+from edgecnn.ops.quant import QLinearAddAttrs
+from edgecnn.ops.registry import NoAttrs
+from edgecnn.passes.base import PassResult
+from edgecnn.passes.fold_qdq import Dequantized, QdqFolder, rewrite_layers
+
+PASS_THROUGH = ("MaxPool", "Flatten", "Reshape")
+"""Ops that only select or move values: on 8-bit data where input and output share parameters."""
+
+
+class QdqOpFolder(QdqFolder):
+    """Finds the QDQ patterns of this module in one graph and builds their 8-bit replacements."""
+
+    def quantized_output(self, node: Node) -> list[Node] | None:
+        """[the QuantizeLinear reading ``node``'s output] or [a Relu that alone reads it, the
+        QuantizeLinear reading the Relu's]."""
+        q = self.output(node)
+        if q is not None:
+            return [q]
+        readers = self.consumers.get(node.outputs[0], []) if len(node.outputs) == 1 else []
+        if len(readers) != 1 or readers[0].op != "Relu" or node.outputs[0] in self.graph.outputs:
+            return None
+        q = self.output(readers[0])
+        return [readers[0], q] if q is not None else None
+
+    def inputs(self, node: Node, q: Node, tensors: list[str]) -> list[Dequantized] | None:
+        """The dequantised activations behind ``tensors``, all of the type of ``q``'s output."""
+        found = [self.activation(t) for t in tensors]
+        zero = self.constant(q.inputs[2])
+        assert zero is not None
+        if any(x is None or x.zero_value is None or x.zero_value.dtype != zero.dtype for x in found):
+            return None
+        return [x for x in found if x is not None]
+
+    def same_parameters(self, x: Dequantized, q: Node) -> bool:
+        """Whether ``x`` was dequantised with exactly the scale and zero point ``q`` quantises with."""
+        scale, zero = self.constant(q.inputs[1]), self.constant(q.inputs[2])
+        assert scale is not None and zero is not None and x.zero_value is not None
+        same_scale = np.float32(x.scale_value.reshape(())) == np.float32(scale.reshape(()))
+        return bool(same_scale and int(x.zero_value.reshape(())) == int(zero.reshape(())))
+
+    def fold(self, node: Node) -> tuple[Node, list[Node]] | None:
+        """(the 8-bit node replacing ``node``, [the Relu and] the QuantizeLinear it absorbs), or None."""
+        if node.op not in (*PASS_THROUGH, "Add", "GlobalAveragePool", "Concat") or not node.inputs:
+            return None
+        taken = self.quantized_output(node)
+        if taken is None or (len(taken) > 1 and node.op != "Add"):
+            return None
+        q = taken[-1]
+        y_params = [q.inputs[1], q.inputs[2]]
+        if node.op == "Add":
+            pair = self.inputs(node, q, node.inputs[:2]) if len(node.inputs) == 2 else None
+            if pair is None:
+                return None
+            a, b = pair
+            inputs = [a.data, a.scale, a.zero_point, b.data, b.scale, b.zero_point, *y_params]
+            return Node(
+                "QLinearAdd",
+                node.name,
+                inputs,
+                list(q.outputs),
+                QLinearAddAttrs("relu" if len(taken) > 1 else "none"),
+            ), taken
+        if node.op == "Concat":
+            parts = self.inputs(node, q, list(node.inputs))
+            if parts is None:
+                return None
+            if all(self.same_parameters(x, q) for x in parts):
+                return Node("Concat", node.name, [x.data for x in parts], list(q.outputs), node.attrs), taken
+            triples = [name for x in parts for name in (x.data, x.scale, x.zero_point)]
+            return Node("QLinearConcat", node.name, [*y_params, *triples], list(q.outputs), node.attrs), taken
+        single = self.inputs(node, q, node.inputs[:1])
+        if single is None:
+            return None
+        (x,) = single
+        if node.op == "GlobalAveragePool":
+            inputs = [x.data, x.scale, x.zero_point, *y_params]
+            return Node("QLinearGlobalAveragePool", node.name, inputs, list(q.outputs), NoAttrs()), taken
+        if len(node.outputs) != 1 or not self.same_parameters(x, q):
+            return None
+        return Node(node.op, node.name, [x.data, *node.inputs[1:]], list(q.outputs), node.attrs), taken
+
+
+def fold_qdq_ops(graph: Graph) -> PassResult:
+    """Replace the DQ -> Add/pooling/Concat/reshape -> Q layers by their 8-bit forms."""
+    return rewrite_layers(graph, QdqOpFolder, "on 8-bit data")
