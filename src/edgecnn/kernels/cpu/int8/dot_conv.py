@@ -1,12 +1,12 @@
 """The int8 convolution on the dot-product micro-kernel (QLinearConv / Int8Conv, one group).
 
 Prepared once per plan: the weights packed into the micro-kernel's panels (in the depth order of
-the layout the activations take: the image read in place for unit strides, im2col otherwise) and
+the activations' layout: the image split into its stride phases, read in place) and
 the loop chosen by them (`vpdpbusd` with VNNI; else `vpmaddubsw` where no pair of weights can
 saturate int16, and the exact int16 loop where one can; see dot_kernel.py), the input zero point
 folded into the int32 bias with the per-channel weight sums (for int8 input, shifted by the +128
-that makes every activation unsigned). Per image: the image packed by channel units (or im2col),
-padding with the zero point, then the GEMM, whose epilogue adds the bias, applies the per-channel
+that makes every activation unsigned). Per image: the image packed by stride phases and channel
+units, padding with the zero point, then the GEMM, whose epilogue adds the bias, applies the per-channel
 multiplier and the activation, rounds, adds the output zero point and saturates, tile by tile.
 """
 
@@ -20,10 +20,10 @@ from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.int8.dot_gemm import (
     gemm_dot,
     groups_of,
-    im2col_units,
     pack_image,
     pack_weights,
-    pixel_blocks,
+    phase_shape,
+    phases_of,
     tap_offsets,
     tap_weights,
 )
@@ -38,36 +38,27 @@ ALIGN = 64
 
 
 class Int8DotConvKernel(Int8ConvKernel):
-    """Int8ConvKernel's layer on the dot-product micro-kernel: packed weights; the image read in
-    place (unit strides) or im2col into the kernel's unit layout (other strides)."""
+    """Int8ConvKernel's layer on the dot-product micro-kernel: packed weights, the image split into
+    its stride phases and read in place."""
 
     def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
         super().__init__(node, types, values)
         w = _weights(values)
         kh, kw, sh, sw, _, _, dh, dw = self.geometry
-        self.in_place = (sh, sw) == (1, 1)
-        matrix = tap_weights(w, UNIT_U8S8) if self.in_place else w.reshape(w.shape[0], -1)
-        self.bytes_mode = bytes_exact(matrix)
+        self.bytes_mode = bytes_exact(tap_weights(w, UNIT_U8S8))
         self.unit = UNIT_U8S8 if self.bytes_mode else UNIT_S16
-        if self.in_place:
-            matrix = tap_weights(w, self.unit)
-            self.channel_units = groups_of(w.shape[1], self.unit)
-            out_h, out_w = self.out_hw
-            self.padded = (out_h + (kh - 1) * dh, out_w + (kw - 1) * dw)
-            self.rows = tap_offsets(self.channel_units, *self.padded, (kh, kw), (dh, dw))
-            self.block_stride = COLUMNS * 4
-            self.row_pixels = self.padded[1]
-            virtual = out_h * self.row_pixels
-            self.slack = (virtual + COLUMNS - 1) // COLUMNS * COLUMNS - virtual + (kw - 1) * dw
-            self.layout_bytes = 4 * (self.channel_units * self.padded[0] * self.padded[1] + self.slack)
+        matrix = tap_weights(w, self.unit)
+        self.channel_units = groups_of(w.shape[1], self.unit)
+        self.phases = phases_of((kh, kw), (sh, sw), (dh, dw))
+        self.plane = phase_shape((self.out_hw[0], self.out_hw[1]), (kh, kw), (sh, sw), (dh, dw))
+        self.rows = tap_offsets(self.channel_units, self.phases, self.plane, (kh, kw), (sh, sw), (dh, dw))
+        virtual = self.out_hw[0] * self.plane[1]
+        # the last blocks' virtual pixels and taps read past the last plane
+        self.slack = (virtual + COLUMNS - 1) // COLUMNS * COLUMNS - virtual + self.plane[1] - self.out_hw[1]
+        self.quads_shape = (self.channel_units, len(self.phases), *self.plane)
+        self.layout_bytes = 4 * (int(np.prod(self.quads_shape)) + self.slack)
         self.packed = pack_weights(matrix, self.unit)
         self.groups = groups_of(matrix.shape[1], self.unit)
-        if not self.in_place:
-            self.blocks = pixel_blocks(self.columns[1])
-            self.rows = np.arange(self.groups, dtype=np.int64) * (COLUMNS * 4)
-            self.block_stride = self.groups * COLUMNS * 4
-            self.row_pixels = self.out_hw[1]
-            self.layout_bytes = self.blocks * self.block_stride
         self.offset = 128 if self.x_dtype == np.int8 else 0
         sums = w.reshape(w.shape[0], -1).astype(np.int64).sum(axis=1)
         self.bias = np.ascontiguousarray(self.bias.astype(np.int64) - self.offset * sums, dtype=np.int32)
@@ -81,52 +72,20 @@ class Int8DotConvKernel(Int8ConvKernel):
         first = start + (-buffer[start:].ctypes.data) % ALIGN
         flat = buffer[first : first + self.layout_bytes]
         units = flat.view(np.uint32)
+        quads = units[: units.size - self.slack].reshape(self.quads_shape)
+        slack = units[units.size - self.slack :]
+        sh, sw, pad_top, pad_left = self.geometry[2:6]
         channels = out.shape[1]
         for n in range(q.shape[0]):
-            if self.in_place:
-                quads = units[: units.size - self.slack].reshape(self.channel_units, *self.padded)
-                pad_top, pad_left = self.geometry[4], self.geometry[5]
-                call(
-                    pack_image,
-                    self.small,
-                    q[n],
-                    pad_top,
-                    pad_left,
-                    self.x_zp,
-                    self.offset,
-                    self.unit,
-                    quads,
-                    units[units.size - self.slack :],
-                )
-            else:
-                columns = units.reshape(self.blocks, self.groups, COLUMNS)
-                call(
-                    im2col_units,
-                    self.small,
-                    q[n],
-                    *self.geometry,
-                    *self.out_hw,
-                    self.x_zp,
-                    self.offset,
-                    self.unit,
-                    columns,
-                )
             call(
-                gemm_dot,
-                self.small,
-                self.packed,
-                self.groups,
-                self.bytes_mode,
-                flat,
-                self.rows,
-                self.block_stride,
-                self.row_pixels,
-                self.out_hw[1],
-                self.bias,
-                self.multiplier,
-                *self.epilogue_args(),
+                pack_image, self.small, q[n], sh, sw, pad_top, pad_left, self.phases, self.x_zp,
+                self.offset, self.unit, quads, slack,
+            )  # fmt: skip
+            call(
+                gemm_dot, self.small, self.packed, self.groups, self.bytes_mode, flat, self.rows,
+                self.plane[1], self.out_hw[1], self.bias, self.multiplier, *self.epilogue_args(),
                 out[n].reshape(channels, -1),
-            )
+            )  # fmt: skip
 
 
 def _weights(values: Sequence[np.ndarray | None]) -> np.ndarray:

@@ -6,14 +6,15 @@ Layouts (``unit`` depth steps per 32-bit unit: 4 bytes, or 2 int16):
 
 - weights: (panels, groups, ROWS) units, a panel holding ROWS output channels (the last padded with
   zero rows), depth padded with zero weights to whole groups;
-- columns: (blocks, groups, COLUMNS * unit) values: pixel p = b*COLUMNS + j's unit of group g at
-  [b, g, j*unit:(j+1)*unit], so each micro-kernel call reads one contiguous run; pixels padded to
-  whole blocks (the padding's sums are computed, never stored);
-- or, for convolutions with unit strides, the padded image itself with its channels interleaved by
-  units ("quads": (channel units, Hp, Wp) of 32 bits, ``pack_image``), read in place: depth group
-  (channel unit, ki, kj) of virtual pixel q = oy*Wp + ox is the unit at q plus the tap's offset, so
-  COLUMNS consecutive virtual pixels are one contiguous run. The columns ox >= OW of each virtual
-  row are computed and dropped (2 of 58 at 56x56, 2 of 9 at 7x7); no im2col matrix is written.
+- activations: the padded image split into its stride phases (``pack_image``; one phase for unit
+  strides), its channels interleaved by units: (channel units, phases, Hq, Wq) of 32 bits, plane
+  (u, (py, px))[y, x] holding padded pixel (y*stride_h + py, x*stride_w + px). Tap (ki, kj) of
+  output pixel (oy, ox) is then pixel (oy, ox) of its phase plane shifted by (ki*dilation_h //
+  stride_h, kj*dilation_w // stride_w), so depth group (channel unit, ki, kj) of virtual pixel
+  q = oy*Wq + ox is the unit at q plus the tap's offset (``tap_offsets``) and COLUMNS consecutive
+  virtual pixels are one contiguous run, read in place: no im2col matrix is written, whatever the
+  strides. The columns ox >= OW of each virtual row are computed and dropped (2 of 58 at 56x56 for
+  a 3x3 stride-1 layer, 1 of 29 at 28x28 for a stride-2 one).
 
 Activations enter the kernel unsigned: int8 data is shifted by +128 (``offset``) and its zero point
 with it, so one packing serves both 8-bit types (the int16 loop takes them the same way).
@@ -26,7 +27,7 @@ import numpy as np
 
 from edgecnn.kernels.cpu.gemm.epilogue import activate
 from edgecnn.kernels.cpu.int8.dot_kernel import COLUMNS, ROWS, UNIT_U8S8, dot_s16, dot_u8s8
-from edgecnn.kernels.cpu.int8.loops import ROUNDING_LIMIT, receptive_row, requantized, saturated
+from edgecnn.kernels.cpu.int8.loops import ROUNDING_LIMIT, requantized, saturated
 
 TILE = 4 * COLUMNS
 """Pixels per tile: the int32 block (ROWS x TILE) the epilogue reads back stays in L1."""
@@ -38,11 +39,6 @@ MIN_TASKS = 16
 def groups_of(depth: int, unit: int) -> int:
     """Units a row of ``depth`` steps fills."""
     return (depth + unit - 1) // unit
-
-
-def pixel_blocks(pixels: int) -> int:
-    """Micro-kernel blocks of COLUMNS pixels that ``pixels`` fill."""
-    return (pixels + COLUMNS - 1) // COLUMNS
 
 
 def pack_weights(weights: np.ndarray, unit: int) -> np.ndarray:
@@ -59,61 +55,6 @@ def pack_weights(weights: np.ndarray, unit: int) -> np.ndarray:
     return np.ascontiguousarray(packed).reshape(-1).view(np.int32)
 
 
-@numba.njit(parallel=True, cache=True, nogil=True)
-def im2col_units(
-    image: np.ndarray,  # (C, H, W) 8-bit
-    kernel_h: int,
-    kernel_w: int,
-    stride_h: int,
-    stride_w: int,
-    pad_top: int,
-    pad_left: int,
-    dilation_h: int,
-    dilation_w: int,
-    out_h: int,
-    out_w: int,
-    pad_value: int,  # the input zero point
-    offset: int,  # added to every value: 128 for int8 data, 0 for uint8
-    unit: int,
-    columns: np.ndarray,  # (blocks, groups, COLUMNS) uint32, written
-) -> None:
-    """Receptive fields into the kernel's unit layout: depth step k = (c, ki, kj) of pixel p is
-    value k % unit of the unit at columns[p // COLUMNS, k // unit, p % COLUMNS] (bytes for unit 4,
-    int16 for unit 2, little-endian). One task per group: its rows copied as im2col rows, then
-    interleaved. Depth steps past the last (zero weights) and pixels past the last (never stored)
-    read the zero point."""
-    channels = image.shape[0]
-    depth = channels * kernel_h * kernel_w
-    blocks, groups, _ = columns.shape
-    pixels = out_h * out_w
-    flip = np.uint32(offset)
-    for g in numba.prange(groups):
-        rows = np.empty((unit, blocks * COLUMNS), dtype=image.dtype)
-        for t in range(unit):
-            k = g * unit + t
-            rows[t, pixels:] = pad_value
-            if k < depth:
-                receptive_row(
-                    image, k, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left,
-                    dilation_h, dilation_w, out_h, out_w, pad_value, rows[t, :pixels],
-                )  # fmt: skip
-            else:
-                rows[t, :pixels] = pad_value
-        shifted = rows.view(np.uint8)
-        for b in range(blocks):
-            dest = columns[b, g]
-            for lane in range(COLUMNS):
-                p = b * COLUMNS + lane
-                if unit == UNIT_U8S8:  # int8 data: +128 is a flip of the sign bit
-                    packed = np.uint32((shifted[0, p] ^ flip) | (shifted[1, p] ^ flip) << 8)
-                    packed |= np.uint32((shifted[2, p] ^ flip) << 16 | (shifted[3, p] ^ flip) << 24)
-                else:
-                    packed = np.uint32(
-                        ((np.int32(rows[0, p]) + offset) & 0xFFFF) | (np.int32(rows[1, p]) + offset) << 16
-                    )
-                dest[lane] = packed
-
-
 def tap_weights(weights: np.ndarray, unit: int) -> np.ndarray:
     """(M, C, KH, KW) weights -> (M, depth) in the in-place layout's depth order: (channel unit,
     ki, kj, channel within the unit), channels padded with zero weights to whole units."""
@@ -126,68 +67,106 @@ def tap_weights(weights: np.ndarray, unit: int) -> np.ndarray:
     )
 
 
+def phases_of(kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int]) -> np.ndarray:
+    """(phases, 2) int64: the (row, column) phases of the padded image modulo the strides that some
+    tap reads, in order (one, (0, 0), for unit strides)."""
+    rows = {ki * dilations[0] % strides[0] for ki in range(kernel[0])}
+    columns = {kj * dilations[1] % strides[1] for kj in range(kernel[1])}
+    return np.array([(py, px) for py in sorted(rows) for px in sorted(columns)], dtype=np.int64).reshape(
+        -1, 2
+    )
+
+
+def phase_shape(
+    out_hw: tuple[int, int], kernel: tuple[int, int], strides: tuple[int, int], dilations: tuple[int, int]
+) -> tuple[int, int]:
+    """(Hq, Wq) of a phase plane: the output's rows and columns plus the farthest tap's reach."""
+    return (
+        out_hw[0] + (kernel[0] - 1) * dilations[0] // strides[0],
+        out_hw[1] + (kernel[1] - 1) * dilations[1] // strides[1],
+    )
+
+
 def tap_offsets(
-    units: int, height: int, width: int, kernel: tuple[int, int], dilation: tuple[int, int]
+    units: int,
+    phases: np.ndarray,
+    plane: tuple[int, int],
+    kernel: tuple[int, int],
+    strides: tuple[int, int],
+    dilations: tuple[int, int],
 ) -> np.ndarray:
-    """Byte offset of each depth group (channel unit, ki, kj) in a quad image of (height, width)."""
-    ki, kj = np.meshgrid(np.arange(kernel[0]), np.arange(kernel[1]), indexing="ij")
-    taps = (ki * dilation[0] * width + kj * dilation[1]).reshape(-1)
-    planes = np.arange(units) * height * width
-    return (4 * (planes[:, None] + taps[None, :])).reshape(-1).astype(np.int64)
+    """Byte offset of each depth group (channel unit, ki, kj) in a quad image of ``phases`` planes
+    of ``plane`` (Hq, Wq) units: the tap's phase plane, then its row and column in that plane."""
+    index = {(int(py), int(px)): i for i, (py, px) in enumerate(phases)}
+    taps = []
+    for ki in range(kernel[0]):
+        for kj in range(kernel[1]):
+            ry, rx = ki * dilations[0], kj * dilations[1]
+            phase = index[(ry % strides[0], rx % strides[1])]
+            taps.append((phase * plane[0] + ry // strides[0]) * plane[1] + rx // strides[1])
+    planes = np.arange(units) * len(phases) * plane[0] * plane[1]
+    return (4 * (planes[:, None] + np.array(taps)[None, :])).reshape(-1).astype(np.int64)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
 def pack_image(
     image: np.ndarray,  # (C, H, W) 8-bit
+    stride_h: int,
+    stride_w: int,
     pad_top: int,
     pad_left: int,
+    phases: np.ndarray,  # (P, 2) int64: phases_of
     pad_value: int,  # the input zero point
     offset: int,  # added to every value: 128 for int8 data, 0 for uint8
     unit: int,
-    quads: np.ndarray,  # (units, Hp, Wp) uint32 view of a buffer with slack after it, written
+    quads: np.ndarray,  # (units, P, Hq, Wq) uint32 view of a buffer with slack after it, written
     slack: np.ndarray,  # the units after ``quads`` that the last blocks read, written
 ) -> None:
-    """The padded image with its channels interleaved by units (pack_image's layout above);
-    padding and the channels past the last hold the zero point."""
+    """The padded image split into its stride phases, channels interleaved by units (the layout
+    above): plane (u, p)[y, x] holds channel unit u of padded pixel (y*stride_h + py, x*stride_w +
+    px); padding and the channels past the last hold the zero point."""
     channels, height, width = image.shape
-    units, padded_h = quads.shape[0], quads.shape[1]
+    units, count, plane_h, plane_w = quads.shape
     if unit == 4:
         pad_unit = np.uint32((pad_value + offset) & 0xFF) * np.uint32(0x01010101)
     else:
         pad_unit = np.uint32((pad_value + offset) & 0xFFFF) * np.uint32(0x00010001)
     slack[:] = pad_unit
-    for u in numba.prange(units):
-        plane = quads[u]
-        for y in range(padded_h):
-            iy = y - pad_top
-            row = plane[y]
+    for task in numba.prange(units * count):
+        u, p = task // count, task % count
+        py, px = phases[p, 0], phases[p, 1]
+        # plane columns x whose image column x*stride_w + px - pad_left lies in [0, width)
+        first = min(plane_w, max(0, (pad_left - px + stride_w - 1) // stride_w))
+        end = min(plane_w, max(first, (width + pad_left - px + stride_w - 1) // stride_w))
+        skip = first * stride_w + px - pad_left  # the image column of plane column ``first``
+        for y in range(plane_h):
+            iy = y * stride_h + py - pad_top
+            row = quads[u, p, y]
             if iy < 0 or iy >= height or u * unit >= channels:
                 row[:] = pad_unit
                 continue
-            row[:pad_left] = pad_unit
-            row[pad_left + width :] = pad_unit
+            row[:first] = pad_unit
+            row[end:] = pad_unit
             if unit == 4:  # one strided byte run per channel; int8 data: +128 flips the sign bit
                 octets = row.view(np.uint8)
                 for t in range(4):
                     c = u * 4 + t
-                    at = 4 * pad_left + t
                     if c >= channels:
-                        octets[at : at + 4 * width : 4] = np.uint8(pad_unit & 0xFF)
+                        octets[4 * first + t : 4 * end : 4] = np.uint8(pad_unit & 0xFF)
                         continue
                     source = image[c, iy].view(np.uint8)
-                    for x in range(width):
-                        octets[at + 4 * x] = source[x] ^ np.uint8(offset)
+                    for x in range(end - first):
+                        octets[4 * (first + x) + t] = source[skip + x * stride_w] ^ np.uint8(offset)
             else:
                 shorts = row.view(np.int16)
                 for t in range(2):
                     c = u * 2 + t
-                    at = 2 * pad_left + t
                     if c >= channels:
-                        shorts[at : at + 2 * width : 2] = np.int16(pad_value + offset)
+                        shorts[2 * first + t : 2 * end : 2] = np.int16(pad_value + offset)
                         continue
                     source = image[c, iy]
-                    for x in range(width):
-                        shorts[at + 2 * x] = np.int16(source[x]) + np.int16(offset)
+                    for x in range(end - first):
+                        shorts[2 * (first + x) + t] = np.int16(source[skip + x * stride_w]) + np.int16(offset)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -195,10 +174,9 @@ def gemm_dot(
     weights: np.ndarray,  # flat int32 panels (pack_weights)
     groups: int,
     bytes_mode: bool,  # u8 x s8 units (vpmaddubsw) else int16 units (vpmaddwd)
-    columns: np.ndarray,  # flat uint8: the packed columns, or a quad image (and its slack)
-    rows: np.ndarray,  # (groups,) int64: byte offset of each depth group's row from a block's start
-    block_stride: int,  # bytes from one block of COLUMNS virtual pixels to the next
-    row_pixels: int,  # virtual pixels per output row (OW for packed columns, Wp in place)
+    columns: np.ndarray,  # flat uint8: the quad image (pack_image) and its slack
+    rows: np.ndarray,  # (groups,) int64: byte offset of each depth group's tap (tap_offsets)
+    row_pixels: int,  # virtual pixels per output row (Wq)
     out_w: int,
     bias: np.ndarray,  # (M,) int32, zero-point correction included
     multiplier: np.ndarray,  # (M,) float32
@@ -244,7 +222,7 @@ def gemm_dot(
         for panel in range(first, min(panels, first + per_chunk)):
             a_off = panel * groups * ROWS
             for j in range(q0, q1, COLUMNS):
-                b_off = (j // COLUMNS) * block_stride
+                b_off = 4 * j
                 if bytes_mode:
                     dot_u8s8(groups, weights, a_off, columns, b_off, rows, block, j - q0, TILE)
                 else:
