@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from edgecnn.ir.graph import Shape, TensorType
+from edgecnn.ops.activation import LeakyReluAttrs, leaky_relu
 from edgecnn.ops.common import broadcast_shapes, check, first_type, input_type, normalize_axis
 from edgecnn.ops.conv import ConvAttrs, conv, infer_conv
 from edgecnn.ops.fused import FusedConvAttrs, FusedGemmAttrs
@@ -577,3 +578,30 @@ def qlinear_concat(
     holds it); inputs quantised like Y are copied."""
     parts = [requantized(*triples[i : i + 3], y_scale, y_zp) for i in range(0, len(triples), 3)]
     return np.concatenate(parts, axis=attrs.axis)
+
+
+def infer_qlinear_unary(
+    attrs: object, types: Sequence[TensorType | None], values: object
+) -> list[TensorType]:
+    x, y_zp = first_type(types), input_type(types, 4, "y_zero_point")
+    check(
+        x.dtype in QUANT_DTYPES and x.dtype == y_zp.dtype,
+        f"X and Y must share one 8-bit type, got {x.dtype}, {y_zp.dtype}",
+    )
+    return [TensorType(x.dtype, x.shape)]
+
+
+@register_op("QLinearLeakyRelu", attrs=LeakyReluAttrs, infer=infer_qlinear_unary, inputs=5)
+def qlinear_leaky_relu(
+    attrs: LeakyReluAttrs,
+    x: np.ndarray,
+    x_scale: np.ndarray,
+    x_zp: np.ndarray,
+    y_scale: np.ndarray,
+    y_zp: np.ndarray,
+) -> np.ndarray:
+    """Q(LeakyRelu(DQ(x))) in float32, per tensor: what onnxruntime tabulates for each 8-bit code."""
+    plain = QuantizeAttrs()
+    scale = np.asarray(_scalar_param(x_scale, "x_scale"), np.float32)
+    v = dequantize_linear(plain, x, scale, _scalar_param(x_zp, "x_zero_point"))
+    return quantize_linear(plain, leaky_relu(attrs, v), y_scale, _scalar_param(y_zp, "y_zero_point"))

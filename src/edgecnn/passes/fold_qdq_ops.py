@@ -8,7 +8,7 @@ thing, with every activation quantised per tensor with a given zero point and on
 
 - Q(Add(DQ(a), DQ(b))), optionally with a Relu before the Q -> QLinearAdd (the Relu clamps at the
   output's zero point);
-- Q(GlobalAveragePool(DQ(x))) -> QLinearGlobalAveragePool;
+- Q(GlobalAveragePool(DQ(x))) -> QLinearGlobalAveragePool; Q(LeakyRelu(DQ(x))) -> QLinearLeakyRelu;
 - Q(Concat(DQ(x1), DQ(x2), ...)) -> Concat of the 8-bit inputs where every input shares the output's
   scale and zero point (a copy the arena can make a view of), QLinearConcat otherwise;
 - Q(op(DQ(x))) for op in MaxPool, Flatten, Reshape with equal input and output parameters -> op on
@@ -21,12 +21,13 @@ import numpy as np
 
 from edgecnn.ir.graph import Graph, Node
 from edgecnn.ops.quant import QLinearAddAttrs
-from edgecnn.ops.registry import NoAttrs
 from edgecnn.passes.base import PassResult
 from edgecnn.passes.fold_qdq import Dequantized, QdqFolder, rewrite_layers
 
 PASS_THROUGH = ("MaxPool", "Flatten", "Reshape")
 """Ops that only select or move values: on 8-bit data where input and output share parameters."""
+QLINEAR_UNARY = {"GlobalAveragePool": "QLinearGlobalAveragePool", "LeakyRelu": "QLinearLeakyRelu"}
+"""One-input ops and their integer forms (X, its scale and zero point, Y's; the op's attributes)."""
 
 
 class QdqOpFolder(QdqFolder):
@@ -62,7 +63,7 @@ class QdqOpFolder(QdqFolder):
 
     def fold(self, node: Node) -> tuple[Node, list[Node]] | None:
         """(the 8-bit node replacing ``node``, [the Relu and] the QuantizeLinear it absorbs), or None."""
-        if node.op not in (*PASS_THROUGH, "Add", "GlobalAveragePool", "Concat") or not node.inputs:
+        if node.op not in (*PASS_THROUGH, *QLINEAR_UNARY, "Add", "Concat") or not node.inputs:
             return None
         taken = self.quantized_output(node)
         if taken is None or (len(taken) > 1 and node.op != "Add"):
@@ -94,9 +95,9 @@ class QdqOpFolder(QdqFolder):
         if single is None:
             return None
         (x,) = single
-        if node.op == "GlobalAveragePool":
+        if node.op in QLINEAR_UNARY:
             inputs = [x.data, x.scale, x.zero_point, *y_params]
-            return Node("QLinearGlobalAveragePool", node.name, inputs, list(q.outputs), NoAttrs()), taken
+            return Node(QLINEAR_UNARY[node.op], node.name, inputs, list(q.outputs), node.attrs), taken
         if len(node.outputs) != 1 or not self.same_parameters(x, q):
             return None
         return Node(node.op, node.name, [x.data, *node.inputs[1:]], list(q.outputs), node.attrs), taken

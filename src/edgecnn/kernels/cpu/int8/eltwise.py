@@ -1,9 +1,11 @@
-"""Compiled 8-bit QLinearAdd and QLinearConcat: the residual Add and the Concat of an int8 network
-computed on the 8-bit tensors, with the float32 arithmetic of edgecnn.ops.quant's references.
+"""Compiled 8-bit QLinearAdd, QLinearConcat and QLinearLeakyRelu: the residual Add, the Concat and
+the activations of an int8 network computed on the 8-bit tensors, with the float32 arithmetic of
+edgecnn.ops.quant's references.
 
 QLinearAdd runs on inputs of the output's shape (no broadcasting; other shapes run the reference).
 QLinearConcat maps each input whose parameters differ from the output's through a 256-entry table
-of Q(DQ(x)) built at plan time, and copies the others.
+of Q(DQ(x)) built at plan time, and copies the others; QLinearLeakyRelu maps every element through
+the table its reference computes for the 256 codes.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.threads import call, is_small
 from edgecnn.ops.common import normalize_axis
 from edgecnn.ops.quant import QUANT_DTYPES, add_parameters, requantized
+from edgecnn.ops.registry import get_op
 
 CHUNK = 16384
 """Elements per parallel task."""
@@ -133,7 +136,7 @@ class QLinearConcatKernel:
         self.lengths = [int(np.prod(shape[axis:])) for shape in parts]
         self.starts = [sum(self.lengths[:i]) for i in range(len(parts))]
         self.shape = (*parts[0][:axis], sum(shape[axis] for shape in parts), *parts[0][axis + 1 :])
-        codes = np.arange(256, dtype=np.uint8).view(self.dtype)  # byte b holds the value with bits b
+        codes = code_table(self.dtype)
         self.tables: list[np.ndarray] = []
         self.mapped: list[bool] = []
         for k in range(2, len(values), 3):
@@ -157,7 +160,53 @@ class QLinearConcatKernel:
             call(concat_rows_into, self.small, flat, self.tables[i], self.mapped[i], self.starts[i], rows)
 
 
+def code_table(dtype: np.dtype) -> np.ndarray:
+    """The 256 values of an 8-bit type, each at the index of its bit pattern."""
+    return np.arange(256, dtype=np.uint8).view(dtype)
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def lookup_into(x: np.ndarray, table: np.ndarray, out: np.ndarray) -> None:
+    """out[i] = table[bit pattern of x[i]] over flat arrays."""
+    n = x.shape[0]
+    for block in numba.prange((n + CHUNK - 1) // CHUNK):
+        for i in range(block * CHUNK, min(n, block * CHUNK + CHUNK)):
+            out[i] = table[np.int32(x[i]) & 255]
+
+
+def when_table(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
+    return (
+        bool(types)
+        and concrete_8bit(types[0])
+        and len(node.outputs) == 1
+        and scalar_constants(values, (1, 2, 3, 4))
+    )
+
+
+class QLinearTableKernel:
+    """An elementwise 8-bit op as a 256-entry table: its reference applied to every code once."""
+
+    def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
+        x = types[0]
+        assert x is not None
+        self.shape, self.dtype = x.dims, np.dtype(x.dtype)
+        self.table = np.ascontiguousarray(
+            get_op(node.op).reference(node.attrs, code_table(self.dtype), *values[1:])
+        )
+        self.small = is_small(int(np.prod(self.shape)))
+
+    def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
+        out = np.empty(self.shape, dtype=self.dtype)
+        self.run_into(out, x)
+        return out
+
+    def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
+        """Writes into ``out`` (C-contiguous, x's shape and type)."""
+        call(lookup_into, self.small, np.ascontiguousarray(x).reshape(-1), self.table, out.reshape(-1))
+
+
 register("int8_add", QLinearAddKernel, when=when_add)
 register("int8_concat", QLinearConcatKernel, when=when_concat)
+register("int8_table", QLinearTableKernel, when=when_table)
 
-__all__ = ["QLinearAddKernel", "QLinearConcatKernel"]
+__all__ = ["QLinearAddKernel", "QLinearConcatKernel", "QLinearTableKernel"]
