@@ -58,14 +58,12 @@ def float_model(rng: np.random.Generator) -> onnx.ModelProto:
     return model
 
 
-@pytest.fixture(scope="module", params=["int8", "uint8"])
-def qdq_model(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> onnx.ModelProto:
+def quantized_static(
+    source: Path, target: Path, samples: list[dict[str, np.ndarray]], activations: str, **options: object
+) -> onnx.ModelProto:
+    """The QDQ model onnxruntime's quantize_static writes for ``source`` (per-channel int8 weights,
+    ``activations`` "int8" or "uint8", calibrated on ``samples``; ``options`` passed on)."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-    root: Path = tmp_path_factory.mktemp(f"qdq_{request.param}")
-    rng = np.random.default_rng(11)
-    onnx.save(float_model(rng), root / "float.onnx")
-    samples = [{"x": rng.standard_normal(SHAPE).astype(np.float32)} for _ in range(6)]
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
@@ -75,16 +73,28 @@ def qdq_model(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
             return next(self.items, None)
 
     quantize_static(
-        str(root / "float.onnx"),
-        str(root / "qdq.onnx"),
+        str(source),
+        str(target),
         Reader(),
         quant_format=QuantFormat.QDQ,
-        activation_type=QuantType.QInt8 if request.param == "int8" else QuantType.QUInt8,
+        activation_type=QuantType.QInt8 if activations == "int8" else QuantType.QUInt8,
         weight_type=QuantType.QInt8,
         per_channel=True,
-        reduce_range=request.param == "uint8",  # 7-bit weights: no int16 saturation in ORT's u8s8 path
+        **options,
     )
-    return onnx.load(root / "qdq.onnx")
+    return onnx.load(target)
+
+
+@pytest.fixture(scope="module", params=["int8", "uint8"])
+def qdq_model(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> onnx.ModelProto:
+    root: Path = tmp_path_factory.mktemp(f"qdq_{request.param}")
+    rng = np.random.default_rng(11)
+    onnx.save(float_model(rng), root / "float.onnx")
+    samples = [{"x": rng.standard_normal(SHAPE).astype(np.float32)} for _ in range(6)]
+    # uint8: 7-bit weights, no int16 saturation in ORT's u8s8 path
+    return quantized_static(
+        root / "float.onnx", root / "qdq.onnx", samples, request.param, reduce_range=request.param == "uint8"
+    )
 
 
 def quantized_outputs(model: onnx.ModelProto) -> list[str]:
@@ -237,8 +247,6 @@ def test_gemm_with_alpha_or_transposed_a_is_left_alone() -> None:
 def test_zoo_squeezenet_qdq_equals_onnxruntime(tmp_path: Path) -> None:
     """A whole network (Concat, MaxPool, global pooling between the folded convolutions): every
     quantised tensor equals onnxruntime's."""
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
     from edgecnn.bench.zoo import build_model
 
     onnx.save(build_model("squeezenet1.1", width=0.25, resolution=48), tmp_path / "float.onnx")
@@ -246,24 +254,7 @@ def test_zoo_squeezenet_qdq_equals_onnxruntime(tmp_path: Path) -> None:
     shape = [d.dim_value or 1 for d in spec.type.tensor_type.shape.dim]
     rng = np.random.default_rng(8)
     samples = [{spec.name: rng.standard_normal(shape).astype(np.float32)} for _ in range(3)]
-
-    class Reader(CalibrationDataReader):
-        def __init__(self) -> None:
-            self.items = iter(samples)
-
-        def get_next(self) -> dict[str, np.ndarray] | None:
-            return next(self.items, None)
-
-    quantize_static(
-        str(tmp_path / "float.onnx"),
-        str(tmp_path / "qdq.onnx"),
-        Reader(),
-        quant_format=QuantFormat.QDQ,
-        activation_type=QuantType.QInt8,
-        weight_type=QuantType.QInt8,
-        per_channel=True,
-    )
-    qdq = onnx.load(tmp_path / "qdq.onnx")
+    qdq = quantized_static(tmp_path / "float.onnx", tmp_path / "qdq.onnx", samples, "int8")
     model = Model(graph_from_model_proto(qdq, "qdq.onnx"), RuntimeOptions.resolve(threads=1))
     convs = sum(n.op_type == "Conv" for n in qdq.graph.node)
     assert sum(n.op == "QLinearConv" for n in model.optimized_graph.nodes) == convs

@@ -576,7 +576,8 @@ def qlinear_concat(
 ) -> np.ndarray:
     """Concat of each input requantised to Y's parameters (Q(DQ(x)), as onnxruntime's lookup table
     holds it); inputs quantised like Y are copied."""
-    parts = [requantized(*triples[i : i + 3], y_scale, y_zp) for i in range(0, len(triples), 3)]
+    check(len(triples) % 3 == 0, "QLinearConcat takes (X, scale, zero point) triples after Y's")
+    parts = [requantized(x, s, z, y_scale, y_zp) for x, s, z in zip(*[iter(triples)] * 3, strict=True)]
     return np.concatenate(parts, axis=attrs.axis)
 
 

@@ -27,11 +27,14 @@ CHUNK = 16384
 
 
 def concrete_8bit(t: TensorType | None) -> bool:
+    """An int8/uint8 tensor of known, non-empty shape."""
     return t is not None and t.dtype in QUANT_DTYPES and t.is_concrete and all(d > 0 for d in t.dims)
 
 
 def scalar_constants(values: Sequence[np.ndarray | None], indices: Sequence[int]) -> bool:
-    return all(i < len(values) and values[i] is not None and values[i].size == 1 for i in indices)
+    """Inputs ``indices`` are constants of one value each (per-tensor parameters)."""
+    found = [values[i] if i < len(values) else None for i in indices]
+    return all(v is not None and v.size == 1 for v in found)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)

@@ -1,0 +1,167 @@
+"""fold_qdq_ops: the QDQ Add, pooling, Concat, LeakyRelu and reshaping layers between the integer
+layers run on 8-bit data, and the model's outputs equal onnxruntime's (which fuses the same
+patterns); patterns whose integer form would not mean the same are left alone. A whole zoo ResNet-18
+quantised by quantize_static runs int8 from its first QuantizeLinear to its last DequantizeLinear,
+on compiled kernels only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from edgecnn.importers.onnx.reader import graph_from_model_proto
+from edgecnn.model import Model
+from edgecnn.passes import PIPELINE
+from edgecnn.passes.fold_qdq_ops import fold_qdq_ops
+from edgecnn.runtime.options import RuntimeOptions
+from onnx_support import run_onnxruntime
+
+SHAPE = (1, 4, 9, 9)
+PARAMS = {  # name: (scale, zero point); "q0" is shared by x, its MaxPool and a Concat
+    "q0": (0.05, 120), "q1": (0.07, 0), "q2": (0.06, 30), "q3": (0.09, 140), "q4": (0.02, 128),
+}  # fmt: skip
+
+
+def qdq_graph(dtype: int = TensorProto.UINT8) -> onnx.ModelProto:
+    """Q(x) feeding, each between DequantizeLinear and QuantizeLinear nodes as quantize_static
+    writes them: MaxPool (equal parameters), Add + Relu, Concat (unequal and equal parameters),
+    MaxPool (unequal: stays float), GlobalAveragePool, Flatten, LeakyRelu."""
+    nodes = []
+    zero_type = np.uint8 if dtype == TensorProto.UINT8 else np.int8
+    inits = []
+    for name, (scale, zero) in PARAMS.items():
+        shift = 0 if zero_type == np.uint8 else -128
+        inits.append(numpy_helper.from_array(np.array(scale, np.float32), f"{name}_s"))
+        inits.append(numpy_helper.from_array(np.array(zero + shift, zero_type), f"{name}_z"))
+
+    def q(x: str, y: str, p: str) -> None:
+        nodes.append(helper.make_node("QuantizeLinear", [x, f"{p}_s", f"{p}_z"], [y]))
+
+    def dq(x: str, y: str, p: str) -> None:
+        nodes.append(helper.make_node("DequantizeLinear", [x, f"{p}_s", f"{p}_z"], [y]))
+
+    q("x", "a", "q0")
+    dq("a", "a_f", "q0")
+    nodes.append(helper.make_node("MaxPool", ["a_f"], ["m_f"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+    q("m_f", "m", "q0")
+    dq("m", "m_d", "q0")
+    nodes += [helper.make_node("Add", ["a_f", "m_d"], ["s_f"]), helper.make_node("Relu", ["s_f"], ["r_f"])]
+    q("r_f", "r", "q1")
+    dq("r", "r_d", "q1")
+    nodes.append(helper.make_node("Concat", ["r_d", "a_f"], ["c_f"], axis=1))  # unequal: requantised
+    q("c_f", "c", "q2")
+    nodes.append(helper.make_node("Concat", ["a_f", "m_d"], ["e_f"], axis=1))  # equal: a copy
+    q("e_f", "e", "q0")
+    dq("c", "c_d", "q2")
+    nodes.append(helper.make_node("MaxPool", ["c_d"], ["p_f"], kernel_shape=[2, 2], strides=[2, 2]))
+    q("p_f", "p", "q3")  # other parameters than its input's: left to the float MaxPool
+    dq("p", "y1", "q3")
+    dq("e", "e_d", "q0")
+    nodes.append(helper.make_node("GlobalAveragePool", ["e_d"], ["g_f"]))
+    q("g_f", "g", "q4")
+    dq("g", "g_d", "q4")
+    nodes.append(helper.make_node("Flatten", ["g_d"], ["f_f"]))
+    q("f_f", "f", "q4")
+    dq("f", "f_d", "q4")
+    nodes.append(helper.make_node("LeakyRelu", ["f_d"], ["l_f"], alpha=0.2))
+    q("l_f", "l", "q2")
+    dq("l", "y2", "q2")
+    graph = helper.make_graph(
+        nodes,
+        "qdq_ops",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
+        [helper.make_tensor_value_info(y, TensorProto.FLOAT, None) for y in ("y1", "y2")],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("dtype", [TensorProto.UINT8, TensorProto.INT8], ids=["uint8", "int8"])
+def test_patterns_fold_and_equal_onnxruntime(dtype: int) -> None:
+    proto = qdq_graph(dtype)
+    graph = graph_from_model_proto(proto, "qdq_ops.onnx")
+    result = fold_qdq_ops(graph)
+    ops = [n.op for n in result.graph.nodes]
+    assert ops == [
+        "QuantizeLinear",
+        "MaxPool",
+        "QLinearAdd",
+        "QLinearConcat",
+        "Concat",
+        "DequantizeLinear",  # the second MaxPool's input: other parameters on its output
+        "MaxPool",
+        "QuantizeLinear",
+        "DequantizeLinear",
+        "QLinearGlobalAveragePool",
+        "Flatten",
+        "QLinearLeakyRelu",
+        "DequantizeLinear",
+    ]
+    add = result.graph.nodes[2]
+    assert add.attrs.activation == "relu" and add.outputs == ["r"]
+    assert result.graph.nodes[4].inputs == ["a", "m"]  # the copy reads the 8-bit tensors
+    model = Model(graph, RuntimeOptions.resolve(threads=1))
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        x = (rng.standard_normal(SHAPE) * 3).astype(np.float32)
+        got = model.run({"x": x})
+        for name, expected in zip(("y1", "y2"), run_onnxruntime(proto, {"x": x})):
+            np.testing.assert_array_equal(got[name], expected, err_msg=name)
+
+
+def test_patterns_left_alone() -> None:
+    proto = qdq_graph()
+    # an Add whose output is also returned in float, and a MaxPool whose float output has a
+    # second reader: the float tensors must stay
+    proto.graph.output.append(helper.make_tensor_value_info("s_f", TensorProto.FLOAT, None))
+    proto.graph.node.append(helper.make_node("Identity", ["m_f"], ["m_copy"]))
+    proto.graph.output.append(helper.make_tensor_value_info("m_copy", TensorProto.FLOAT, None))
+    graph = graph_from_model_proto(proto, "qdq_ops.onnx")
+    ops = [n.op for n in fold_qdq_ops(graph).graph.nodes]
+    assert "QLinearAdd" not in ops and ops.count("MaxPool") == 2 and "Add" in ops
+    model = Model(graph, RuntimeOptions.resolve(threads=1))
+    x = np.random.default_rng(4).standard_normal(SHAPE).astype(np.float32)
+    got = model.run({"x": x})
+    for name, expected in zip(("y1", "y2", "s_f", "m_copy"), run_onnxruntime(proto, {"x": x})):
+        np.testing.assert_allclose(got[name], expected, rtol=0, atol=1e-6, err_msg=name)
+
+
+def test_runs_right_after_fold_qdq() -> None:
+    names = [name for name, _ in PIPELINE]
+    assert names.index("fold_qdq_ops") == names.index("fold_qdq") + 1
+
+
+def test_zoo_resnet18_runs_int8_end_to_end(tmp_path: Path) -> None:
+    """ResNet-18 (an eighth of its width, 64 x 64) as quantize_static writes it (after onnxruntime's
+    pre-processing folds its BatchNormalization into the convolutions): after the passes
+    only the input's QuantizeLinear and the output's DequantizeLinear remain around the 8-bit
+    layers, every step runs a compiled kernel, and the output equals onnxruntime's."""
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    from bench.test_compiled_steps import reference_steps
+    from edgecnn.bench.zoo import build_model
+    from passes.test_fold_qdq import quantized_static
+
+    onnx.save(build_model("resnet18", width=0.125, resolution=64), tmp_path / "float.onnx")
+    spec = onnx.load(tmp_path / "float.onnx").graph.input[0]
+    shape = [d.dim_value or 1 for d in spec.type.tensor_type.shape.dim]
+    rng = np.random.default_rng(9)
+    samples = [{spec.name: rng.standard_normal(shape).astype(np.float32)} for _ in range(2)]
+    # on the model with its BatchNormalization folded, as the lab measures it
+    quant_pre_process(str(tmp_path / "float.onnx"), str(tmp_path / "folded.onnx"), skip_symbolic_shape=True)
+    qdq = quantized_static(tmp_path / "folded.onnx", tmp_path / "qdq.onnx", samples, "uint8")
+    model = Model(graph_from_model_proto(qdq, "qdq.onnx"), RuntimeOptions.resolve(threads=2))
+    x = rng.standard_normal(shape).astype(np.float32)
+    plan = model.plan_for({spec.name: x})
+    ops = [step.node.op for step in plan.steps]
+    assert ops.count("QuantizeLinear") == 1 and ops.count("DequantizeLinear") == 1
+    assert ops.count("QLinearAdd") == 8 and "QLinearGlobalAveragePool" in ops and "Add" not in ops
+    assert not reference_steps(plan)
+    (expected,) = run_onnxruntime(qdq, {spec.name: x})
+    np.testing.assert_array_equal(model.run({spec.name: x})[qdq.graph.output[0].name], expected)
