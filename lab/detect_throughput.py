@@ -86,7 +86,7 @@ import json, statistics, time
 from edgecnn.vision import Detector
 from edgecnn.vision.sources import open_sources
 detector = Detector.load({cfg!r}, weights={weights!r}, threads={threads})
-prepared = detector.prepare(next(iter(open_sources([{video!r}]))).image)
+prepared = detector.prepare_frame(next(iter(open_sources([{video!r}]))))
 feeds = {{detector.net.inputs[0].name: prepared.tensor}}
 for _ in range({warmup}):
     detector.net.run(feeds)
@@ -276,13 +276,17 @@ def stage_costs(
     timed("decode (PyAV, whole pass)", decode_all, frames=len(frames))
     annotated = []
     for number, frame in enumerate(frames):
-        prepared = timed("letterbox (prepare)", detector.prepare, frame.image)
+        prepared = timed("letterbox (prepare_frame)", detector.prepare_frame, frame)
         inferred = timed("inference (Model.run)", detector.infer, [prepared])[0]
         if number < WARMUP:  # the first runs build the plan and warm the caches
             costs["inference (Model.run)"].pop()
         found = timed("head decoding + NMS (finish)", detector.finish, inferred)
         timed("JSON line", lambda f, d: json.dumps(frame_record(f, d)), frame, found)
-        annotated.append(timed("drawing", draw_detections, frame.image, found))
+        annotated.append(
+            timed(
+                "drawing (full-size RGB image made)", lambda f, d: draw_detections(f.image, d), frame, found
+            )
+        )
     with tempfile.TemporaryDirectory() as tmp:
 
         def encode() -> None:

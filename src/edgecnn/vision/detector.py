@@ -12,6 +12,11 @@ Pre-processing follows how each family was trained and released:
 
 ``resize="letterbox"`` or ``"stretch"`` overrides the choice (e.g. AlexeyAB's darknet stretches
 v3 models too).
+
+Images are resized with Pillow's bilinear filter; video frames with FFmpeg's (swscale, bilinear)
+straight from the decoder's YUV planes, which skips a full-size RGB conversion and a second pass
+(the two filters differ by a few levels per pixel, mostly at sharp colour edges where the video's
+chroma is subsampled).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from edgecnn.detection.nms import Detections, class_nms
 from edgecnn.errors import InputError, ModelFormatError
 from edgecnn.vision.heads import GridHead, Head, find_head, labels_from_metadata
 from edgecnn.vision.labels import default_labels
+from edgecnn.vision.sources import Frame, VideoPicture
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -57,21 +63,20 @@ class InputFormat:
     scale: float = 1 / 255
     fill: float = 127.5  # letterbox border, in 0..255 pixel units
 
-    def tensor(self, image: Image.Image) -> tuple[np.ndarray, Placement]:
-        """[3, H, W] float32 input and where the image landed in it.
+    def tensor(self, image: Image.Image | VideoPicture) -> tuple[np.ndarray, Placement]:
+        """[3, H, W] float32 input and where the image (or video frame) landed in it.
 
         The resized 8-bit pixels are scaled straight into their window of the output, one plane at
         a time, and only the border is filled: one pass over the input instead of four."""
-        from PIL import Image
-
+        image_size = image.size
         width, height = self.size
         if self.letterbox:
-            ratio = min(width / image.width, height / image.height)
-            inner = (max(1, round(image.width * ratio)), max(1, round(image.height * ratio)))
+            ratio = min(width / image_size[0], height / image_size[1])
+            inner = (max(1, round(image_size[0] * ratio)), max(1, round(image_size[1] * ratio)))
         else:
             inner = (width, height)
         left, top = (width - inner[0]) // 2, (height - inner[1]) // 2
-        pixels = np.asarray(image.convert("RGB").resize(inner, Image.Resampling.BILINEAR))
+        pixels = resized_rgb(image, inner)
         scale = np.float32(self.scale)
         x = np.empty((3, height, width), np.float32)
         border = np.float32(self.fill) * scale
@@ -83,8 +88,18 @@ class InputFormat:
         for plane, channel in enumerate(channels):
             window = x[plane, top : top + inner[1], left : left + inner[0]]
             np.multiply(pixels[:, :, channel], scale, out=window, dtype=np.float32)
-        placement = Placement((left, top), (inner[0] / image.width, inner[1] / image.height), image.size)
-        return x, placement
+        scales = (inner[0] / image_size[0], inner[1] / image_size[1])
+        return x, Placement((left, top), scales, image_size)
+
+
+def resized_rgb(image: Image.Image | VideoPicture, size: tuple[int, int]) -> np.ndarray:
+    """[height, width, 3] 8-bit RGB pixels of ``image`` resized (bilinear) to ``size`` (width, height)."""
+    from PIL import Image
+
+    if isinstance(image, VideoPicture):
+        return image.rgb(size)
+    rgb = image if image.mode == "RGB" else image.convert("RGB")
+    return np.asarray(rgb.resize(size, Image.Resampling.BILINEAR))
 
 
 @dataclass(frozen=True)
@@ -198,6 +213,11 @@ class Detector(abc.ABC):
     def prepare(self, image: Image.Image) -> Prepared:
         """Pre-processing only (safe to run in another thread than the inference)."""
 
+    def prepare_frame(self, frame: Frame) -> Prepared:
+        """:meth:`prepare` for a decoded frame; a detector that reads a video frame's own pixels
+        overrides it to skip the full-size RGB image."""
+        return self.prepare(frame.image)
+
     @abc.abstractmethod
     def infer(self, prepared: Sequence[Prepared]) -> list[Inferred]:
         """The network's part, one result per image (batched where the model allows)."""
@@ -271,9 +291,12 @@ class YoloDetector(Detector):
             f"{'letterboxed' if letterbox else 'stretched'}"
         )
 
-    def prepare(self, image: Image.Image) -> Prepared:
+    def prepare(self, image: Image.Image | VideoPicture) -> Prepared:
         tensor, placement = self.input_format.tensor(image)
         return NetworkInput(tensor[None], placement)
+
+    def prepare_frame(self, frame: Frame) -> Prepared:
+        return self.prepare(frame.picture)
 
     def infer(self, prepared: Sequence[Prepared]) -> list[Inferred]:
         inputs = [p for p in prepared if isinstance(p, NetworkInput)]

@@ -1,7 +1,7 @@
 """Decoding and pre-processing in a reader thread, ahead of inference, through a bounded queue.
 
 The reader decodes the next frames (PyAV and Pillow release the GIL while they work) and runs
-the detector's ``prepare`` on them while the caller's thread runs the model on the current one;
+the detector's ``prepare_frame`` on them while the caller's thread runs the model on the current one;
 the queue's bound keeps memory flat when inference is the slower side."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def prepared_frames(
     def read() -> None:
         try:
             for item in items:
-                prepared = detector.prepare(item.image) if isinstance(item, Frame) else None
+                prepared = detector.prepare_frame(item) if isinstance(item, Frame) else None
                 if not put((item, prepared)):
                     return
             put(_DONE)

@@ -10,10 +10,14 @@ a 60 MB wheel and lose the timestamps of variable-rate files. Unreadable inputs 
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from edgecnn.errors import EdgeCNNError, InputError
 from edgecnn.vision.preprocess import open_image
@@ -29,14 +33,75 @@ STDIN = "-"
 VIDEO_EXTRA = "pip install 'edgecnn[video]'"
 
 
+class FrameScaler:
+    """One swscale context converting a stream's frames to RGB, reused from frame to frame: building
+    the context costs more than converting a frame with it. A lock keeps it to one thread at a time."""
+
+    def __init__(self) -> None:
+        from av.video.reformatter import VideoReformatter
+
+        self._reformatter = VideoReformatter()
+        self._lock = threading.Lock()
+
+    def rgb(self, frame: Any, size: tuple[int, int]) -> np.ndarray:
+        """[height, width, 3] 8-bit RGB pixels of an ``av.VideoFrame`` scaled (bilinear) to ``size``
+        (width, height)."""
+        width, height = size
+        with self._lock:
+            scaled = self._reformatter.reformat(
+                frame, width=width, height=height, format="rgb24", interpolation="BILINEAR"
+            )
+            return np.asarray(scaled.to_ndarray())
+
+
+class VideoPicture:
+    """A decoded video frame in the decoder's own pixel format (YUV for most codecs).
+
+    Converting it to RGB is one swscale pass straight to the size a caller asks for, so a model's
+    input needs no full-size RGB copy nor a second resize; the full-size image is made only for
+    those who ask for it (drawing the detections). ``scalers`` (for other sizes, for the full
+    size) are shared by the frames of one stream, one of each per thread that converts."""
+
+    def __init__(self, frame: Any, scalers: tuple[FrameScaler, FrameScaler] | None = None) -> None:
+        self.frame = frame  # an av.VideoFrame
+        self._scaled, self._full = scalers or (FrameScaler(), FrameScaler())
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """(width, height)."""
+        return int(self.frame.width), int(self.frame.height)
+
+    def rgb(self, size: tuple[int, int]) -> np.ndarray:
+        """[height, width, 3] 8-bit RGB pixels scaled (bilinear) to ``size`` (width, height)."""
+        return self._scaled.rgb(self.frame, size)
+
+    def to_image(self) -> Image.Image:
+        """The full-size RGB image."""
+        from PIL import Image
+
+        return Image.fromarray(self._full.rgb(self.frame, self.size))
+
+
 @dataclass(frozen=True)
 class Frame:
-    """One decoded image: RGB pixels, where it came from and when."""
+    """One decoded image: its pixels (a Pillow image, or a video frame still in the decoder's
+    format), where it came from and when."""
 
-    image: Image.Image
+    picture: Image.Image | VideoPicture  # RGB when a Pillow image
     source: str  # file path, "camera:0", or the path read from stdin
     index: int  # frame index within a video or camera stream; 0 for an image
     timestamp: float | None  # seconds within a video; None for images
+
+    @cached_property
+    def image(self) -> Image.Image:
+        """The frame as a full-size RGB Pillow image (converted from a video frame on first use)."""
+        return self.picture.to_image() if isinstance(self.picture, VideoPicture) else self.picture
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """(width, height), without converting a video frame."""
+        picture = self.picture
+        return picture.size if isinstance(picture, VideoPicture) else (picture.width, picture.height)
 
 
 @dataclass(frozen=True)
@@ -132,6 +197,7 @@ def read_video(
             return
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
+        scalers = FrameScaler(), FrameScaler()
         index = 0
         for packet in container.demux(stream):
             try:
@@ -142,7 +208,7 @@ def read_video(
                 continue
             for frame in decoded:
                 timestamp = float(frame.pts * stream.time_base) if frame.pts is not None else None
-                yield Frame(frame.to_image(), name, index, timestamp)
+                yield Frame(VideoPicture(frame, scalers), name, index, timestamp)
                 index += 1
 
 
