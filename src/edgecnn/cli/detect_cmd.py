@@ -39,8 +39,8 @@ def frame_record(frame: Frame, detections: list[Detection]) -> dict[str, Any]:
         "source": frame.source,
         "index": frame.index,
         "timestamp": frame.timestamp,
-        "width": frame.image.width,
-        "height": frame.image.height,
+        "width": frame.size[0],
+        "height": frame.size[1],
         "detections": [
             {
                 "label": d.label,
