@@ -108,6 +108,42 @@ def tap_offsets(
     return (4 * (planes[:, None] + np.array(taps)[None, :])).reshape(-1).astype(np.int64)
 
 
+@numba.njit(inline="always", cache=True)
+def _byte_units(
+    row: np.ndarray, r0: np.ndarray, r1: np.ndarray, r2: np.ndarray, r3: np.ndarray, skip: int, step: int,
+    flip: np.uint32, keep: np.uint32, pad: np.uint32,
+) -> None:  # fmt: skip
+    """row[x] = the bytes r0..r3[skip + x*step] in one unit, each XOR ``flip``; the bytes outside
+    ``keep`` (channels past the last) from ``pad``. Whole units, so that the loop vectorises."""
+    eight, sixteen, twenty_four = np.uint32(8), np.uint32(16), np.uint32(24)
+    for x in range(row.size):
+        i = skip + x * step
+        v = (
+            np.uint32(r0[i])
+            | np.uint32(r1[i]) << eight
+            | np.uint32(r2[i]) << sixteen
+            | np.uint32(r3[i]) << twenty_four
+        )
+        row[x] = ((v ^ flip) & keep) | (pad & ~keep)
+
+
+@numba.njit(inline="always", cache=True)
+def _short_units(
+    row: np.ndarray, r0: np.ndarray, r1: np.ndarray, skip: int, step: int, offset: int, keep: np.uint32,
+    pad: np.uint32,
+) -> None:  # fmt: skip
+    """row[x] = r0, r1[skip + x*step] + ``offset`` as two int16 in one unit; the halves outside
+    ``keep`` from ``pad``."""
+    low, sixteen = np.int32(0xFFFF), np.uint32(16)
+    for x in range(row.size):
+        i = skip + x * step
+        v = (
+            np.uint32((np.int32(r0[i]) + offset) & low)
+            | np.uint32((np.int32(r1[i]) + offset) & low) << sixteen
+        )
+        row[x] = (v & keep) | (pad & ~keep)
+
+
 @numba.njit(parallel=True, cache=True, nogil=True)
 def pack_image(
     image: np.ndarray,  # (C, H, W) 8-bit
@@ -129,8 +165,11 @@ def pack_image(
     units, count, plane_h, plane_w = quads.shape
     if unit == 4:
         pad_unit = np.uint32((pad_value + offset) & 0xFF) * np.uint32(0x01010101)
+        lane_mask = np.uint32(0xFF)
     else:
         pad_unit = np.uint32((pad_value + offset) & 0xFFFF) * np.uint32(0x00010001)
+        lane_mask = np.uint32(0xFFFF)
+    flip = np.uint32(offset) * np.uint32(0x01010101)  # int8 data: +128 flips each byte's sign bit
     slack[:] = pad_unit
     for task in numba.prange(units * count):
         u, p = task // count, task % count
@@ -139,34 +178,55 @@ def pack_image(
         first = min(plane_w, max(0, (pad_left - px + stride_w - 1) // stride_w))
         end = min(plane_w, max(first, (width + pad_left - px + stride_w - 1) // stride_w))
         skip = first * stride_w + px - pad_left  # the image column of plane column ``first``
-        for y in range(plane_h):
+        keep = np.uint32(0)  # the unit's lanes that hold channels; the others hold the zero point
+        for t in range(unit):
+            if u * unit + t < channels:
+                keep |= lane_mask << np.uint32(t * 32 // unit)
+        c0, c1 = min(u * unit, channels - 1), min(u * unit + 1, channels - 1)
+        c2, c3 = min(u * unit + 2, channels - 1), min(u * unit + 3, channels - 1)
+        plane = quads[u, p]
+        # rows y whose image row y*stride_h + py - pad_top lies in [0, height): the others are padding
+        top = min(plane_h, max(0, (pad_top - py + stride_h - 1) // stride_h))
+        bottom = min(plane_h, max(top, (height + pad_top - py + stride_h - 1) // stride_h))
+        plane[:top] = pad_unit
+        plane[bottom:] = pad_unit
+        if u * unit >= channels:
+            plane[top:bottom] = pad_unit
+            continue
+        if stride_h == 1 and stride_w == 1 and first == 0 and end == plane_w == width:
+            # no column padding at unit strides: the rows are one run in the image and the plane
+            at, span = (top - pad_top + py) * width, (bottom - top) * width
+            dest = plane.reshape(-1)[top * width : bottom * width]
+            r0, r1 = image[c0].reshape(-1)[at : at + span], image[c1].reshape(-1)[at : at + span]
+            r2, r3 = image[c2].reshape(-1)[at : at + span], image[c3].reshape(-1)[at : at + span]
+            fill_units(dest, r0, r1, r2, r3, 0, 1, unit, flip, offset, keep, pad_unit)
+            continue
+        for y in range(top, bottom):
             iy = y * stride_h + py - pad_top
-            row = quads[u, p, y]
-            if iy < 0 or iy >= height or u * unit >= channels:
-                row[:] = pad_unit
-                continue
+            row = plane[y]
             row[:first] = pad_unit
             row[end:] = pad_unit
-            if unit == 4:  # one strided byte run per channel; int8 data: +128 flips the sign bit
-                octets = row.view(np.uint8)
-                for t in range(4):
-                    c = u * 4 + t
-                    if c >= channels:
-                        octets[4 * first + t : 4 * end : 4] = np.uint8(pad_unit & 0xFF)
-                        continue
-                    source = image[c, iy].view(np.uint8)
-                    for x in range(end - first):
-                        octets[4 * (first + x) + t] = source[skip + x * stride_w] ^ np.uint8(offset)
-            else:
-                shorts = row.view(np.int16)
-                for t in range(2):
-                    c = u * 2 + t
-                    if c >= channels:
-                        shorts[2 * first + t : 2 * end : 2] = np.int16(pad_value + offset)
-                        continue
-                    source = image[c, iy]
-                    for x in range(end - first):
-                        shorts[2 * (first + x) + t] = np.int16(source[skip + x * stride_w]) + np.int16(offset)
+            r0, r1, r2, r3 = image[c0, iy], image[c1, iy], image[c2, iy], image[c3, iy]
+            fill_units(row[first:end], r0, r1, r2, r3, skip, stride_w, unit, flip, offset, keep, pad_unit)
+
+
+@numba.njit(inline="always", cache=True)
+def fill_units(
+    dest: np.ndarray, r0: np.ndarray, r1: np.ndarray, r2: np.ndarray, r3: np.ndarray, skip: int, step: int,
+    unit: int, flip: np.uint32, offset: int, keep: np.uint32, pad: np.uint32,
+) -> None:  # fmt: skip
+    """dest = the units of the channel rows r0..r3 (r0, r1 for 2-step units) from column ``skip``
+    on, every ``step``-th."""
+    if unit == 4:
+        b0, b1, b2, b3 = r0.view(np.uint8), r1.view(np.uint8), r2.view(np.uint8), r3.view(np.uint8)
+        if step == 1:  # a constant step: the loads vectorise
+            _byte_units(dest, b0, b1, b2, b3, skip, 1, flip, keep, pad)
+        else:
+            _byte_units(dest, b0, b1, b2, b3, skip, step, flip, keep, pad)
+    elif step == 1:
+        _short_units(dest, r0, r1, skip, 1, offset, keep, pad)
+    else:
+        _short_units(dest, r0, r1, skip, step, offset, keep, pad)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
