@@ -1,4 +1,5 @@
-"""YOLO decoders against 2x2 grids computed by hand (logits chosen so sigmoids are exact)."""
+"""YOLO decoders against 2x2 grids computed by hand (logits chosen so sigmoids are exact), and
+against a transcription that decodes every cell on random grids."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from edgecnn.detection.nms import Detections
 from edgecnn.detection.yolo import (
@@ -149,3 +152,62 @@ def test_undo_letterbox() -> None:
     np.testing.assert_allclose(
         undo_letterbox(boxes, (200, 100), (64, 64)), [[0, 0, 200, 100], [100, 50, 150, 75]], atol=1e-4
     )
+
+
+def every_cell(decoder: RegionDecoder | YoloV3Decoder, raw: np.ndarray, threshold: float) -> Detections:
+    """Darknet's formulas on every cell and anchor of one image, then the threshold: what the
+    decoders give without leaving out the boxes whose objectness cannot pass."""
+    num = decoder.num if isinstance(decoder, RegionDecoder) else len(decoder.mask)
+    t = raw.astype(np.float64).reshape(num, -1, *raw.shape[1:]).transpose(2, 3, 0, 1)
+    rows, cols = np.meshgrid(np.arange(t.shape[0]), np.arange(t.shape[1]), indexing="ij")
+    rows, cols = rows[..., None], cols[..., None]
+    (width, height), (grid_h, grid_w) = decoder.input_size, t.shape[:2]
+    sigmoid = lambda x: 1 / (1 + np.exp(-x))  # noqa: E731
+    if isinstance(decoder, RegionDecoder):
+        anchors = np.asarray(decoder.anchors).reshape(-1, 2)
+        cx, cy = (cols + sigmoid(t[..., 0])) / grid_w * width, (rows + sigmoid(t[..., 1])) / grid_h * height
+        w = np.exp(t[..., 2]) * anchors[:, 0] / grid_w * width
+        h = np.exp(t[..., 3]) * anchors[:, 1] / grid_h * height
+        logits = t[..., 5:]
+        probs = np.exp(logits - logits.max(-1, keepdims=True))
+        probs = probs / probs.sum(-1, keepdims=True) if decoder.softmax else logits
+    else:
+        anchors = np.asarray(decoder.anchors).reshape(-1, 2)[list(decoder.mask)]
+        s = decoder.scale_x_y
+        cx = (cols + sigmoid(t[..., 0]) * s - (s - 1) / 2) / grid_w * width
+        cy = (rows + sigmoid(t[..., 1]) * s - (s - 1) / 2) / grid_h * height
+        w, h = np.exp(t[..., 2]) * anchors[:, 0], np.exp(t[..., 3]) * anchors[:, 1]
+        probs = sigmoid(t[..., 5:])
+    scores = (sigmoid(t[..., 4:5]) * probs).reshape(-1, probs.shape[-1])
+    boxes = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], -1).reshape(-1, 4)
+    box, label = np.nonzero(scores > threshold)
+    return Detections(boxes[box].astype(np.float32), scores[box, label].astype(np.float32), label)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    kind=st.sampled_from(["region", "region-no-softmax", "yolo"]),
+    grid=st.tuples(st.integers(1, 5), st.integers(1, 5)),
+    anchors=st.integers(1, 3),
+    classes=st.integers(1, 6),
+    threshold=st.sampled_from([0.0, 0.25, 0.5, 0.9]),
+    seed=st.integers(0, 2**16),
+)
+def test_decoders_match_every_cell_transcription(
+    kind: str, grid: tuple[int, int], anchors: int, classes: int, threshold: float, seed: int
+) -> None:
+    """The decoders skip boxes whose objectness is under the threshold: the same boxes, scores and
+    classes, in the same order, as decoding every cell (logits spread so that many pass)."""
+    rng = np.random.default_rng(seed)
+    sizes = tuple(rng.uniform(0.5, 4, 2 * anchors).round(2))
+    decoder: RegionDecoder | YoloV3Decoder
+    if kind == "yolo":
+        decoder = YoloV3Decoder((64, 48), sizes, tuple(range(anchors)), classes, scale_x_y=1.05)
+    else:
+        decoder = RegionDecoder((64, 48), sizes, anchors, classes, softmax=kind == "region")
+    raw = rng.normal(0, 3, (2, anchors * (5 + classes), *grid)).astype(np.float32)
+    for got, image in zip(decoder(raw, threshold), raw, strict=True):
+        want = every_cell(decoder, image, threshold)
+        assert got.classes.tolist() == want.classes.tolist()
+        np.testing.assert_allclose(got.boxes, want.boxes, rtol=1e-6, atol=1e-4)
+        np.testing.assert_allclose(got.scores, want.scores, rtol=1e-6)

@@ -60,27 +60,49 @@ def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.where(union > 0, inter / union, 0.0)
 
 
+BLOCK_ENTRIES = 1 << 18
+"""IoU values computed at once in NMS: bounds its memory when thousands of boxes pass the threshold."""
+
+
 def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float) -> np.ndarray:
     """Indices of the boxes kept, best score first: a box is dropped when its IoU with a kept,
     better-scoring box exceeds ``iou_threshold``. Equal scores keep their input order."""
+    return _greedy(np.asarray(boxes), np.asarray(scores), None, iou_threshold)
+
+
+def _greedy(
+    boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray | None, iou_threshold: float
+) -> np.ndarray:
+    """Greedy NMS (as :func:`nms`), where a box suppresses only boxes of its own class when
+    ``classes`` is given. The IoUs of a block of candidates with every later box are computed in one
+    numpy call; the greedy walk then only ORs rows of that block into the suppressed set."""
     if not 0.0 <= iou_threshold <= 1.0:
         raise ValueError(f"iou_threshold must be in [0, 1], got {iou_threshold}")
-    remaining = np.argsort(-np.asarray(scores, np.float64), kind="stable")
-    boxes = np.asarray(boxes)
+    order = np.argsort(-np.asarray(scores, np.float64), kind="stable")
+    boxes = boxes[order]
+    labels = None if classes is None else classes[order]
+    count = len(order)
+    suppressed = np.zeros(count, bool)
     kept: list[int] = []
-    while len(remaining):
-        best, rest = remaining[0], remaining[1:]
-        kept.append(int(best))
-        remaining = rest[box_iou(boxes[best : best + 1], boxes[rest])[0] <= iou_threshold]
-    return np.asarray(kept, np.int64)
+    step = max(1, BLOCK_ENTRIES // max(count, 1))
+    for start in range(0, count, step):
+        rows = start + np.flatnonzero(~suppressed[start : start + step])
+        if not rows.size:
+            continue
+        # ~(iou <= threshold) rather than iou > threshold: a NaN IoU suppresses, as it always has
+        overlap = ~(box_iou(boxes[rows], boxes[start:]) <= iou_threshold)
+        if labels is not None:
+            overlap &= labels[rows, None] == labels[None, start:]
+        for row, candidate in zip(overlap, rows.tolist()):
+            if not suppressed[candidate]:
+                kept.append(candidate)
+                suppressed[start:] |= row
+    return order[np.asarray(kept, np.int64)]
 
 
 def class_nms(detections: Detections, iou_threshold: float) -> Detections:
-    """Non-maximum suppression within each class; the result is sorted by decreasing score."""
-    kept = [np.zeros(0, np.int64)]
-    for label in np.unique(detections.classes):
-        members = np.flatnonzero(detections.classes == label)
-        kept.append(members[nms(detections.boxes[members], detections.scores[members], iou_threshold)])
-    indices = np.concatenate(kept)
-    indices = indices[np.argsort(-detections.scores[indices], kind="stable")]
-    return detections.take(indices)
+    """Non-maximum suppression within each class; the result is sorted by decreasing score (equal
+    scores: lower class first, then input order)."""
+    kept = _greedy(detections.boxes, detections.scores, detections.classes, iou_threshold)
+    kept = kept[np.lexsort((detections.classes[kept], -detections.scores[kept]))]
+    return detections.take(kept)

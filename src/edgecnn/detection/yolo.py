@@ -43,17 +43,18 @@ class _GridDecoder:
     input_size: tuple[int, int]  # network input (width, height) in pixels
     kind: ClassVar[str]
 
-    def candidates(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """One image's boxes (B, 4) in input pixels and class scores (B, classes)."""
+    def candidates(self, raw: np.ndarray, score_threshold: float) -> tuple[np.ndarray, np.ndarray]:
+        """One image's boxes (B, 4) in input pixels and class scores (B, classes), in Darknet's
+        order; a decoder may leave out boxes that cannot score above ``score_threshold``."""
         raise NotImplementedError
 
     def __call__(self, raw: np.ndarray, score_threshold: float = 0.25) -> list[Detections]:
         """Decode a batch of raw outputs; one :class:`Detections` per image (before NMS)."""
         raw = np.asarray(raw)
         results = []
-        for image in raw.astype(np.float64):
+        for image in raw:
             with np.errstate(over="ignore"):
-                boxes, scores = self.candidates(image)
+                boxes, scores = self.candidates(image, score_threshold)
             box_index, label = np.nonzero(scores > score_threshold)
             results.append(
                 Detections(
@@ -92,10 +93,10 @@ class YoloV1Decoder(_GridDecoder):
     softmax: bool = False
     kind: ClassVar[str] = "detection"
 
-    def candidates(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def candidates(self, raw: np.ndarray, score_threshold: float) -> tuple[np.ndarray, np.ndarray]:
         cells = self.side * self.side
         expected = cells * (self.classes + self.num * (1 + self.coords))
-        flat = raw.reshape(-1)
+        flat = raw.reshape(-1).astype(np.float64)  # raw confidences and probabilities: no bound to prune by
         if flat.size != expected:
             raise ValueError(f"detection output must have {expected} values per image, got {flat.size}")
         probs = flat[: cells * self.classes].reshape(cells, self.classes)
@@ -126,23 +127,27 @@ class RegionDecoder(_GridDecoder):
     softmax: bool = True
     kind: ClassVar[str] = "region"
 
-    def candidates(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def candidates(self, raw: np.ndarray, score_threshold: float) -> tuple[np.ndarray, np.ndarray]:
         per_anchor = self.coords + 1 + self.classes
         grid_h, grid_w = self._check_channels(raw, per_anchor, self.num)
         # (H, W, num, channels): Darknet orders detections by location, then anchor.
         t = raw.reshape(self.num, per_anchor, grid_h, grid_w).transpose(2, 3, 0, 1)
-        anchors = np.asarray(self.anchors, np.float64).reshape(self.num, 2)
-        rows, cols = np.meshgrid(np.arange(grid_h), np.arange(grid_w), indexing="ij")
+        objectness = _sigmoid(t[..., self.coords].astype(np.float64))
+        # A softmax is at most 1, so a score (objectness x probability) is at most its objectness.
+        rows, cols, anchor = np.nonzero(
+            objectness > score_threshold if self.softmax else objectness == objectness
+        )
+        picked = t[rows, cols, anchor].astype(np.float64)
+        anchors = np.asarray(self.anchors, np.float64).reshape(self.num, 2)[anchor]
         width, height = self.input_size
-        cx = (cols[..., None] + _sigmoid(t[..., 0])) / grid_w * width
-        cy = (rows[..., None] + _sigmoid(t[..., 1])) / grid_h * height
-        w = np.exp(t[..., 2]) * anchors[:, 0] / grid_w * width
-        h = np.exp(t[..., 3]) * anchors[:, 1] / grid_h * height
-        objectness = _sigmoid(t[..., self.coords])
-        class_logits = t[..., self.coords + 1 :]
+        cx = (cols + _sigmoid(picked[:, 0])) / grid_w * width
+        cy = (rows + _sigmoid(picked[:, 1])) / grid_h * height
+        w = np.exp(picked[:, 2]) * anchors[:, 0] / grid_w * width
+        h = np.exp(picked[:, 3]) * anchors[:, 1] / grid_h * height
+        class_logits = picked[:, self.coords + 1 :]
         probs = _softmax(class_logits, axis=-1) if self.softmax else class_logits
-        scores = objectness[..., None] * probs
-        return _corners(cx, cy, w, h), scores.reshape(-1, self.classes)
+        scores = objectness[rows, cols, anchor][:, None] * probs
+        return _corners(cx, cy, w, h), scores
 
 
 @dataclass(frozen=True)
@@ -156,20 +161,23 @@ class YoloV3Decoder(_GridDecoder):
     scale_x_y: float = 1.0
     kind: ClassVar[str] = "yolo"
 
-    def candidates(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def candidates(self, raw: np.ndarray, score_threshold: float) -> tuple[np.ndarray, np.ndarray]:
         per_anchor = 5 + self.classes
         grid_h, grid_w = self._check_channels(raw, per_anchor, len(self.mask))
         t = raw.reshape(len(self.mask), per_anchor, grid_h, grid_w).transpose(2, 3, 0, 1)
-        anchors = np.asarray(self.anchors, np.float64).reshape(-1, 2)[list(self.mask)]
-        rows, cols = np.meshgrid(np.arange(grid_h), np.arange(grid_w), indexing="ij")
+        objectness = _sigmoid(t[..., 4].astype(np.float64))
+        # A logistic class probability is at most 1: only boxes whose objectness passes can score.
+        rows, cols, anchor = np.nonzero(objectness > score_threshold)
+        picked = t[rows, cols, anchor].astype(np.float64)
+        anchors = np.asarray(self.anchors, np.float64).reshape(-1, 2)[list(self.mask)][anchor]
         width, height = self.input_size
         shift = (self.scale_x_y - 1.0) / 2
-        cx = (cols[..., None] + _sigmoid(t[..., 0]) * self.scale_x_y - shift) / grid_w * width
-        cy = (rows[..., None] + _sigmoid(t[..., 1]) * self.scale_x_y - shift) / grid_h * height
-        w = np.exp(t[..., 2]) * anchors[:, 0]
-        h = np.exp(t[..., 3]) * anchors[:, 1]
-        scores = _sigmoid(t[..., 4:5]) * _sigmoid(t[..., 5:])
-        return _corners(cx, cy, w, h), scores.reshape(-1, self.classes)
+        cx = (cols + _sigmoid(picked[:, 0]) * self.scale_x_y - shift) / grid_w * width
+        cy = (rows + _sigmoid(picked[:, 1]) * self.scale_x_y - shift) / grid_h * height
+        w = np.exp(picked[:, 2]) * anchors[:, 0]
+        h = np.exp(picked[:, 3]) * anchors[:, 1]
+        scores = objectness[rows, cols, anchor][:, None] * _sigmoid(picked[:, 5:])
+        return _corners(cx, cy, w, h), scores
 
 
 Decoder = Union[YoloV1Decoder, RegionDecoder, YoloV3Decoder]
