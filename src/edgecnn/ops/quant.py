@@ -433,19 +433,20 @@ def add_parameters(
     y_zp: np.ndarray,
 ) -> tuple[np.float32, np.float32, np.float32]:
     """(a_scale / y_scale, b_scale / y_scale, y_zp - (ratio_a * a_zp + ratio_b * b_zp)) in float32,
-    each rounding where onnxruntime's QLinearAdd (MLAS, x86) rounds it."""
+    each rounding where onnxruntime's QLinearAdd (MLAS, x86 AVX2 build) rounds it."""
     ys = np.float32(_scalar_param(y_scale, "y_scale"))
     ratio_a = np.float32(np.float32(_scalar_param(a_scale, "a_scale")) / ys)
     ratio_b = np.float32(np.float32(_scalar_param(b_scale, "b_scale")) / ys)
     za, zb = np.float32(_scalar_param(a_zp, "a_zero_point")), np.float32(_scalar_param(b_zp, "b_zero_point"))
     zy = np.float32(_scalar_param(y_zp, "y_zero_point"))
-    fixed = np.float32(zy - np.float32(np.float32(ratio_a * za) + np.float32(ratio_b * zb)))
-    return ratio_a, ratio_b, fixed
+    # the compiler fuses ratio_a * za into the sum: fma(ratio_a, za, ratio_b * zb)
+    offset = fused_multiply_add(np.asarray(za), ratio_a, np.asarray(np.float32(ratio_b * zb)))
+    return ratio_a, ratio_b, np.float32(zy - offset)
 
 
 def fused_multiply_add(x: np.ndarray, ratio: np.float32, addend: np.ndarray) -> np.ndarray:
     """float32 fma(x, ratio, addend) for 8-bit x: the product of an 8-bit integer and a float32 is
-    exact in float64, and so is its sum with a float32 of a magnitude within 2**29 of it, so one
+    exact in float64, and so is its sum with a float32 within 2**21 of its magnitude, so one
     rounding to float32 remains, as in the fused instruction."""
     return (x.astype(np.float64) * np.float64(ratio) + addend.astype(np.float64)).astype(np.float32)
 
