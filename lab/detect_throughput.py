@@ -294,7 +294,7 @@ def stage_costs(
                 for frame, image in zip(frames, annotated):
                     writer.write(image, frame.timestamp)
 
-        timed("encoding (x264 veryfast, whole pass)", encode, frames=len(frames))
+        timed("encoding (x264, whole pass)", encode, frames=len(frames))
     return {
         stage: (statistics.median(w for w, _ in values), statistics.median(c for _, c in values))
         for stage, values in costs.items()

@@ -103,3 +103,12 @@ def test_reader_thread_keeps_order_and_stops_early(tmp_path: Path) -> None:
     stream = prepared_frames(detector, open_sources([str(path)], loop=True), depth=2)
     assert [next(stream)[0].index for _ in range(3)] == [0, 1, 2]
     stream.close()  # stops the endless reader
+
+
+def test_x264_gets_one_thread_per_core_beyond_the_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    from edgecnn.vision import video
+
+    for cores, threads in ((1, "1"), (2, "1"), (8, "7")):
+        monkeypatch.setattr(video, "available_cores", lambda cores=cores: cores)
+        assert video.encoder_options("libx264") == {"preset": "veryfast", "threads": threads}
+    assert video.encoder_options("mpeg4") == {}

@@ -7,6 +7,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from edgecnn.devices import available_cores
 from edgecnn.errors import InputError
 from edgecnn.vision.sources import import_av
 
@@ -16,9 +17,16 @@ if TYPE_CHECKING:
 TIME_BASE = Fraction(1, 1000)
 """Frames are stamped in milliseconds from their source timestamps, so variable rates survive."""
 CODECS = ("libx264", "h264", "mpeg4")
-ENCODER_OPTIONS = {"libx264": {"preset": "veryfast"}}
-"""x264's default preset spends about twice the CPU per frame for no smaller file on annotated
-frames, and the encoder shares the cores with inference."""
+
+
+def encoder_options(codec: str) -> dict[str, str]:
+    """x264's options: preset veryfast, as its default spends about twice the CPU per frame for no
+    smaller file on annotated frames; and one thread per core beyond the first, as its default (1.5
+    per core, plus lookahead) spends about a third more CPU per frame on keeping its frame threads in
+    step, on cores the writer shares with the work that makes the frames (inference)."""
+    if codec != "libx264":
+        return {}
+    return {"preset": "veryfast", "threads": str(max(1, available_cores() - 1))}
 
 
 class VideoWriter:
@@ -47,9 +55,10 @@ class VideoWriter:
             self._stream.height = image.height - image.height % 2
             self._stream.pix_fmt = "yuv420p"
             self._stream.codec_context.time_base = TIME_BASE
-            self._stream.options = dict(ENCODER_OPTIONS.get(self._codec, {}))
+            self._stream.options = encoder_options(self._codec)
         size = (self._stream.width, self._stream.height)
-        frame = av.VideoFrame.from_image(image.convert("RGB").crop((0, 0, *size)))
+        rgb = image if image.mode == "RGB" else image.convert("RGB")
+        frame = av.VideoFrame.from_image(rgb if rgb.size == size else rgb.crop((0, 0, *size)))
         seconds = timestamp if timestamp is not None else self.frames / float(self.rate)
         pts = max(round(seconds / TIME_BASE), self._last_pts + 1)
         frame.pts, frame.time_base = pts, TIME_BASE
