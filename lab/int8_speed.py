@@ -115,7 +115,7 @@ def loop_census(net: Any, feed: dict[str, np.ndarray]) -> str:
         kernel = Int8DotConvKernel(node, [plan.types.get(i) if i else None for i in node.inputs], values)
         w = values[3]
         assert w is not None
-        matrix = (tap_weights(w, 4) if kernel.in_place else w.reshape(w.shape[0], -1)).astype(np.int32)
+        matrix = tap_weights(w, 4).astype(np.int32)  # every layer reads the image by taps
         if matrix.shape[1] % 2:
             matrix = np.pad(matrix, ((0, 0), (0, 1)))
         pair = matrix.reshape(matrix.shape[0], -1, 2)
