@@ -240,20 +240,17 @@ def agreement(
     threads: int | None = None,
 ) -> Agreement:
     """Top-1 agreement and the largest output difference of ``int8_graph`` against ``float_graph``."""
-    from edgecnn.compress.sensitivity import top1
+    from edgecnn.compress.evaluation import EvalSet, model_runner, top1_agreement
     from edgecnn.model import Model
     from edgecnn.runtime.options import RuntimeOptions
 
     options = RuntimeOptions.resolve(threads)
-    reference, quantized = Model(float_graph, options), Model(int8_graph, options)
-    output = float_graph.outputs[0]
-    matches, total, worst = 0, 0, 0.0
-    for x in samples:
-        expected, actual = reference.run(x)[output], quantized.run(x)[output]
-        matches += int(np.sum(top1(expected) == top1(actual)))
-        total += top1(expected).size
-        worst = max(worst, float(np.max(np.abs(expected.astype(np.float64) - actual))))
-    return Agreement(matches / max(total, 1), worst, total)
+    result = top1_agreement(
+        model_runner(Model(float_graph, options)),
+        model_runner(Model(int8_graph, options)),
+        EvalSet("samples", samples),
+    )
+    return Agreement(result.agreement, result.max_abs_diff, result.samples)
 
 
 def int8_layers(graph: Graph) -> Sequence[Node]:
