@@ -1,4 +1,4 @@
-"""int8 against float32 and onnxruntime on the zoo's ResNets (issue 37).
+"""int8 against float32 and onnxruntime on issue 37's zoo models.
 
 Each model (edgecnn.bench.zoo, seeded weights) is quantised by onnxruntime.quantization.quantize_static
 (QDQ, per-channel s8 weights, u8 activations, min-max on a few seeded calibration inputs) after its
@@ -12,15 +12,26 @@ batch 1 and ``--threads`` threads, interleaved (one run of each per round, media
 - with ``--cpu-time``: the same interleaved runs timed by process CPU time (the processor time a
   run takes whatever else the machine runs; meaningful at 1 thread, where no worker spins);
 - agreement: edgecnn's int8 output against onnxruntime's (max |difference|, equal or not) and the
-  top-1 class of both int8 models against float32 on the timing inputs.
+  top-1 class of both int8 models against float32 on the timing inputs (lab/int8_eval.py measures
+  agreement on a few hundred images);
+- with ``--avx2``: the same in a child process whose numba compiles for an AVX2-only CPU (znver3:
+  NUMBA_CPU_NAME/NUMBA_CPU_FEATURES, its own NUMBA_CACHE_DIR, so the shared cache is untouched),
+  which checks that edgecnn then sees no VNNI and no 512-bit vectors; onnxruntime still uses the
+  host's instructions there.
 
-    .venv/bin/python lab/int8_speed.py --models resnet18 resnet50 --rounds 20
+Ends with a markdown table of the medians and the machine line.
+
+    .venv/bin/python lab/int8_speed.py --rounds 20                      # the six models, 2 threads, wall
+    .venv/bin/python lab/int8_speed.py --rounds 20 --cpu-time --threads 1 [--avx2]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -35,6 +46,61 @@ from common import interleaved, machine_line, ort_options, time_steps
 
 CALIBRATION = 4
 """Calibration inputs per model (seeded standard-normal images)."""
+MODELS = ["resnet18", "resnet50", "mobilenetv2", "squeezenet1.1", "tiny-yolo", "googlenet"]
+"""Issue 37's benchmark models (edgecnn bench --list names)."""
+ZNVER3_FEATURES = ",".join(
+    f"+{f}"
+    for f in (
+        "64bit", "adx", "aes", "avx", "avx2", "bmi", "bmi2", "clflushopt", "clwb", "clzero", "cx16",
+        "f16c", "fma", "fsgsbase", "lzcnt", "movbe", "mwaitx", "pclmul", "pku", "popcnt", "prfchw",
+        "rdpid", "rdrnd", "rdseed", "sha", "sse", "sse2", "sse3", "sse4.1", "sse4.2", "sse4a", "ssse3",
+        "vaes", "vpclmulqdq", "wbnoinvd", "xsave", "xsavec", "xsaveopt", "xsaves",
+    )
+)  # fmt: skip
+"""An AVX2-only EPYC's features (AMD Zen 3): AVX2 and FMA, no AVX-512, no VNNI."""
+COLUMNS = ("edgecnn float32", "edgecnn int8", "onnxruntime int8", "onnxruntime float32")
+
+
+def avx2_child() -> int:
+    """This script again, its numba compiling for znver3 into a cache of its own; its exit status."""
+    cache = Path(tempfile.gettempdir()) / "edgecnn-lab-numba-znver3"
+    env = {**os.environ, "NUMBA_CPU_NAME": "znver3", "NUMBA_CPU_FEATURES": ZNVER3_FEATURES}
+    env["NUMBA_CACHE_DIR"] = str(cache)
+    argv = [a for a in sys.argv[1:] if a != "--avx2"]
+    print(f"AVX2 child: NUMBA_CPU_NAME=znver3, NUMBA_CACHE_DIR={cache}", flush=True)
+    return subprocess.run([sys.executable, __file__, *argv], env=env, check=False).returncode
+
+
+def target_line() -> str:
+    """What numba compiles edgecnn's int8 kernels for, and so which dot-product loop they take."""
+    from edgecnn.bench.machine import compiled_features
+    from edgecnn.kernels.cpu.int8.dot_kernel import available, has_vnni, wide_vectors
+
+    name, isa = compiled_features()
+    loop = "vpdpbusd" if has_vnni() else "vpmaddubsw/vpmaddwd (u8 x s8 where exact, else int16)"
+    return (
+        f"numba target: {name} ({', '.join(isa)}); AVX2 {available()}, VNNI {has_vnni()}, "
+        f"512-bit {wide_vectors()}: dot-product loop {loop}"
+    )
+
+
+def summary(rows: list[tuple[str, dict[str, float], bool]], clock: str, threads: int, rounds: int) -> str:
+    """The medians as a markdown table (ms, ``clock``) with the speed-ups and whether edgecnn's
+    int8 output equalled onnxruntime's."""
+    lines = [
+        f"| model ({clock} ms, {threads} thread(s), median of {rounds}) | "
+        + " | ".join(COLUMNS)
+        + " | int8 / float32 speed-up | edgecnn / onnxruntime int8 | int8 output = onnxruntime's |",
+        "|---|" + "---:|" * (len(COLUMNS) + 2) + "---|",
+    ]
+    for name, ms, equal in rows:
+        lines.append(
+            f"| {name} | "
+            + " | ".join(f"{ms[c]:.2f}" for c in COLUMNS)
+            + f" | {ms['edgecnn float32'] / ms['edgecnn int8']:.2f}x"
+            + f" | {ms['edgecnn int8'] / ms['onnxruntime int8']:.2f}x | {'yes' if equal else 'no'} |"
+        )
+    return "\n".join(lines)
 
 
 def quantized(
@@ -72,6 +138,7 @@ def quantized(
 def layer_ab(net: Any, x: np.ndarray, rounds: int) -> list[tuple[str, str, float, float]]:
     """(layer, dot loop, widening ms, dot ms) of each int8 convolution of ``net``'s plan."""
     from edgecnn.kernels.cpu.int8.dot_conv import Int8DotConvKernel, when_dot_conv
+    from edgecnn.kernels.cpu.int8.dot_kernel import has_vnni
     from edgecnn.kernels.cpu.int8.steps import Int8ConvKernel
 
     plan = net.plan_for({net.graph.input_names[0]: x})
@@ -94,7 +161,7 @@ def layer_ab(net: Any, x: np.ndarray, rounds: int) -> list[tuple[str, str, float
             {"widening": partial(widening.run_into, a, data), "dot": partial(dot.run_into, b, data)}, rounds
         )
         assert np.array_equal(a, b), node.name
-        loop = "u8s8" if dot.bytes_mode else "s16"
+        loop = ("vnni" if has_vnni() else "u8s8") if dot.bytes_mode else "s16"
         rows.append((node.name, loop, medians["widening"], medians["dot"]))
     return rows
 
@@ -155,7 +222,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--models", nargs="+", default=["resnet18", "resnet50"])
+    parser.add_argument("--models", nargs="+", default=MODELS)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--layers", action="store_true", help="also time each int8 convolution both ways")
@@ -164,7 +231,12 @@ def main() -> None:
     parser.add_argument(
         "--reduce-range", action="store_true", help="7-bit weights (quantize_static's reduce_range)"
     )
+    parser.add_argument(
+        "--avx2", action="store_true", help="run in a child whose numba compiles for an AVX2-only CPU"
+    )
     args = parser.parse_args()
+    if args.avx2:
+        sys.exit(avx2_child())
 
     import onnxruntime as ort
 
@@ -172,6 +244,12 @@ def main() -> None:
     from edgecnn.bench.zoo import default_cache_dir, model_path
 
     print(machine_line(args.threads))
+    print(target_line())
+    if os.environ.get("NUMBA_CPU_NAME") == "znver3":
+        from edgecnn.kernels.cpu.int8.dot_kernel import has_vnni, wide_vectors
+
+        assert not has_vnni() and not wide_vectors(), "the AVX2 child still compiles for VNNI/AVX-512"
+    rows: list[tuple[str, dict[str, float], bool]] = []
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models:
@@ -204,6 +282,7 @@ def main() -> None:
             y8 = next(iter(net8.run(feed).values()))
             (o8,) = ort8.run(None, feed)
             y32 = next(iter(net32.run(feed).values()))
+            equal = bool(np.array_equal(y8, o8))
             print(
                 f"edgecnn int8 vs onnxruntime int8: max |diff| {np.abs(y8 - o8).max():.3g}, "
                 f"equal {np.array_equal(y8, o8)}; top-1 float32 {int(np.argmax(y32))}, "
@@ -219,6 +298,7 @@ def main() -> None:
                 cpu_interleaved(timers, args.rounds) if args.cpu_time else interleaved(timers, args.rounds)
             )
             clock = "CPU" if args.cpu_time else "wall"
+            rows.append((name, medians, equal))
             for label, ms in medians.items():
                 print(f"  {label:20s} {ms:8.2f} ms ({clock}, median of {args.rounds})")
             print(
@@ -232,21 +312,25 @@ def main() -> None:
                         by_kernel(net, feed, args.rounds),
                     )
             if args.layers:
-                rows = layer_ab(net8, x, max(5, args.rounds // 2))
-                for layer, loop, old, new in rows:
+                layer_rows = layer_ab(net8, x, max(5, args.rounds // 2))
+                for layer, loop, old, new in layer_rows:
                     print(
                         f"  {layer:40s} {loop:5s} widening {old:7.3f} ms  dot {new:7.3f} ms  {old / new:5.2f}x"
                     )
-                old_total, new_total = sum(r[2] for r in rows), sum(r[3] for r in rows)
+                old_total, new_total = sum(r[2] for r in layer_rows), sum(r[3] for r in layer_rows)
                 print(
                     f"  conv layers in all: widening {old_total:.2f} ms, dot {new_total:.2f} ms ({old_total / new_total:.2f}x)"
                 )
                 print(
                     "  loops:",
-                    statistics.multimode(r[1] for r in rows),
-                    f"({sum(r[1] == 'u8s8' for r in rows)} u8s8 of {len(rows)})",
+                    statistics.multimode(r[1] for r in layer_rows),
+                    f"({sum(r[1] != 's16' for r in layer_rows)} u8 x s8 of {len(layer_rows)})",
                 )
+    print()
+    print(summary(rows, "CPU" if args.cpu_time else "wall", args.threads, args.rounds))
+    print()
     print(machine_line(args.threads))
+    print(target_line())
 
 
 if __name__ == "__main__":
