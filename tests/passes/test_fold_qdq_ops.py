@@ -29,7 +29,7 @@ PARAMS = {  # name: (scale, zero point); "q0" is shared by x, its MaxPool and a 
 def qdq_graph(dtype: int = TensorProto.UINT8) -> onnx.ModelProto:
     """Q(x) feeding, each between DequantizeLinear and QuantizeLinear nodes as quantize_static
     writes them: MaxPool (equal parameters), Add + Relu, Concat (unequal and equal parameters),
-    MaxPool (unequal: stays float), GlobalAveragePool, Flatten, LeakyRelu."""
+    MaxPool (unequal: stays float), AveragePool, GlobalAveragePool, Flatten, LeakyRelu."""
     nodes = []
     zero_type = np.uint8 if dtype == TensorProto.UINT8 else np.int8
     inits = []
@@ -61,6 +61,9 @@ def qdq_graph(dtype: int = TensorProto.UINT8) -> onnx.ModelProto:
     q("p_f", "p", "q3")  # other parameters than its input's: left to the float MaxPool
     dq("p", "y1", "q3")
     dq("e", "e_d", "q0")
+    nodes.append(helper.make_node("AveragePool", ["e_d"], ["v_f"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+    q("v_f", "v", "q3")
+    dq("v", "y3", "q3")
     nodes.append(helper.make_node("GlobalAveragePool", ["e_d"], ["g_f"]))
     q("g_f", "g", "q4")
     dq("g", "g_d", "q4")
@@ -74,7 +77,7 @@ def qdq_graph(dtype: int = TensorProto.UINT8) -> onnx.ModelProto:
         nodes,
         "qdq_ops",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
-        [helper.make_tensor_value_info(y, TensorProto.FLOAT, None) for y in ("y1", "y2")],
+        [helper.make_tensor_value_info(y, TensorProto.FLOAT, None) for y in ("y1", "y2", "y3")],
         inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -88,30 +91,39 @@ def test_patterns_fold_and_equal_onnxruntime(dtype: int) -> None:
     graph = graph_from_model_proto(proto, "qdq_ops.onnx")
     result = fold_qdq_ops(graph)
     ops = [n.op for n in result.graph.nodes]
-    assert ops == [
-        "QuantizeLinear",
-        "MaxPool",
-        "QLinearAdd",
-        "QLinearConcat",
-        "Concat",
-        "DequantizeLinear",  # the second MaxPool's input: other parameters on its output
-        "MaxPool",
-        "QuantizeLinear",
-        "DequantizeLinear",
-        "QLinearGlobalAveragePool",
-        "Flatten",
-        "QLinearLeakyRelu",
-        "DequantizeLinear",
-    ]
-    add = result.graph.nodes[2]
-    assert add.attrs.activation == "relu" and add.outputs == ["r"]
-    assert result.graph.nodes[4].inputs == ["a", "m"]  # the copy reads the 8-bit tensors
+    if dtype == TensorProto.INT8:  # onnxruntime runs these in float32 for int8: so does edgecnn
+        assert ops.count("QuantizeLinear") == 5 and "Add" in ops and "AveragePool" in ops
+        assert "GlobalAveragePool" in ops and not any(
+            op in ops for op in ("QLinearAdd", "QLinearAveragePool")
+        )
+        assert {"QLinearConcat", "Concat", "QLinearLeakyRelu", "Flatten"} <= set(ops)
+    else:
+        assert ops == [
+            "QuantizeLinear",
+            "MaxPool",
+            "QLinearAdd",
+            "QLinearConcat",
+            "Concat",
+            "DequantizeLinear",  # the second MaxPool's input: other parameters on its output
+            "MaxPool",
+            "QuantizeLinear",
+            "DequantizeLinear",
+            "QLinearAveragePool",
+            "DequantizeLinear",
+            "QLinearGlobalAveragePool",
+            "Flatten",
+            "QLinearLeakyRelu",
+            "DequantizeLinear",
+        ]
+        add = result.graph.nodes[2]
+        assert add.attrs.activation == "relu" and add.outputs == ["r"]
+        assert result.graph.nodes[4].inputs == ["a", "m"]  # the copy reads the 8-bit tensors
     model = Model(graph, RuntimeOptions.resolve(threads=1))
     rng = np.random.default_rng(3)
     for _ in range(3):
         x = (rng.standard_normal(SHAPE) * 3).astype(np.float32)
         got = model.run({"x": x})
-        for name, expected in zip(("y1", "y2"), run_onnxruntime(proto, {"x": x})):
+        for name, expected in zip(("y1", "y2", "y3"), run_onnxruntime(proto, {"x": x})):
             np.testing.assert_array_equal(got[name], expected, err_msg=name)
 
 
@@ -128,7 +140,7 @@ def test_patterns_left_alone() -> None:
     model = Model(graph, RuntimeOptions.resolve(threads=1))
     x = np.random.default_rng(4).standard_normal(SHAPE).astype(np.float32)
     got = model.run({"x": x})
-    for name, expected in zip(("y1", "y2", "s_f", "m_copy"), run_onnxruntime(proto, {"x": x})):
+    for name, expected in zip(("y1", "y2", "y3", "s_f", "m_copy"), run_onnxruntime(proto, {"x": x})):
         np.testing.assert_allclose(got[name], expected, rtol=0, atol=1e-6, err_msg=name)
 
 

@@ -20,6 +20,7 @@ from edgecnn.ops.activation import LeakyReluAttrs, leaky_relu
 from edgecnn.ops.common import broadcast_shapes, check, first_type, input_type, normalize_axis
 from edgecnn.ops.conv import ConvAttrs, conv, infer_conv
 from edgecnn.ops.fused import FusedConvAttrs, FusedGemmAttrs
+from edgecnn.ops.pool import AveragePoolAttrs, infer_pool, pool_geometry
 from edgecnn.ops.registry import NoAttrs, register_op
 from edgecnn.ops.shape import ConcatAttrs, infer_concat
 from edgecnn.ops.traits import conv_macs, gemm_macs, matmul_macs
@@ -607,3 +608,58 @@ def qlinear_leaky_relu(
     scale = np.asarray(_scalar_param(x_scale, "x_scale"), np.float32)
     v = dequantize_linear(plain, x, scale, _scalar_param(x_zp, "x_zero_point"))
     return quantize_linear(plain, leaky_relu(attrs, v), y_scale, _scalar_param(y_zp, "y_zero_point"))
+
+
+def average_windows(attrs: AveragePoolAttrs, shape: Sequence[int]) -> tuple[np.ndarray, tuple[int, int]]:
+    """Each output pixel's window of a 2-D QLinearAveragePool as onnxruntime walks it: rows of
+    (top, bottom, left, right, count) clipped to the image (padding contributes no terms), count
+    the kernel size with count_include_pad; and the output's (height, width)."""
+    geo = pool_geometry(attrs, shape)
+    check(len(shape) == 4 and geo.pads is not None, "QLinearAveragePool takes (N, C, H, W) with known pads")
+    check(all(d == 1 for d in geo.dilations), "QLinearAveragePool has no dilations")
+    assert geo.pads is not None
+    out_h, out_w = int(geo.out[0]), int(geo.out[1])
+    rows = []
+    for oy in range(out_h):
+        top = oy * geo.strides[0] - geo.pads[0]
+        bottom, top = min(top + geo.kernel[0], shape[2]), max(top, 0)
+        for ox in range(out_w):
+            left = ox * geo.strides[1] - geo.pads[1]
+            right, left = min(left + geo.kernel[1], shape[3]), max(left, 0)
+            area = (
+                geo.kernel[0] * geo.kernel[1] if attrs.count_include_pad else (bottom - top) * (right - left)
+            )
+            rows.append((top, bottom, left, right, area))
+    return np.array(rows, dtype=np.int64).reshape(-1, 5), (out_h, out_w)
+
+
+def infer_qlinear_average_pool(
+    attrs: AveragePoolAttrs, types: Sequence[TensorType | None], values: object
+) -> list[TensorType]:
+    x = infer_qlinear_unary(attrs, types, values)[0]
+    return infer_pool(attrs, [x], values)
+
+
+@register_op("QLinearAveragePool", attrs=AveragePoolAttrs, infer=infer_qlinear_average_pool, inputs=5)
+def qlinear_average_pool(
+    attrs: AveragePoolAttrs,
+    x: np.ndarray,
+    x_scale: np.ndarray,
+    x_zp: np.ndarray,
+    y_scale: np.ndarray,
+    y_zp: np.ndarray,
+) -> np.ndarray:
+    """onnxruntime's QLinearAveragePool: the dequantised taps summed in float32 row by row, divided
+    by the count, then saturate(round(mean / y_scale + y_zp)) (the zero point added before rounding)."""
+    windows, out_hw = average_windows(attrs, x.shape)
+    v = dequantize_linear(QuantizeAttrs(), x, np.asarray(_scalar_param(x_scale, "x_scale"), np.float32), x_zp)
+    ys, zy = np.float32(_scalar_param(y_scale, "y_scale")), np.float32(_scalar_param(y_zp, "y_zero_point"))
+    out = np.empty((*x.shape[:2], len(windows)), dtype=y_zp.dtype)
+    for i, (top, bottom, left, right, area) in enumerate(windows):
+        total = np.zeros(x.shape[:2], np.float32)
+        for h in range(top, bottom):
+            for w in range(left, right):
+                total = (total + v[:, :, h, w]).astype(np.float32)
+        mean = (total / np.float32(area)).astype(np.float32)
+        out[:, :, i] = saturate(((mean / ys).astype(np.float32) + zy).astype(np.float32), y_zp.dtype)
+    return out.reshape(*x.shape[:2], *out_hw)

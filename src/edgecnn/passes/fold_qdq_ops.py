@@ -9,10 +9,15 @@ thing, with every activation quantised per tensor with a given zero point and on
 - Q(Add(DQ(a), DQ(b))), optionally with a Relu before the Q -> QLinearAdd (the Relu clamps at the
   output's zero point);
 - Q(GlobalAveragePool(DQ(x))) -> QLinearGlobalAveragePool; Q(LeakyRelu(DQ(x))) -> QLinearLeakyRelu;
+  Q(AveragePool(DQ(x))) -> QLinearAveragePool (2-D, no dilations: onnxruntime's definition);
 - Q(Concat(DQ(x1), DQ(x2), ...)) -> Concat of the 8-bit inputs where every input shares the output's
   scale and zero point (a copy the arena can make a view of), QLinearConcat otherwise;
 - Q(op(DQ(x))) for op in MaxPool, Flatten, Reshape with equal input and output parameters -> op on
   the 8-bit data: these ops only select or move values, and Q(DQ(v)) = v.
+
+The integer Add and averages round differently from the float32 graph in rare ties; onnxruntime
+(x86) fuses them for uint8 activations only and runs int8 ones as that float32 graph, so int8 ones
+are left alone (Concat, LeakyRelu and the pass-through ops compute the float graph exactly).
 """
 
 from __future__ import annotations
@@ -26,8 +31,21 @@ from edgecnn.passes.fold_qdq import Dequantized, QdqFolder, rewrite_layers
 
 PASS_THROUGH = ("MaxPool", "Flatten", "Reshape")
 """Ops that only select or move values: on 8-bit data where input and output share parameters."""
-QLINEAR_UNARY = {"GlobalAveragePool": "QLinearGlobalAveragePool", "LeakyRelu": "QLinearLeakyRelu"}
+QLINEAR_UNARY = {
+    "GlobalAveragePool": "QLinearGlobalAveragePool",
+    "AveragePool": "QLinearAveragePool",
+    "LeakyRelu": "QLinearLeakyRelu",
+}
 """One-input ops and their integer forms (X, its scale and zero point, Y's; the op's attributes)."""
+UINT8_ONLY = ("Add", "AveragePool", "GlobalAveragePool")
+"""Ops whose integer forms differ from the float32 graph in rare ties: folded where onnxruntime
+folds them, for uint8 activations."""
+
+
+def plain_average_pool(node: Node) -> bool:
+    """A 2-D AveragePool without dilations: what QLinearAveragePool defines."""
+    attrs = node.attrs
+    return len(attrs.kernel_shape) == 2 and all(d == 1 for d in attrs.dilations)
 
 
 class QdqOpFolder(QdqFolder):
@@ -69,6 +87,9 @@ class QdqOpFolder(QdqFolder):
         if taken is None or (len(taken) > 1 and node.op != "Add"):
             return None
         q = taken[-1]
+        zero = self.constant(q.inputs[2])
+        if node.op in UINT8_ONLY and (zero is None or zero.dtype != np.uint8):
+            return None
         y_params = [q.inputs[1], q.inputs[2]]
         if node.op == "Add":
             pair = self.inputs(node, q, node.inputs[:2]) if len(node.inputs) == 2 else None
@@ -95,6 +116,8 @@ class QdqOpFolder(QdqFolder):
         if single is None:
             return None
         (x,) = single
+        if node.op == "AveragePool" and not plain_average_pool(node):
+            return None
         if node.op in QLINEAR_UNARY:
             inputs = [x.data, x.scale, x.zero_point, *y_params]
             return Node(QLINEAR_UNARY[node.op], node.name, inputs, list(q.outputs), node.attrs), taken

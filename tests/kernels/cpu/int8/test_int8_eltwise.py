@@ -1,5 +1,5 @@
 """The 8-bit ops between an int8 network's layers (QLinearAdd, QLinearGlobalAveragePool,
-QLinearConcat, QLinearLeakyRelu, MaxPool on 8-bit data): each reference in edgecnn.ops.quant equals
+QLinearAveragePool, QLinearConcat, QLinearLeakyRelu, MaxPool on 8-bit data): each reference in edgecnn.ops.quant equals
 onnxruntime's com.microsoft operator on the same integers, and each compiled kernel equals the
 reference, with hypothesis over shapes, types, scales and zero points (their limits included)."""
 
@@ -16,7 +16,7 @@ from onnx import helper
 
 from edgecnn.errors import EdgeCNNError
 from edgecnn.ops.activation import LeakyReluAttrs
-from edgecnn.ops.pool import MaxPoolAttrs
+from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs
 from edgecnn.ops.quant import QLinearAddAttrs
 from edgecnn.ops.registry import NoAttrs
 from edgecnn.ops.shape import ConcatAttrs
@@ -169,6 +169,38 @@ def test_qlinear_leaky_relu(data: st.DataObject, dtype: str, alpha: float) -> No
     np.testing.assert_array_equal(reference_run("QLinearLeakyRelu", attrs, inputs, constants), expected)
     got, kernel = fast_run("QLinearLeakyRelu", attrs, inputs, constants, 1)
     assert kernel == "int8_table"
+    np.testing.assert_array_equal(got, expected)
+
+
+AVERAGE_POOLS = [
+    ({"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, (1, 3, 9, 8)),
+    ({"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "count_include_pad": 1}, (1, 3, 9, 8)),
+    ({"kernel_shape": [2, 3], "strides": [2, 1], "ceil_mode": 1}, (2, 2, 7, 9)),  # partial windows
+    ({"kernel_shape": [7, 7], "strides": [1, 1]}, (1, 17, 7, 7)),  # a global average as a window
+]
+
+
+@SETTINGS
+@given(st.data(), st.sampled_from(["uint8", "int8"]), st.sampled_from(AVERAGE_POOLS))
+def test_qlinear_average_pool(
+    data: st.DataObject, dtype: str, case: tuple[dict[str, Any], tuple[int, ...]]
+) -> None:
+    onnx_attrs, shape = case
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    x_s, x_z, y_s, y_z = data.draw(parameters(dtype, 2))
+    inputs = [codes(rng, shape, dtype), x_s, x_z, y_s, y_z]
+    constants = [1, 2, 3, 4]
+    expected = onnxruntime_output("QLinearAveragePool", inputs, onnx_attrs, constants)
+    attrs = AveragePoolAttrs(
+        kernel_shape=tuple(onnx_attrs["kernel_shape"]),
+        strides=tuple(onnx_attrs["strides"]),
+        pads=tuple(onnx_attrs.get("pads", ())),
+        ceil_mode=bool(onnx_attrs.get("ceil_mode", 0)),
+        count_include_pad=bool(onnx_attrs.get("count_include_pad", 0)),
+    )
+    np.testing.assert_array_equal(reference_run("QLinearAveragePool", attrs, inputs, constants), expected)
+    got, kernel = fast_run("QLinearAveragePool", attrs, inputs, constants, 2)
+    assert kernel == "int8_average_pool"
     np.testing.assert_array_equal(got, expected)
 
 

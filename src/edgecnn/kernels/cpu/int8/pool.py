@@ -1,6 +1,7 @@
 """Compiled pooling on 8-bit tensors: MaxPool (2-D, the QDQ pass moves it onto the quantised data
-where its input and output share parameters: max commutes with the monotone maps between them) and
-QLinearGlobalAveragePool (the integer sum of each plane times one float32 multiplier)."""
+where its input and output share parameters: max commutes with the monotone maps between them),
+QLinearGlobalAveragePool (the integer sum of each plane times one float32 multiplier) and 2-D
+QLinearAveragePool (float32 sums of the dequantised taps, in the reference's order)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.int8.eltwise import concrete_8bit, scalar_constants
 from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.threads import call, is_small
-from edgecnn.ops.pool import MaxPoolAttrs, pool_geometry
-from edgecnn.ops.quant import global_average_multiplier
+from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs, pool_geometry
+from edgecnn.ops.quant import average_windows, global_average_multiplier
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -165,7 +166,80 @@ class QLinearGlobalAverage:
         call(global_average_into, self.small, planes, *self.args, out.reshape(-1))
 
 
+@numba.njit(parallel=True, cache=True, nogil=True)
+def average_pool_into(
+    x: np.ndarray,  # (planes, H, W) 8-bit
+    windows: np.ndarray,  # (pixels, 5): top, bottom, left, right, count
+    x_scale: float,
+    x_zero_point: int,
+    y_scale: float,
+    y_zero_point: int,
+    lo: int,
+    hi: int,
+    out: np.ndarray,  # (planes, pixels)
+) -> None:
+    """out = clamp(rint(sum(xs * (x - xzp)) / count / ys + yzp)) per window, all in float32."""
+    xs, ys, zy = np.float32(x_scale), np.float32(y_scale), np.float32(y_zero_point)
+    for p in numba.prange(x.shape[0]):
+        for i in range(windows.shape[0]):
+            total = np.float32(0)
+            for h in range(windows[i, 0], windows[i, 1]):
+                for w in range(windows[i, 2], windows[i, 3]):
+                    total = np.float32(
+                        total + np.float32(np.float32(np.int32(x[p, h, w]) - x_zero_point) * xs)
+                    )
+            mean = np.float32(total / np.float32(windows[i, 4]))
+            v = np.rint(np.float32(np.float32(mean / ys) + zy))
+            out[p, i] = np.int32(min(max(v, np.float32(lo)), np.float32(hi)))
+
+
+def when_average_pool(
+    node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
+) -> bool:
+    x = types[0] if types else None
+    if not (concrete_8bit(x) and x is not None and len(x.dims) == 4 and len(node.outputs) == 1):
+        return False
+    geo = pool_geometry(node.attrs, x.dims)
+    dense = all(d == 1 for d in geo.dilations) and all(isinstance(d, int) and d > 0 for d in geo.out)
+    return dense and geo.pads is not None and scalar_constants(values, (1, 2, 3, 4))
+
+
+class QLinearAverage:
+    """2-D average pooling of 8-bit planes, requantised, parallel over (image, channel) planes."""
+
+    def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
+        x, (x_scale, x_zp, y_scale, y_zp) = types[0], values[1:5]
+        assert x is not None and x_scale is not None and x_zp is not None
+        assert y_scale is not None and y_zp is not None and isinstance(node.attrs, AveragePoolAttrs)
+        shape = x.dims
+        self.windows, out_hw = average_windows(node.attrs, shape)
+        self.planes = (shape[0] * shape[1], shape[2], shape[3])
+        self.out_shape = (shape[0], shape[1], *out_hw)
+        self.dtype = y_zp.dtype
+        info = np.iinfo(self.dtype)
+        self.args = (
+            float(np.float32(x_scale.reshape(()))),
+            int(x_zp.reshape(())),
+            float(np.float32(y_scale.reshape(()))),
+            int(y_zp.reshape(())),
+            int(info.min),
+            int(info.max),
+        )
+        self.small = is_small(int(np.prod(self.out_shape)) * int(np.prod(node.attrs.kernel_shape)))
+
+    def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
+        out = np.empty(self.out_shape, dtype=self.dtype)
+        self.run_into(out, x)
+        return out
+
+    def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
+        """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
+        planes = np.ascontiguousarray(x).reshape(self.planes)
+        call(average_pool_into, self.small, planes, self.windows, *self.args, out.reshape(self.planes[0], -1))
+
+
 register("int8_max_pool", MaxPool8Bit, when=when_max_pool)
+register("int8_average_pool", QLinearAverage, when=when_average_pool)
 register("int8_global_average_pool", QLinearGlobalAverage, when=when_global_average)
 
-__all__ = ["MaxPool8Bit", "QLinearGlobalAverage"]
+__all__ = ["MaxPool8Bit", "QLinearAverage", "QLinearGlobalAverage"]
