@@ -8,8 +8,9 @@ of an output row is one contiguous run. A 3x3 filter sums its nine taps in regis
 requantising epilogue (bias, per-channel multiplier, activation, rounding, output zero point,
 saturation) in the same loop; other filters accumulate tap by tap into an int32 row first.
 
-Products (x - zx) * w are exact in int16 (|x - zx| <= 255, |w| <= 128); they are widened to int32
-before the multiply, which LLVM emits as vpmaddwd (its operands are sign-extended 16-bit values).
+The buffers hold int16 (x - zx); each tap is widened to int32 and multiplied by the tap's weight,
+summed in int32, vectorised across the output row (vpmulld on sign-extended words; LLVM picks
+vpmaddwd or, with VNNI, vpdpwssd where its cost model prefers them). Padding reads 0, the real zero.
 """
 
 from __future__ import annotations
@@ -71,15 +72,20 @@ def fill_band(
             for i in range(x1 - x0):
                 target[i] = np.int16(line[i]) - zp
         else:
-            for ix in range(x0, x1):
-                column = ix + pad_left
-                dest[column % stride_w * phase_w + column // stride_w] = np.int16(source[ix]) - zp
+            for phase in range(stride_w):
+                first = x0 + pad_left  # the phase's first padded column at or after the plane's start
+                first += (phase - first % stride_w) % stride_w
+                count = max(0, (x1 + pad_left - first + stride_w - 1) // stride_w)
+                line = source[first - pad_left :]
+                target = dest[phase * phase_w + first // stride_w :]
+                for i in range(count):
+                    target[i] = np.int16(line[i * stride_w]) - zp
 
 
 @numba.njit(inline="always", cache=True)
-def store(
-    total: np.int32,
-    multiplier: np.float32,
+def finish_row(
+    acc: np.ndarray,  # (OW,) int32 sums, bias included
+    multiplier: float,
     y_scale: float,
     zero_point: int,
     lo: int,
@@ -87,12 +93,26 @@ def store(
     float_output: bool,
     kind: int,
     act: tuple,
-) -> float:
-    """One int32 sum (bias included) -> the output value: requantised, or float32 when the layer
-    has no output scale."""
+    row: np.ndarray,  # (OW,) written: 8-bit, or float32 if float_output
+) -> None:
+    """The epilogue over one output row. The common kinds (none, ReLU, Clip) get loops of their own
+    with the kind a constant, so that no per-pixel branch is left and each loop vectorises."""
     if float_output:
-        return activate(np.float32(np.float32(total) * multiplier), kind, act[0], act[1], act[2])
-    return requantized(total, multiplier, y_scale, zero_point, lo, hi, kind, act)
+        for p in range(acc.shape[0]):
+            v = np.float32(np.float32(acc[p]) * multiplier)
+            row[p] = activate(v, kind, act[0], act[1], act[2])
+    elif kind == 0:
+        for p in range(acc.shape[0]):
+            row[p] = requantized(acc[p], multiplier, y_scale, zero_point, lo, hi, 0, act)
+    elif kind == 1:
+        for p in range(acc.shape[0]):
+            row[p] = requantized(acc[p], multiplier, y_scale, zero_point, lo, hi, 1, act)
+    elif kind == 3:
+        for p in range(acc.shape[0]):
+            row[p] = requantized(acc[p], multiplier, y_scale, zero_point, lo, hi, 3, act)
+    else:
+        for p in range(acc.shape[0]):
+            row[p] = requantized(acc[p], multiplier, y_scale, zero_point, lo, hi, kind, act)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -141,6 +161,7 @@ def depthwise_int8(
         b = bias[c]
         m = multiplier[c]
         target = out[n, c]
+        acc = np.empty(out_w, dtype=np.int32)
         if kernel_h == 3 and kernel_w == 3:
             w0, w1, w2 = np.int32(w[0]), np.int32(w[1]), np.int32(w[2])
             w3, w4, w5 = np.int32(w[3]), np.int32(w[4]), np.int32(w[5])
@@ -154,17 +175,15 @@ def depthwise_int8(
                 a0, a1, a2 = r0[s0:], r0[s1:], r0[s2:]
                 b0, b1, b2 = r1[s0:], r1[s1:], r1[s2:]
                 c0, c1, c2 = r2[s0:], r2[s1:], r2[s2:]
-                row = target[oy]
                 for p in range(out_w):
-                    total = (
+                    acc[p] = (
                         np.int32(a0[p]) * w0 + np.int32(a1[p]) * w1 + np.int32(a2[p]) * w2
                         + np.int32(b0[p]) * w3 + np.int32(b1[p]) * w4 + np.int32(b2[p]) * w5
                         + np.int32(c0[p]) * w6 + np.int32(c1[p]) * w7 + np.int32(c2[p]) * w8
                         + b
                     )  # fmt: skip
-                    row[p] = store(total, m, y_scale, zero_point, lo, hi, float_output, kind, act)
+                finish_row(acc, m, y_scale, zero_point, lo, hi, float_output, kind, act, target[oy])
         else:
-            acc = np.empty(out_w, dtype=np.int32)
             for oy in range(oy0, oy1):
                 acc[:] = b
                 top = (oy - oy0) * stride_h
@@ -175,9 +194,7 @@ def depthwise_int8(
                         segment = line[tap_start(kj * dilation_w, stride_w, phase_w) :]
                         for p in range(out_w):
                             acc[p] += np.int32(segment[p]) * weight
-                row = target[oy]
-                for p in range(out_w):
-                    row[p] = store(acc[p], m, y_scale, zero_point, lo, hi, float_output, kind, act)
+                finish_row(acc, m, y_scale, zero_point, lo, hi, float_output, kind, act, target[oy])
 
 
 class Int8DepthwiseKernel(Int8ConvKernel):
