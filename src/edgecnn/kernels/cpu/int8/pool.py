@@ -18,6 +18,11 @@ from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs, pool_geometry
 from edgecnn.ops.quant import average_windows, global_average_multiplier
 
 
+@numba.njit(inline="always", cache=True)
+def _larger(a: np.integer, b: np.integer) -> np.integer:
+    return a if a > b else b
+
+
 @numba.njit(parallel=True, cache=True, nogil=True)
 def max_pool_into(
     x: np.ndarray,  # (planes, H, W) 8-bit
@@ -32,23 +37,43 @@ def max_pool_into(
     lowest: int,
     out: np.ndarray,  # (planes, OH, OW), x's type
 ) -> None:
-    """The largest tap of each window; padding taps are skipped (they read -inf in float)."""
+    """The largest tap of each window; padding taps are skipped (they read -inf in float).
+    Separable: each output row first takes the largest of its window's input rows (a line of the
+    input's width), then of that line's window columns. Offsets are unsigned and no views are made,
+    and each window column's reach is found once: short rows stay cheap."""
     planes, height, width = x.shape
     out_h, out_w = out.shape[1], out.shape[2]
+    src, dst = x.reshape(-1), out.reshape(-1)
+    firsts = np.empty(kernel_w, np.uint64)  # per window column: the first output column inside the image,
+    counts = np.zeros(kernel_w, np.uint64)  # how many are, and the line position the first one reads
+    reads = np.zeros(kernel_w, np.uint64)
+    for kx in range(kernel_w):
+        offset = kx * dilation_w - pad_left
+        first = max(0, (stride_w - 1 - offset) // stride_w)
+        end = min(out_w, (width - 1 - offset) // stride_w + 1) if offset < width else 0
+        firsts[kx] = first
+        counts[kx] = max(0, end - first)
+        reads[kx] = max(0, first * stride_w + offset)
+    w, ow, sw = np.uint64(width), np.uint64(out_w), np.uint64(stride_w)
     for p in numba.prange(planes):
+        line = np.empty(width, x.dtype)
+        plane = np.uint64(p) * np.uint64(height) * w
         for oy in range(out_h):
-            top = oy * stride_h - pad_top
-            for ox in range(out_w):
-                left = ox * stride_w - pad_left
-                best = np.int32(lowest)
-                for ky in range(kernel_h):
-                    y = top + ky * dilation_h
-                    if 0 <= y < height:
-                        for kx in range(kernel_w):
-                            c = left + kx * dilation_w
-                            if 0 <= c < width:
-                                best = max(best, np.int32(x[p, y, c]))
-                out[p, oy, ox] = best
+            for i in range(w):
+                line[i] = lowest
+            for ky in range(kernel_h):
+                y = oy * stride_h - pad_top + ky * dilation_h
+                if 0 <= y < height:
+                    row = plane + np.uint64(y) * w
+                    for i in range(w):
+                        line[i] = _larger(line[i], src[row + i])
+            o = (np.uint64(p) * np.uint64(out_h) + np.uint64(oy)) * ow
+            for i in range(ow):
+                dst[o + i] = lowest
+            for kx in range(kernel_w):
+                d, u = o + firsts[kx], reads[kx]
+                for i in range(counts[kx]):
+                    dst[d + i] = _larger(dst[d + i], line[u + i * sw])
 
 
 def when_max_pool(
