@@ -8,6 +8,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+import numba
 import numpy as np
 import onnx
 import pytest
@@ -17,8 +18,20 @@ from onnx import TensorProto, helper, numpy_helper
 
 from edgecnn.importers.onnx.reader import graph_from_model_proto
 from edgecnn.kernels.cpu.int8.dot_conv import Int8DotConvKernel  # registers the kernel too
-from edgecnn.kernels.cpu.int8.dot_gemm import tap_weights
-from edgecnn.kernels.cpu.int8.dot_kernel import PAIR_LIMIT, available, pairs_fit_int16
+from edgecnn.kernels.cpu.int8.dot_gemm import pack_weights, tap_weights
+from edgecnn.kernels.cpu.int8.dot_kernel import (
+    COLUMNS,
+    LANES,
+    PAIR_LIMIT,
+    ROWS,
+    UNIT_S16,
+    UNIT_U8S8,
+    VECTORS,
+    available,
+    dot_s16,
+    dot_u8s8,
+    pairs_fit_int16,
+)
 from edgecnn.model import Model
 from edgecnn.ops.quant import Int8ConvAttrs, QuantizeAttrs
 from edgecnn.runtime.options import RuntimeOptions
@@ -62,6 +75,43 @@ def test_pair_limit_edges() -> None:
     assert not pairs_fit_int16(np.array([[127, 2]], np.int8))
     assert not pairs_fit_int16(np.array([[-127, -2]], np.int8))
     assert pairs_fit_int16(np.array([[-128, 0, 127, -128]], np.int8))
+
+
+@numba.njit(cache=True)
+def one_block(
+    bytes_mode: bool, vectors: int, groups: int, a: np.ndarray, b: np.ndarray, rows: np.ndarray, c: np.ndarray
+) -> None:
+    """One micro-kernel call at offset 0 (ldc = COLUMNS)."""
+    if bytes_mode:
+        dot_u8s8(vectors, groups, a, 0, b, 0, rows, c, 0, COLUMNS)
+    else:
+        dot_s16(vectors, groups, a, 0, b, 0, rows, c, 0, COLUMNS)
+
+
+@pytest.mark.parametrize("bytes_mode", [True, False], ids=["u8s8", "s16"])
+def test_every_block_width_sums_exactly(bytes_mode: bool) -> None:
+    """The micro-kernel's ROWS x (LANES * vectors) block, for each width it has, equals the integer
+    product at the 8-bit extremes (7-bit weights for `vpmaddubsw` without VNNI), B's rows apart by
+    an uneven stride; the columns past the block are left alone."""
+    rng = np.random.default_rng(3)
+    unit = UNIT_U8S8 if bytes_mode else UNIT_S16
+    groups = 7
+    reach = 64 if bytes_mode else 128
+    a = rng.choice([-reach, reach - 1, 0, 1], (ROWS, groups * unit)).astype(np.int8)
+    x = rng.choice([0, 255, 1, 128], (groups * unit, COLUMNS)).astype(np.uint8)
+    stride = 4 * COLUMNS + 12  # bytes from one group's row to the next
+    b = np.zeros(groups * stride, np.uint8)
+    for g in range(groups):  # pixel j's unit at bytes 4j..4j+3 of row g
+        steps = x[g * unit : (g + 1) * unit].T.astype(np.uint8 if bytes_mode else np.int16)
+        b[g * stride : g * stride + 4 * COLUMNS] = np.ascontiguousarray(steps).view(np.uint8).reshape(-1)
+    rows = np.arange(groups, dtype=np.int64) * stride
+    expected = a.astype(np.int64) @ x.astype(np.int64)
+    for vectors in range(1, VECTORS + 1):
+        c = np.full(ROWS * COLUMNS, -7, np.int32)
+        one_block(bytes_mode, vectors, groups, pack_weights(a, unit), b, rows, c)
+        c = c.reshape(ROWS, COLUMNS)
+        np.testing.assert_array_equal(c[:, : LANES * vectors], expected[:, : LANES * vectors])
+        assert (c[:, LANES * vectors :] == -7).all()
 
 
 def extreme(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:

@@ -26,7 +26,7 @@ import numba
 import numpy as np
 
 from edgecnn.kernels.cpu.gemm.epilogue import activate
-from edgecnn.kernels.cpu.int8.dot_kernel import COLUMNS, ROWS, UNIT_U8S8, dot_s16, dot_u8s8
+from edgecnn.kernels.cpu.int8.dot_kernel import COLUMNS, LANES, ROWS, UNIT_U8S8, VECTORS, dot_s16, dot_u8s8
 from edgecnn.kernels.cpu.int8.loops import ROUNDING_LIMIT, requantized, saturated
 
 TILE = 4 * COLUMNS
@@ -283,10 +283,11 @@ def gemm_dot(
             a_off = panel * groups * ROWS
             for j in range(q0, q1, COLUMNS):
                 b_off = 4 * j
+                vectors = min(VECTORS, (q1 - j + LANES - 1) // LANES)  # narrower for the last pixels
                 if bytes_mode:
-                    dot_u8s8(groups, weights, a_off, columns, b_off, rows, block, j - q0, TILE)
+                    dot_u8s8(vectors, groups, weights, a_off, columns, b_off, rows, block, j - q0, TILE)
                 else:
-                    dot_s16(groups, weights, a_off, columns, b_off, rows, block, j - q0, TILE)
+                    dot_s16(vectors, groups, weights, a_off, columns, b_off, rows, block, j - q0, TILE)
             finish_panel(
                 block, runs, count, panel, bias, multiplier, y_scale, zero_point, lo, hi,
                 float_output, kind, act, out,
