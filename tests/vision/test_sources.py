@@ -105,10 +105,11 @@ def test_reader_thread_keeps_order_and_stops_early(tmp_path: Path) -> None:
     stream.close()  # stops the endless reader
 
 
-def test_x264_gets_one_thread_per_core_beyond_the_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    from edgecnn.vision import video
+def test_codecs_get_one_thread_per_core_beyond_the_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    from edgecnn.vision import sources, video
 
-    for cores, threads in ((1, "1"), (2, "1"), (8, "7")):
-        monkeypatch.setattr(video, "available_cores", lambda cores=cores: cores)
-        assert video.encoder_options("libx264") == {"preset": "veryfast", "threads": threads}
+    for cores, threads in ((1, 1), (2, 1), (8, 7)):
+        monkeypatch.setattr(sources, "available_cores", lambda cores=cores: cores)
+        assert sources.codec_threads() == threads
+        assert video.encoder_options("libx264") == {"preset": "veryfast", "threads": str(threads)}
     assert video.encoder_options("mpeg4") == {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from typing import cast
 
 from edgecnn.vision.detector import Detector, Prepared
@@ -20,7 +20,7 @@ _DONE = object()
 
 def prepared_frames(
     detector: Detector, items: Iterable[Item], depth: int = DEPTH
-) -> Iterator[tuple[Item, Prepared | None]]:
+) -> Generator[tuple[Item, Prepared | None], None, None]:
     """``items`` paired with their prepared input (None for a :class:`FrameError`), prepared in a
     thread of their own. Closing the iterator (or leaving a ``for`` early) stops the reader after the
     frame it is on; an exception in the reader is raised here."""

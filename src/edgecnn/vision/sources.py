@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from edgecnn.devices import available_cores
 from edgecnn.errors import EdgeCNNError, InputError
 from edgecnn.vision.preprocess import open_image
 
@@ -116,6 +117,13 @@ class FrameError:
 Item = Frame | FrameError
 
 
+def codec_threads() -> int:
+    """Threads for FFmpeg's decoders and encoders: one per core beyond the first. Their threads run
+    beside inference's, on the same cores, and their default (about one or more per core) costs
+    more CPU per frame, to keep its threads in step, than the overlap gains."""
+    return max(1, available_cores() - 1)
+
+
 def import_av() -> Any:
     """PyAV, or an error naming the extra that installs it."""
     try:
@@ -197,6 +205,7 @@ def read_video(
             return
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
+        stream.thread_count = codec_threads()
         scalers = FrameScaler(), FrameScaler()
         index = 0
         for packet in container.demux(stream):

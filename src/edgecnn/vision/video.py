@@ -7,9 +7,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from edgecnn.devices import available_cores
 from edgecnn.errors import InputError
-from edgecnn.vision.sources import import_av
+from edgecnn.vision.sources import codec_threads, import_av
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -21,12 +20,11 @@ CODECS = ("libx264", "h264", "mpeg4")
 
 def encoder_options(codec: str) -> dict[str, str]:
     """x264's options: preset veryfast, as its default spends about twice the CPU per frame for no
-    smaller file on annotated frames; and one thread per core beyond the first, as its default (1.5
-    per core, plus lookahead) spends about a third more CPU per frame on keeping its frame threads in
-    step, on cores the writer shares with the work that makes the frames (inference)."""
+    smaller file on annotated frames; threads as :func:`~edgecnn.vision.sources.codec_threads`
+    (x264's default, 1.5 per core plus lookahead, spends about a third more CPU per frame)."""
     if codec != "libx264":
         return {}
-    return {"preset": "veryfast", "threads": str(max(1, available_cores() - 1))}
+    return {"preset": "veryfast", "threads": str(codec_threads())}
 
 
 class VideoWriter:
