@@ -248,9 +248,10 @@ def detect(
 
 def stage_costs(
     cfg: Path, weights: Path, video: Path, threads: int, score: float | None
-) -> dict[str, tuple[float, float]]:
+) -> dict[str, tuple[float, float, float]]:
     """Each stage of detect's per-frame work alone, in this process: {stage: (median wall ms, median
-    CPU ms of the whole process)}. Decoding and encoding run as passes of their own (FFmpeg's and
+    CPU ms of the whole process, median CPU ms of the calling thread)}; the thread's figure leaves
+    out other threads' work meanwhile (FFmpeg's, or the pool's workers still spinning down). Decoding and encoding run as passes of their own (FFmpeg's and
     x264's threads work ahead of the calls), so their figures are the pass's totals per frame."""
     from edgecnn.cli.detect_cmd import frame_record
     from edgecnn.vision import Detector
@@ -259,14 +260,14 @@ def stage_costs(
     from edgecnn.vision.video import VideoWriter
 
     detector = Detector.load(cfg, weights=str(weights), threads=threads, score_threshold=score or 0.25)
-    costs: dict[str, list[tuple[float, float]]] = {}
+    costs: dict[str, list[tuple[float, float, float]]] = {}
 
     def timed(stage: str, work: Callable[..., Any], *args: Any, frames: int = 1) -> Any:
         time.sleep(0.005)  # the pool's workers stop spinning: the CPU time is this stage's
-        wall, cpu = time.perf_counter(), time.process_time()
+        wall, cpu, own = time.perf_counter(), time.process_time(), time.thread_time()
         out = work(*args)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        costs.setdefault(stage, []).append((wall * 1e3 / frames, cpu * 1e3 / frames))
+        wall, cpu, own = time.perf_counter() - wall, time.process_time() - cpu, time.thread_time() - own
+        costs.setdefault(stage, []).append((wall * 1e3 / frames, cpu * 1e3 / frames, own * 1e3 / frames))
         return out
 
     def decode_all() -> list[Frame]:
@@ -296,16 +297,25 @@ def stage_costs(
 
         timed("encoding (x264, whole pass)", encode, frames=len(frames))
     return {
-        stage: (statistics.median(w for w, _ in values), statistics.median(c for _, c in values))
+        stage: (
+            statistics.median(v[0] for v in values),
+            statistics.median(v[1] for v in values),
+            statistics.median(v[2] for v in values),
+        )
         for stage, values in costs.items()
     }
 
 
-def cost_lines(costs: dict[str, tuple[float, float]], threads: int) -> list[str]:
+def cost_lines(costs: dict[str, tuple[float, float, float]], threads: int) -> list[str]:
     """The stage table and what it implies for overlap on ``threads`` cores."""
-    lines = ["| stage (alone, one frame) | wall ms | CPU ms (all threads) |", "|---|---:|---:|"]
-    lines += [f"| {stage} | {wall:.2f} | {cpu:.2f} |" for stage, (wall, cpu) in costs.items()]
-    wall, cpu = costs["inference (Model.run)"]
+    lines = [
+        "| stage (alone, one frame) | wall ms | CPU ms (all threads) | CPU ms (calling thread) |",
+        "|---|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {stage} | {wall:.2f} | {cpu:.2f} | {own:.2f} |" for stage, (wall, cpu, own) in costs.items()
+    ]
+    wall, cpu, _ = costs["inference (Model.run)"]
     helpers = {
         "--json": ["decode", "letterbox", "head decoding", "JSON"],
         "--json --save": ["decode", "letterbox", "head decoding", "JSON", "drawing", "encoding"],
@@ -317,7 +327,7 @@ def cost_lines(costs: dict[str, tuple[float, float]], threads: int) -> list[str]
         "(spin-waiting workers count as busy here)."
     )
     for mode, prefixes in helpers.items():
-        need = sum(c for stage, (_, c) in costs.items() if any(stage.startswith(p) for p in prefixes))
+        need = sum(c for stage, (_, c, _) in costs.items() if any(stage.startswith(p) for p in prefixes))
         bound = max(wall, (cpu + need) / threads)
         lines.append(
             f"detect {mode}: helpers need {need:.1f} ms CPU per frame; with perfect overlap a frame takes "
@@ -472,7 +482,7 @@ def main() -> None:
     for variant in args.variants.split(",") if args.variants else []:
         series.append(Series(f"`edgecnn detect --json`, helpers {variant}"))
         runs.append((series[-1], None, False, variant_launcher(variant)))
-    costs: dict[str, tuple[float, float]] = {}
+    costs: dict[str, tuple[float, float, float]] = {}
     with tempfile.TemporaryDirectory(prefix="edgecnn-detect-throughput-") as tmp:
         folder = Path(tmp)
         cfg, weights = model_files(args.cfg, folder)
