@@ -37,6 +37,33 @@ def scalar_constants(values: Sequence[np.ndarray | None], indices: Sequence[int]
     return all(v is not None and v.size == 1 for v in found)
 
 
+ROUNDING = np.float32(12582912.0)  # 1.5 * 2**23: adding and subtracting it rounds half to even
+ROUNDING_LIMIT = np.float32(4194304.0)  # 2**22: within it the rounding is exact; beyond, all saturates
+
+
+@numba.njit(nogil=True, cache=True)
+def _add_span(
+    a: np.ndarray,
+    b: np.ndarray,
+    ratio_a: np.float64,
+    ratio_b: np.float64,
+    fixed: np.float64,
+    low: np.float32,
+    high: np.float32,
+    out: np.ndarray,
+    start: int,
+    count: int,
+) -> None:
+    """``count`` elements of qlinear_add_into from ``start``; unsigned offsets keep the loop free of
+    negative-index checks, so it vectorises."""
+    first = np.uint64(start)
+    for i in range(np.uint64(count)):
+        t = np.float32(np.float64(b[first + i]) * ratio_b + fixed)
+        v = np.float32(np.float64(a[first + i]) * ratio_a + np.float64(t))
+        v = min(max(v, -ROUNDING_LIMIT), ROUNDING_LIMIT)
+        out[first + i] = np.int32(min(max((v + ROUNDING) - ROUNDING, low), high))
+
+
 @numba.njit(parallel=True, cache=True, nogil=True)
 def qlinear_add_into(
     a: np.ndarray,
@@ -51,14 +78,13 @@ def qlinear_add_into(
 ) -> None:
     """out = clamp(rint(fma(a, ratio_a, fma(b, ratio_b, fixed))), max(lo, floor), hi) over flat
     arrays; each fma is one float32 rounding of a float64 sum that is exact (see the reference)."""
-    ra, rb, base = np.float64(np.float32(ratio_a)), np.float64(np.float32(ratio_b)), np.float32(fixed)
+    ra, rb = np.float64(np.float32(ratio_a)), np.float64(np.float32(ratio_b))
+    base = np.float64(np.float32(fixed))
     low, high = np.float32(max(lo, floor)), np.float32(hi)
     n = a.shape[0]
     for block in numba.prange((n + CHUNK - 1) // CHUNK):
-        for i in range(block * CHUNK, min(n, block * CHUNK + CHUNK)):
-            t = np.float32(np.float64(b[i]) * rb + np.float64(base))
-            v = np.float32(np.float64(a[i]) * ra + np.float64(t))
-            out[i] = np.int32(min(max(np.rint(v), low), high))
+        start = block * CHUNK
+        _add_span(a, b, ra, rb, base, low, high, out, start, min(n, start + CHUNK) - start)
 
 
 def when_add(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
@@ -105,15 +131,27 @@ class QLinearAddKernel:
         call(qlinear_add_into, self.small, flat_a, flat_b, *self.args, out.reshape(-1))
 
 
+@numba.njit(nogil=True, cache=True)
+def _lookup_span(
+    x: np.ndarray, table: np.ndarray, out: np.ndarray, source: int, target: int, count: int
+) -> None:
+    """out[target + i] = table[bit pattern of x[source + i]] for i < count (flat arrays; unsigned
+    offsets: no negative-index checks in the loop)."""
+    s, t = np.uint64(source), np.uint64(target)
+    for i in range(np.uint64(count)):
+        out[t + i] = table[np.uint64(np.int32(x[s + i]) & 255)]
+
+
 @numba.njit(parallel=True, cache=True, nogil=True)
 def concat_rows_into(part: np.ndarray, table: np.ndarray, mapped: bool, start: int, out: np.ndarray) -> None:
     """out[:, start:start + part.shape[1]] = table[part] (or part): one input of a Concat, its
     (outer, length) rows placed in the (outer, whole) output."""
     rows, length = part.shape
+    whole = out.shape[1]
+    flat_part, flat_out = part.reshape(-1), out.reshape(-1)
     for r in numba.prange(rows):
         if mapped:
-            for j in range(length):
-                out[r, start + j] = table[np.int32(part[r, j]) & 255]
+            _lookup_span(flat_part, table, flat_out, r * length, r * whole + start, length)
         else:
             out[r, start : start + length] = part[r]
 
@@ -173,8 +211,8 @@ def lookup_into(x: np.ndarray, table: np.ndarray, out: np.ndarray) -> None:
     """out[i] = table[bit pattern of x[i]] over flat arrays."""
     n = x.shape[0]
     for block in numba.prange((n + CHUNK - 1) // CHUNK):
-        for i in range(block * CHUNK, min(n, block * CHUNK + CHUNK)):
-            out[i] = table[np.int32(x[i]) & 255]
+        start = block * CHUNK
+        _lookup_span(x, table, out, start, start, min(n, start + CHUNK) - start)
 
 
 def when_table(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
