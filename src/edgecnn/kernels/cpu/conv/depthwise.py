@@ -7,14 +7,14 @@ once per call: the border is the same for every plane), so the loops carry no bo
 filter (the MobileNet/ShuffleNet case) is one pass that sums its nine taps in registers and writes
 each output once; other filters at stride 1, or 2 without dilation (5x5, 7x7), run in bands of
 rows, one pass per filter row (depthwise_bands.py); the rest (stride 3, dilated stride 2)
-accumulate tap by tap over whole rows. The activation (depthwise_epilogue.py) runs over the
-finished pass while it is still in cache.
+accumulate tap by tap over whole rows. The activation (gemm/epilogue.py's activate_in_place)
+runs over the finished pass while it is still in cache.
 
 Over 400 lines on purpose: one compiled kernel (``depthwise_conv_2d``) and the plane layouts
 (padded, phased) and row passes it inlines, which share their buffers' conventions.
 
 numba keys its on-disk cache of ``depthwise_conv_2d`` on this file's contents only: the helpers it
-inlines from depthwise_bands.py and depthwise_epilogue.py are not part of the key, so a change
+inlines from depthwise_bands.py, gemm/epilogue.py and fastmath.py are not part of the key, so a change
 there is compiled in only once this file changes too (or numba's cache files are removed).
 """
 
@@ -24,8 +24,7 @@ import numba
 import numpy as np
 
 from edgecnn.kernels.cpu.conv.depthwise_bands import banded_plane, finish_rows
-from edgecnn.kernels.cpu.conv.depthwise_epilogue import activate_in_place
-from edgecnn.kernels.cpu.gemm.epilogue import F32
+from edgecnn.kernels.cpu.gemm.epilogue import F32, activate_in_place
 
 FLAT_S2_MAX_WIDTH = 14
 """Widest stride-2 output row computed as one long row (wider rows waste more than they save)."""

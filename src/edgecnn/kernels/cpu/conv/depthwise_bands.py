@@ -18,7 +18,7 @@ import os
 import numba
 import numpy as np
 
-from edgecnn.kernels.cpu.conv.depthwise_epilogue import activate_in_place
+from edgecnn.kernels.cpu.gemm.epilogue import activate_in_place
 from edgecnn.kernels.cpu.gemm.microkernel import LANES
 
 L1_FALLBACK_BYTES = 32 << 10

@@ -13,7 +13,7 @@ import numba
 import numpy as np
 
 from edgecnn.kernels.cpu.conv.im2col import gather_rows, im2col_range
-from edgecnn.kernels.cpu.gemm.epilogue import activate
+from edgecnn.kernels.cpu.gemm.epilogue import activate_in_place
 from edgecnn.kernels.cpu.system.blas import gemm_into
 from edgecnn.kernels.cpu.system.twins import parallel_and_serial
 
@@ -51,9 +51,10 @@ def rows_epilogue(
             for p in range(p1 - p0):
                 v = row[p] + b
                 row[p] = v if v != v else min(max(v, lo), hi)
-        else:
+        else:  # the bias, then the activation in a loop of its own, which vectorises
             for p in range(p1 - p0):
-                row[p] = activate(row[p] + b, kind, alpha, low, high)
+                row[p] = row[p] + b
+            activate_in_place(row, np.uint64(0), np.uint64(p1 - p0), kind, alpha, low, high)
 
 
 @numba.njit(cache=True)

@@ -4,12 +4,14 @@ dense layer's output is touched once more at most (seed 004: fuse conv + bias + 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from typing import TypeAlias
 
 import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node
+from edgecnn.kernels.cpu.fastmath import sigmoid
 from edgecnn.ops.fused import FusedActivation
 
 F32: TypeAlias = float | np.float32
@@ -53,28 +55,106 @@ def activation_args(attrs: object) -> tuple[int, float, float, float]:
     return int(kind), float(attrs.negative_slope), float(attrs.low), float(attrs.high)
 
 
+ZERO, HALF, ONE, SIX = np.float32(0.0), np.float32(0.5), np.float32(1.0), np.float32(6.0)
+
+
+@numba.njit(inline="always", cache=True)
+def _relu(v: np.float32, alpha: np.float32, low: np.float32, high: np.float32) -> np.float32:
+    return ZERO if v <= ZERO else v  # NaN stays NaN, as with np.maximum
+
+
+@numba.njit(inline="always", cache=True)
+def _leaky_relu(v: np.float32, alpha: np.float32, low: np.float32, high: np.float32) -> np.float32:
+    return v if v >= ZERO else v * alpha
+
+
+@numba.njit(inline="always", cache=True)
+def _clip(v: np.float32, alpha: np.float32, low: np.float32, high: np.float32) -> np.float32:
+    return v if v != v else min(max(v, low), high)
+
+
+@numba.njit(inline="always", cache=True)
+def _sigmoid(v: np.float32, alpha: np.float32, low: np.float32, high: np.float32) -> np.float32:
+    return sigmoid(v)
+
+
+@numba.njit(inline="always", cache=True)
+def _hard_swish(v: np.float32, alpha: np.float32, low: np.float32, high: np.float32) -> np.float32:
+    return v * min(max(v / SIX + HALF, ZERO), ONE)
+
+
+@numba.njit(inline="always", cache=True)
+def _silu(v: np.float32, alpha: np.float32, low: np.float32, high: np.float32) -> np.float32:
+    return v * sigmoid(v)
+
+
+@numba.njit(inline="always", cache=True)
+def _hard_sigmoid(v: np.float32, alpha: np.float32, low: np.float32, high: np.float32) -> np.float32:
+    t = v * alpha + low  # scale, offset
+    return t if t != t else min(max(t, ZERO), ONE)
+
+
 @numba.njit(inline="always", cache=True)
 def activate(v: F32, kind: int, alpha: float, low: float, high: float) -> np.float32:
-    """One value through activation ``kind``, computed in float32 like the reference."""
-    x = np.float32(v)
-    zero, one = np.float32(0.0), np.float32(1.0)
+    """One value through activation ``kind``, computed in float32 like the reference. A loop that
+    calls this for each element branches on ``kind`` each time and stays scalar; a span in
+    memory goes through ``activate_in_place`` instead."""
+    x, a, lo, hi = np.float32(v), np.float32(alpha), np.float32(low), np.float32(high)
     if kind == 1:
-        return zero if x <= zero else x  # NaN stays NaN, as with np.maximum
+        return _relu(x, a, lo, hi)
     if kind == 2:
-        return x if x >= zero else x * np.float32(alpha)
+        return _leaky_relu(x, a, lo, hi)
     if kind == 3:
-        return x if x != x else min(max(x, np.float32(low)), np.float32(high))
-    if kind == 4 or kind == 6:
-        e = np.exp(-abs(x))  # never overflows
-        r = one / (one + e)
-        s = r if x >= zero else e * r
-        return s if kind == 4 else x * s
+        return _clip(x, a, lo, hi)
+    if kind == 4:
+        return _sigmoid(x, a, lo, hi)
     if kind == 5:
-        return x * min(max(x / np.float32(6.0) + np.float32(0.5), zero), one)
+        return _hard_swish(x, a, lo, hi)
+    if kind == 6:
+        return _silu(x, a, lo, hi)
     if kind == 7:
-        t = x * np.float32(alpha) + np.float32(low)  # scale, offset
-        return t if t != t else min(max(t, zero), one)
+        return _hard_sigmoid(x, a, lo, hi)
     return x
+
+
+@numba.njit(inline="always", cache=True, fastmath={"contract"})
+def _map_in_place(
+    f: Callable[..., np.float32],
+    buf: np.ndarray,
+    at: np.uint64,
+    count: np.uint64,
+    alpha: np.float32,
+    low: np.float32,
+    high: np.float32,
+) -> None:
+    """buf[at + i] = f(buf[at + i]) in place: with two arrays, LLVM checks for overlap at run time
+    and an in-place call would always take its scalar fallback."""
+    for i in range(count):
+        buf[at + i] = f(buf[at + i], alpha, low, high)
+
+
+@numba.njit(inline="always", cache=True)
+def activate_in_place(
+    buf: np.ndarray, at: np.uint64, count: np.uint64, kind: int, alpha: float, low: float, high: float
+) -> None:
+    """buf[at + i] = act(buf[at + i]) for i < count (no activation: nothing to do). Each kind has
+    a loop of its own, so no per-element branch on the kind is left for LLVM to hoist, and every
+    kind's loop vectorises (the exponential of Sigmoid and SiLU included: ``fastmath``)."""
+    a, lo, hi = np.float32(alpha), np.float32(low), np.float32(high)
+    if kind == 1:
+        _map_in_place(_relu, buf, at, count, a, lo, hi)
+    elif kind == 2:
+        _map_in_place(_leaky_relu, buf, at, count, a, lo, hi)
+    elif kind == 3:
+        _map_in_place(_clip, buf, at, count, a, lo, hi)
+    elif kind == 4:
+        _map_in_place(_sigmoid, buf, at, count, a, lo, hi)
+    elif kind == 5:
+        _map_in_place(_hard_swish, buf, at, count, a, lo, hi)
+    elif kind == 6:
+        _map_in_place(_silu, buf, at, count, a, lo, hi)
+    elif kind == 7:
+        _map_in_place(_hard_sigmoid, buf, at, count, a, lo, hi)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
@@ -93,9 +173,10 @@ def add_activation_(
     for start in numba.prange((n + chunk - 1) // chunk):
         lo = start * chunk
         hi = min(lo + chunk, n)
-        for i in range(lo, hi):
-            v = values[i] + addend[i] if has_addend else values[i]
-            values[i] = activate(v, kind, alpha, low, high)
+        if has_addend:
+            for i in range(lo, hi):
+                values[i] = values[i] + addend[i]
+        activate_in_place(values, np.uint64(lo), np.uint64(hi - lo), kind, alpha, low, high)
 
 
 @numba.njit(inline="always", cache=True)
@@ -109,19 +190,15 @@ def _residual_span(
     low: float,
     high: float,
 ) -> None:
-    """values[lo:hi] = act(values + residual) over one span; no activation and ReLU get loops of their
-    own, without the per-element dispatch of ``activate`` that the other kinds go through."""
-    if kind == 0:
+    """values[lo:hi] = act(values + residual) over one span: ReLU in the same pass as the sum, the
+    other kinds in a second pass over the span (``activate_in_place``)."""
+    if kind == 1:
         for i in range(lo, hi):
-            values[i] = values[i] + residual[i]
-    elif kind == 1:
-        zero = np.float32(0.0)
-        for i in range(lo, hi):
-            v = values[i] + residual[i]
-            values[i] = zero if v <= zero else v  # NaN stays NaN, as with np.maximum
+            values[i] = _relu(values[i] + residual[i], ZERO, ZERO, ZERO)
     else:
         for i in range(lo, hi):
-            values[i] = activate(values[i] + residual[i], kind, alpha, low, high)
+            values[i] = values[i] + residual[i]
+        activate_in_place(values, np.uint64(lo), np.uint64(hi - lo), kind, alpha, low, high)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
