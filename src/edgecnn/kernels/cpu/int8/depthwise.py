@@ -25,7 +25,7 @@ from edgecnn.kernels.cpu.gemm.epilogue import activate
 from edgecnn.kernels.cpu.int8.loops import requantized
 from edgecnn.kernels.cpu.int8.steps import Int8ConvKernel, W, byte_scratch, when_conv
 from edgecnn.kernels.cpu.selection import register
-from edgecnn.kernels.cpu.system.threads import call, max_threads
+from edgecnn.kernels.cpu.system.threads import call, current_threads, max_threads, worker_share
 from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning
 from edgecnn.kernels.registry import StepFn
 
@@ -140,61 +140,87 @@ def depthwise_int8(
     low: float,
     high: float,
     band_rows: int,
+    workers: int,
     out: np.ndarray,  # (N, C, OH, OW): 8-bit, or float32 if float_output
 ) -> None:
-    """Each task: one band of output rows of one channel of one image (see the module's doc)."""
+    """Tasks of one band of output rows of one channel of one image (see the module's doc), in one
+    contiguous share per worker, each worker with buffers of its own.
+
+    A buffer row is ``span`` wide and output pixel (r, ox) of the band reads flat element
+    r * stride_h * span + ox + (the tap's offset). At unit row stride the band is one long run
+    (the columns past the output row's end computed and dropped), so narrow maps still fill whole
+    vectors; otherwise each output row is a run of its own."""
     batch, channels = x.shape[0], x.shape[1]
     out_h, out_w = out.shape[2], out.shape[3]
     bands = (out_h + band_rows - 1) // band_rows
     phase_w = out_w + ((kernel_w - 1) * dilation_w) // stride_w
     span = stride_w * phase_w
+    most_rows = (band_rows - 1) * stride_h + (kernel_h - 1) * dilation_h + 1
+    tasks = batch * channels * bands
     act = (alpha, low, high)
-    for task in numba.prange(batch * channels * bands):
-        n = task // (channels * bands)
-        c = (task // bands) % channels
-        oy0 = (task % bands) * band_rows
-        oy1 = min(out_h, oy0 + band_rows)
-        rows = (oy1 - oy0 - 1) * stride_h + (kernel_h - 1) * dilation_h + 1
-        band = np.empty((rows, span), dtype=np.int16)
-        fill_band(x[n, c], oy0 * stride_h - pad_top, pad_left, stride_w, x_zero_point, band)
-        w = taps[c]
-        b = bias[c]
-        m = multiplier[c]
-        target = out[n, c]
-        acc = np.empty(out_w, dtype=np.int32)
-        if kernel_h == 3 and kernel_w == 3:
-            w0, w1, w2 = np.int32(w[0]), np.int32(w[1]), np.int32(w[2])
-            w3, w4, w5 = np.int32(w[3]), np.int32(w[4]), np.int32(w[5])
-            w6, w7, w8 = np.int32(w[6]), np.int32(w[7]), np.int32(w[8])
-            s0 = tap_start(0, stride_w, phase_w)
-            s1 = tap_start(dilation_w, stride_w, phase_w)
-            s2 = tap_start(2 * dilation_w, stride_w, phase_w)
-            for oy in range(oy0, oy1):
-                top = (oy - oy0) * stride_h
-                r0, r1, r2 = band[top], band[top + dilation_h], band[top + 2 * dilation_h]
-                a0, a1, a2 = r0[s0:], r0[s1:], r0[s2:]
-                b0, b1, b2 = r1[s0:], r1[s1:], r1[s2:]
-                c0, c1, c2 = r2[s0:], r2[s1:], r2[s2:]
-                for p in range(out_w):
-                    acc[p] = (
-                        np.int32(a0[p]) * w0 + np.int32(a1[p]) * w1 + np.int32(a2[p]) * w2
-                        + np.int32(b0[p]) * w3 + np.int32(b1[p]) * w4 + np.int32(b2[p]) * w5
-                        + np.int32(c0[p]) * w6 + np.int32(c1[p]) * w7 + np.int32(c2[p]) * w8
-                        + b
-                    )  # fmt: skip
-                finish_row(acc, m, y_scale, zero_point, lo, hi, float_output, kind, act, target[oy])
-        else:
-            for oy in range(oy0, oy1):
-                acc[:] = b
-                top = (oy - oy0) * stride_h
-                for ki in range(kernel_h):
-                    line = band[top + ki * dilation_h]
-                    for kj in range(kernel_w):
-                        weight = np.int32(w[ki * kernel_w + kj])
-                        segment = line[tap_start(kj * dilation_w, stride_w, phase_w) :]
-                        for p in range(out_w):
-                            acc[p] += np.int32(segment[p]) * weight
-                finish_row(acc, m, y_scale, zero_point, lo, hi, float_output, kind, act, target[oy])
+    for worker in numba.prange(workers):
+        first, end = worker_share(worker, workers, tasks)
+        band = np.empty((most_rows, span), dtype=np.int16)
+        flat = band.reshape(-1)
+        acc = np.empty(band_rows * span, dtype=np.int32)
+        for task in range(first, end):
+            n = task // (channels * bands)
+            c = (task // bands) % channels
+            oy0 = (task % bands) * band_rows
+            count = min(out_h, oy0 + band_rows) - oy0
+            rows = (count - 1) * stride_h + (kernel_h - 1) * dilation_h + 1
+            fill_band(x[n, c], oy0 * stride_h - pad_top, pad_left, stride_w, x_zero_point, band[:rows])
+            w = taps[c]
+            b = bias[c]
+            runs, length = (1, (count - 1) * span + out_w) if stride_h == 1 else (count, out_w)
+            if kernel_h == 3 and kernel_w == 3:
+                w0, w1, w2 = np.int32(w[0]), np.int32(w[1]), np.int32(w[2])
+                w3, w4, w5 = np.int32(w[3]), np.int32(w[4]), np.int32(w[5])
+                w6, w7, w8 = np.int32(w[6]), np.int32(w[7]), np.int32(w[8])
+                s0 = tap_start(0, stride_w, phase_w)
+                s1 = tap_start(dilation_w, stride_w, phase_w)
+                s2 = tap_start(2 * dilation_w, stride_w, phase_w)
+                d1, d2 = dilation_h * span, 2 * dilation_h * span
+                for r in range(runs):
+                    at = r * stride_h * span
+                    a0, a1, a2 = flat[at + s0 :], flat[at + s1 :], flat[at + s2 :]
+                    b0, b1, b2 = flat[at + d1 + s0 :], flat[at + d1 + s1 :], flat[at + d1 + s2 :]
+                    c0, c1, c2 = flat[at + d2 + s0 :], flat[at + d2 + s1 :], flat[at + d2 + s2 :]
+                    sums = acc[r * span :]
+                    for p in range(length):
+                        sums[p] = (
+                            np.int32(a0[p]) * w0 + np.int32(a1[p]) * w1 + np.int32(a2[p]) * w2
+                            + np.int32(b0[p]) * w3 + np.int32(b1[p]) * w4 + np.int32(b2[p]) * w5
+                            + np.int32(c0[p]) * w6 + np.int32(c1[p]) * w7 + np.int32(c2[p]) * w8
+                            + b
+                        )  # fmt: skip
+            else:
+                for r in range(runs):
+                    at = r * stride_h * span
+                    sums = acc[r * span : r * span + length]
+                    sums[:] = b
+                    for ki in range(kernel_h):
+                        for kj in range(kernel_w):
+                            weight = np.int32(w[ki * kernel_w + kj])
+                            line = flat[
+                                at + ki * dilation_h * span + tap_start(kj * dilation_w, stride_w, phase_w) :
+                            ]
+                            for p in range(length):
+                                sums[p] += np.int32(line[p]) * weight
+            target = out[n, c]
+            for r in range(count):
+                finish_row(
+                    acc[r * span : r * span + out_w],
+                    multiplier[c],
+                    y_scale,
+                    zero_point,
+                    lo,
+                    hi,
+                    float_output,
+                    kind,
+                    act,
+                    target[oy0 + r],
+                )
 
 
 class Int8DepthwiseKernel(Int8ConvKernel):
@@ -236,6 +262,7 @@ class Int8DepthwiseKernel(Int8ConvKernel):
             self.x_zp,
             *self.epilogue_args(),
             self.band_rows,
+            1 if self.small else current_threads(),
             out,
         )
 
