@@ -130,6 +130,7 @@ def layers(name: str, rounds: int, folder: Path) -> None:
         session = ort_layer(node, kernel.geometry, values, x)
         out = np.empty(kernel.out_shape, kernel.out_dtype)
         w = values[3]
+        assert w is not None
         macs = int(np.prod(kernel.out_shape)) * int(np.prod(w.shape[1:]))
         samples_ms: dict[str, list[float]] = {"pack": [], "gemm": [], "total": [], "ort": []}
         for r in range(rounds + 1):

@@ -109,9 +109,9 @@ def test_every_block_width_sums_exactly(bytes_mode: bool) -> None:
     for vectors in range(1, VECTORS + 1):
         c = np.full(ROWS * COLUMNS, -7, np.int32)
         one_block(bytes_mode, vectors, groups, pack_weights(a, unit), b, rows, c)
-        c = c.reshape(ROWS, COLUMNS)
-        np.testing.assert_array_equal(c[:, : LANES * vectors], expected[:, : LANES * vectors])
-        assert (c[:, LANES * vectors :] == -7).all()
+        sums = c.reshape(ROWS, COLUMNS)
+        np.testing.assert_array_equal(sums[:, : LANES * vectors], expected[:, : LANES * vectors])
+        assert (sums[:, LANES * vectors :] == -7).all()
 
 
 def extreme(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
