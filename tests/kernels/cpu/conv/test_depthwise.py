@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgecnn.kernels.cpu.conv.depthwise import depthwise_conv_2d, fill_phases
+from edgecnn.kernels.cpu.conv.depthwise import depthwise_conv_2d, depthwise_pass, fill_phases
 from edgecnn.kernels.cpu.conv.depthwise_bands import BAND_FLOATS
 from edgecnn.kernels.cpu.system.threads import cpu_threads
 from edgecnn.ops.conv import ConvAttrs, conv
@@ -157,6 +157,27 @@ def test_same_size_planes_match_reference(
     actual = run(x, w, b, geometry, relu6, workers)
     magnitude = reference(np.abs(x), np.abs(w), np.abs(b), geometry, False).max()
     assert_matches(actual, reference(x, w, b, geometry, relu6), magnitude)
+
+
+def test_writable_and_read_only_arrays_share_one_compiled_pass() -> None:
+    """numba compiles again for read-only arrays: the arguments are made alike (input writable,
+    constants read-only) so that kernel tests, models and read-only inputs share one version."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 4, 6, 6), dtype=np.float32)
+    w = rng.standard_normal((4, 3, 3), dtype=np.float32)
+    b = rng.standard_normal(4, dtype=np.float32)
+    geometry = {
+        "kernel_shape": (3, 3),
+        "strides": (1, 1),
+        "dilations": (1, 1),
+        "pads": (1, 1, 1, 1),
+        "group": 4,
+    }
+    first = run(x, w, b, geometry, False, 1)
+    for array in (x, w, b):
+        array.flags.writeable = False
+    np.testing.assert_array_equal(run(x, w, b, geometry, True, 2), np.clip(first, 0.0, 6.0))
+    assert len(depthwise_pass((3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 6).signatures) == 1
 
 
 def test_same_size_planes_keep_infinities_in_their_own_row() -> None:

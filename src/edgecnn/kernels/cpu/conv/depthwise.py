@@ -10,15 +10,18 @@ rows, one pass per filter row (depthwise_bands.py); the rest (stride 3, dilated 
 accumulate tap by tap over whole rows. The activation (gemm/epilogue.py's activate_in_place)
 runs over the finished pass while it is still in cache.
 
-Over 400 lines on purpose: one compiled kernel (``depthwise_conv_2d``) and the plane layouts
-(padded, phased) and row passes it inlines, which share their buffers' conventions.
+Over 400 lines on purpose: the compiled passes (one parallel kernel per path, picked in Python by
+``depthwise_conv_2d`` so that a model compiles only the paths its layers take) and the plane layouts
+(padded, phased) and row passes they inline, which share their buffers' conventions.
 
-numba keys its on-disk cache of ``depthwise_conv_2d`` on this file's contents only: the helpers it
-inlines from depthwise_bands.py, gemm/epilogue.py and fastmath.py are not part of the key, so a change
+numba keys its on-disk cache of each pass on this file's contents only: the helpers they inline
+from depthwise_bands.py, gemm/epilogue.py and fastmath.py are not part of the key, so a change
 there is compiled in only once this file changes too (or numba's cache files are removed).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numba
 import numpy as np
@@ -331,7 +334,48 @@ def _phased_plane_3x3(
         )
 
 
-@numba.njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+def depthwise_pass(
+    kernel: tuple[int, int],
+    strides: tuple[int, int],
+    pads: tuple[int, int, int, int],  # top, left, bottom, right
+    dilations: tuple[int, int],
+    out_w: int,
+) -> Callable[..., None]:
+    """The compiled pass for a layer's geometry, chosen here, in Python, so that a model compiles
+    only the passes its layers take (each a parallel kernel of its own). Every pass takes the
+    arguments of ``depthwise_conv_2d``, its inputs as ``pass_input`` and ``read_only`` make them."""
+    three = kernel == (3, 3)
+    stride_1, stride_2 = strides == (1, 1), strides == (2, 2)
+    undilated = dilations == (1, 1)
+    if not three:
+        return _banded if stride_1 or (stride_2 and undilated) else _rows
+    if stride_1 and undilated and pads == (1, 1, 1, 1) and out_w <= SAME_MAX_WIDTH:
+        return _same_3x3
+    if stride_2 and undilated:
+        return _phased_3x3
+    if stride_1 or (stride_2 and out_w <= FLAT_S2_MAX_WIDTH):
+        return _flat_3x3
+    return _rows
+
+
+def pass_input(x: np.ndarray) -> np.ndarray:
+    """``x`` C-contiguous and writable (copied in the rare case it is read-only), as a model's own
+    buffers are: numba compiles a pass again for each new argument type, read-only arrays included."""
+    x = np.ascontiguousarray(x)
+    return x if x.flags.writeable else x.copy()
+
+
+def read_only(a: np.ndarray) -> np.ndarray:
+    """``a``, or a read-only view of it where it is writable: the passes take their weights and
+    bias read-only, as a model holds its constants, so that every caller shares one compiled
+    version of each."""
+    if not a.flags.writeable:
+        return a
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
+
 def depthwise_conv_2d(
     x: np.ndarray,  # (N, C, H, W)
     weights: np.ndarray,  # (M, KH, KW), M = C * multiplier
@@ -348,148 +392,298 @@ def depthwise_conv_2d(
     low: float,
     high: float,
     band_floats: int,  # output positions per band of the banded pass (depthwise_bands.BAND_FLOATS)
-    workers: int,  # parallel jobs: the caller's numba thread count (reading it here defeats caching)
+    workers: int,  # parallel jobs: the caller's numba thread count (reading it in a pass defeats caching)
     out: np.ndarray,  # (N, M, OH, OW), written
 ) -> None:
-    """Bottom/right padding follows from the output shape (the padded extent the windows reach).
-    The numpy error model drops the division-by-zero test (and the exception path that kept the
-    epilogue's loops scalar); "contract" lets LLVM fuse each multiply-add into an FMA."""
-    batch, channels = x.shape[0], x.shape[1]
-    out_channels, kernel_h, kernel_w = weights.shape
+    """out = act(depthwise conv(x) + bias) through ``depthwise_pass``'s choice (a step chooses once,
+    when it is made). Bottom/right padding follows from the output shape (the padded extent the
+    windows reach)."""
+    kernel_h, kernel_w = weights.shape[1], weights.shape[2]
+    out_h, out_w = out.shape[2], out.shape[3]
+    bottom = (out_h - 1) * stride_h + (kernel_h - 1) * dilation_h + 1 - x.shape[2] - pad_top
+    right = (out_w - 1) * stride_w + (kernel_w - 1) * dilation_w + 1 - x.shape[3] - pad_left
+    geometry = ((kernel_h, kernel_w), (stride_h, stride_w), (pad_top, pad_left, bottom, right))
+    kernel = depthwise_pass(*geometry, (dilation_h, dilation_w), out_w)
+    kernel(
+        pass_input(x), read_only(weights), read_only(bias), has_bias, stride_h, stride_w, pad_top, pad_left,
+        dilation_h, dilation_w, kind, alpha, low, high, band_floats, workers, out,
+    )  # fmt: skip
+
+
+# The compiled passes below share their options (the numpy error model drops the division-by-zero
+# test, and the exception path that kept the epilogue's loops scalar; "contract" lets LLVM fuse
+# each multiply-add into an FMA) and their arguments, depthwise_conv_2d's (each ignores those it
+# does not need), so that a step calls whichever depthwise_pass chose alike.
+
+
+@numba.njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+def _same_3x3(
+    x: np.ndarray,
+    weights: np.ndarray,
+    bias: np.ndarray,
+    has_bias: bool,
+    stride_h: int,
+    stride_w: int,
+    pad_top: int,
+    pad_left: int,
+    dilation_h: int,
+    dilation_w: int,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    band_floats: int,
+    workers: int,
+    out: np.ndarray,
+) -> None:
+    """Stride 1, 3x3, one pixel of padding all round and no dilation on planes up to SAME_MAX_WIDTH
+    wide (MobileNetV2's and ShuffleNetV2's 14x14 and 7x7 layers): no padded rows and no views, see
+    _same_plane_3x3; the activation runs over the whole plane at once."""
+    channels, out_channels = x.shape[1], weights.shape[0]
     multiplier = out_channels // channels
     out_h, out_w = out.shape[2], out.shape[3]
-    rows = (out_h - 1) * stride_h + (kernel_h - 1) * dilation_h + 1
-    cols = (out_w - 1) * stride_w + (kernel_w - 1) * dilation_w + 1
-    phase_w = (cols + stride_w - 1) // stride_w  # columns per phase (see fill_padded)
-    three = kernel_h == 3 and kernel_w == 3
-    planes = batch * out_channels
+    planes = x.shape[0] * out_channels
     workers = max(1, min(workers, planes))
-    taps = kernel_h * kernel_w
-    # Stride 1, 3x3 (most of MobileNetV2's and every one of ShuffleNet's layers): the plane is one
-    # long row. Output q = oy * cols + ox reads padded element q + tap offset, so a single pass over
-    # out_h * cols positions (the cols - out_w extra ones per row are computed and dropped) replaces
-    # out_h short rows, each with its own views and loop remainders.
-    flat_rows = stride_h == 1 and stride_w == 1 and three
-    # Stride 1, 3x3, one pixel of padding all round and no dilation on planes up to SAME_MAX_WIDTH
-    # wide (MobileNetV2's and ShuffleNetV2's 14x14 and 7x7 layers): no padded rows and no views, see
-    # _same_plane_3x3; the activation runs over the whole plane at once.
-    same = (
-        flat_rows
-        and dilation_h == 1
-        and dilation_w == 1
-        and pad_top == 1
-        and pad_left == 1
-        and out_h == x.shape[2]
-        and out_w == x.shape[3]
-        and out_w <= SAME_MAX_WIDTH
-    )
-    # Stride 2 likewise on small planes, with the rows left unphased: output q = oy * width + ox
-    # reads element 2q + tap offset; half the positions per row are dropped, but small outputs are
-    # dominated by per-row costs otherwise.
-    flat_s2 = stride_h == 2 and stride_w == 2 and three and out_w <= FLAT_S2_MAX_WIDTH
-    # Stride 2 without dilation: the padded plane dealt into its four stride-2 phases (fill_phases),
-    # each (OH + (KH - 1) // 2) x (OW + (KW - 1) // 2). Output (oy, ox) then reads every tap at a
-    # fixed phase offset from oy * pitch + ox: flat passes of contiguous loads, like stride 1.
-    split = stride_h == 2 and stride_w == 2 and dilation_h == 1 and dilation_w == 1
-    phased = split and three  # 3x3: all nine taps in one pass (_phased_plane_3x3)
-    flat_s2 = flat_s2 and not phased
-    # Other filter sizes at stride 1, or 2 without dilation (5x5, 7x7): depthwise_bands.banded_plane.
-    banded = not three and (split or (stride_h == 1 and stride_w == 1))
-    pitch = out_w + (kernel_w - 1) // 2 if split else cols  # positions per output row (banded, phased)
-    phase_rows = out_h + (kernel_h - 1) // 2 if split else 0
-    plane = phase_rows * pitch
-    band_rows = max(1, band_floats // pitch)
-    width = phase_w * stride_w
-    useful = (out_h - 1) * width + out_w  # flat_rows, flat_s2: positions up to the last output
-    step = np.uint64(width)
-    if same:
-        x_flat, out_flat, w_flat = x.reshape(-1), out.reshape(-1), weights.reshape(-1)
-        size = np.uint64(out_h * out_w)
-        for worker in numba.prange(workers):
-            left, right = column_masks(out_h, out_w)
-            buf = np.zeros(out_h * out_w + 2 * (out_w + 1), dtype=np.float32)
-            for job in range(worker * planes // workers, (worker + 1) * planes // workers):
-                n, m = job // out_channels, job % out_channels
-                b = bias[m] if has_bias else np.float32(0.0)
-                x_at = np.uint64((n * channels + m // multiplier) * out_h * out_w)
-                out_at = np.uint64(job) * size
-                _same_plane_3x3(
-                    x_flat, x_at, np.uint64(out_w), size, left, right, w_flat, np.uint64(m * 9), b, buf,
-                    out_flat, out_at,
-                )  # fmt: skip
-                activate_in_place(out_flat, out_at, size, kind, alpha, low, high)
-        return
-    # the filter's row and column offsets in the laid-out plane (banded)
-    row_at = np.zeros(kernel_h if banded else 0, dtype=np.uint64)
-    column_at = np.zeros(kernel_w if banded else 0, dtype=np.uint64)
-    for ki in range(row_at.shape[0]):
-        row_at[ki] = (ki % 2 * 2 * plane + ki // 2 * pitch) if split else ki * dilation_h * cols
-    for kj in range(column_at.shape[0]):
-        column_at[kj] = (kj % 2 * plane + kj // 2) if split else kj * dilation_w
+    x_flat, out_flat, w_flat = x.reshape(-1), out.reshape(-1), weights.reshape(-1)
+    size = np.uint64(out_h * out_w)
     for worker in numba.prange(workers):
-        # slack after the last row: the dropped positions of the last output row read past it
-        padded_rows = 0 if split else rows
-        storage = np.zeros(padded_rows * width + 2 * dilation_w + 1, dtype=np.float32)
-        padded = storage[: padded_rows * width].reshape(padded_rows, width)
-        if banded:
-            work = np.empty(band_rows * pitch, dtype=np.float32)
-        elif flat_rows or flat_s2:
-            work = np.empty(out_h * width, dtype=np.float32)
-        else:
-            work = np.empty(out_h * pitch if phased else 0, dtype=np.float32)
-        phases = np.zeros((4, phase_rows, pitch) if split else (4, 0, 0), dtype=np.float32)
-        flat = phases.reshape(-1)
-        out_flat, w_flat = out.reshape(-1), weights.reshape(-1)
+        left, right = column_masks(out_h, out_w)
+        buf = np.zeros(out_h * out_w + 2 * (out_w + 1), dtype=np.float32)
         for job in range(worker * planes // workers, (worker + 1) * planes // workers):
             n, m = job // out_channels, job % out_channels
             b = bias[m] if has_bias else np.float32(0.0)
-            out_at = np.uint64(job * out_h * out_w)
-            if split:
-                fill_phases(x[n, m // multiplier], pad_top, pad_left, phases)
-            else:
-                fill_padded(x[n, m // multiplier], pad_top, pad_left, 1 if flat_s2 else stride_w, padded)
-            if banded:
-                banded_plane(
-                    flat if split else storage, row_at, column_at, w_flat, np.uint64(m * taps), b, pitch,
-                    band_rows, work, out_flat, out_at, out_h, out_w, kind, alpha, low, high,
-                )  # fmt: skip
-                continue
-            if phased:
-                _phased_plane_3x3(flat, plane, pitch, w_flat, np.uint64(m * 9), b, work, out_h * pitch - 1)
-                count = np.uint64(out_h * pitch - 1)
-                finish_rows(
-                    work, count, np.uint64(pitch), out_flat, out_at, out_h, out_w, kind, alpha, low, high
-                )
-                continue
-            dest = out[n, m]
-            if flat_s2:
-                r1, r2 = dilation_h * width, 2 * dilation_h * width
-                d1, d2 = dilation_w, 2 * dilation_w
+            x_at = np.uint64((n * channels + m // multiplier) * out_h * out_w)
+            out_at = np.uint64(job) * size
+            _same_plane_3x3(
+                x_flat, x_at, np.uint64(out_w), size, left, right, w_flat, np.uint64(m * 9), b, buf,
+                out_flat, out_at,
+            )  # fmt: skip
+            activate_in_place(out_flat, out_at, size, kind, alpha, low, high)
+
+
+@numba.njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+def _phased_3x3(
+    x: np.ndarray,
+    weights: np.ndarray,
+    bias: np.ndarray,
+    has_bias: bool,
+    stride_h: int,
+    stride_w: int,
+    pad_top: int,
+    pad_left: int,
+    dilation_h: int,
+    dilation_w: int,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    band_floats: int,
+    workers: int,
+    out: np.ndarray,
+) -> None:
+    """3x3 at stride 2 without dilation: the padded plane dealt into its four stride-2 phases
+    (fill_phases), each (OH + 1) x (OW + 1); output (oy, ox) then reads every tap at a fixed phase
+    offset from oy * pitch + ox, all nine taps in one flat pass of contiguous loads
+    (_phased_plane_3x3)."""
+    channels, out_channels = x.shape[1], weights.shape[0]
+    multiplier = out_channels // channels
+    out_h, out_w = out.shape[2], out.shape[3]
+    planes = x.shape[0] * out_channels
+    workers = max(1, min(workers, planes))
+    pitch = out_w + 1
+    plane = (out_h + 1) * pitch
+    count = out_h * pitch - 1
+    out_flat, w_flat = out.reshape(-1), weights.reshape(-1)
+    for worker in numba.prange(workers):
+        work = np.empty(out_h * pitch, dtype=np.float32)
+        phases = np.zeros((4, out_h + 1, pitch), dtype=np.float32)
+        flat = phases.reshape(-1)
+        for job in range(worker * planes // workers, (worker + 1) * planes // workers):
+            n, m = job // out_channels, job % out_channels
+            b = bias[m] if has_bias else np.float32(0.0)
+            fill_phases(x[n, m // multiplier], pad_top, pad_left, phases)
+            _phased_plane_3x3(flat, plane, pitch, w_flat, np.uint64(m * 9), b, work, count)
+            finish_rows(
+                work, np.uint64(count), np.uint64(pitch), out_flat, np.uint64(job * out_h * out_w), out_h,
+                out_w, kind, alpha, low, high,
+            )  # fmt: skip
+
+
+@numba.njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+def _flat_3x3(
+    x: np.ndarray,
+    weights: np.ndarray,
+    bias: np.ndarray,
+    has_bias: bool,
+    stride_h: int,
+    stride_w: int,
+    pad_top: int,
+    pad_left: int,
+    dilation_h: int,
+    dilation_w: int,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    band_floats: int,
+    workers: int,
+    out: np.ndarray,
+) -> None:
+    """3x3 at stride 1 (most of MobileNetV2's layers), or 2 on outputs up to FLAT_S2_MAX_WIDTH wide:
+    the padded plane is one long row. Output q = oy * width + ox reads padded element stride * q +
+    tap offset, so a single pass over the plane's positions (those past each row's end computed and
+    dropped) replaces out_h short rows, each with its own views and loop remainders."""
+    channels, out_channels = x.shape[1], weights.shape[0]
+    multiplier = out_channels // channels
+    out_h, out_w = out.shape[2], out.shape[3]
+    planes = x.shape[0] * out_channels
+    workers = max(1, min(workers, planes))
+    stride = stride_h  # 1, or 2 on narrow outputs (both directions)
+    rows = (out_h - 1) * stride + 2 * dilation_h + 1
+    cols = (out_w - 1) * stride + 2 * dilation_w + 1
+    width = (cols + stride - 1) // stride * stride
+    useful = np.uint64((out_h - 1) * width + out_w)  # positions up to the last output
+    r1, r2 = dilation_h * width, 2 * dilation_h * width
+    d1, d2 = dilation_w, 2 * dilation_w
+    out_flat = out.reshape(-1)
+    for worker in numba.prange(workers):
+        # slack after the last row: the dropped positions of the last output row read past it
+        storage = np.zeros(rows * width + 2 * dilation_w + 1, dtype=np.float32)
+        padded = storage[: rows * width].reshape(rows, width)
+        work = np.empty(out_h * width, dtype=np.float32)
+        for job in range(worker * planes // workers, (worker + 1) * planes // workers):
+            n, m = job // out_channels, job % out_channels
+            b = bias[m] if has_bias else np.float32(0.0)
+            fill_padded(x[n, m // multiplier], pad_top, pad_left, 1, padded)
+            if stride == 2:
                 _taps3_s2(
                     storage[0:], storage[d1:], storage[d2:],
                     storage[r1:], storage[r1 + d1 :], storage[r1 + d2 :],
                     storage[r2:], storage[r2 + d1 :], storage[r2 + d2 :],
                     weights[m], b, work[:useful],
                 )  # fmt: skip
-                finish_rows(
-                    work, np.uint64(useful), step, out_flat, out_at, out_h, out_w, kind, alpha, low, high
-                )
-                continue
-            if flat_rows:
-                r1, r2 = dilation_h * width, 2 * dilation_h * width
-                d1, d2 = dilation_w, 2 * dilation_w
+            else:
                 _taps3(
                     storage[0:], storage[d1:], storage[d2:],
                     storage[r1:], storage[r1 + d1 :], storage[r1 + d2 :],
                     storage[r2:], storage[r2 + d1 :], storage[r2 + d2 :],
                     weights[m], b, work,
                 )  # fmt: skip
-                finish_rows(
-                    work, np.uint64(useful), step, out_flat, out_at, out_h, out_w, kind, alpha, low, high
-                )
-                continue
-            if three:
-                _rows_3x3(padded, weights[m], b, stride_h, stride_w, dilation_h, dilation_w, dest)
+            finish_rows(
+                work, useful, np.uint64(width), out_flat, np.uint64(job * out_h * out_w), out_h, out_w, kind,
+                alpha, low, high,
+            )  # fmt: skip
+
+
+@numba.njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+def _banded(
+    x: np.ndarray,
+    weights: np.ndarray,
+    bias: np.ndarray,
+    has_bias: bool,
+    stride_h: int,
+    stride_w: int,
+    pad_top: int,
+    pad_left: int,
+    dilation_h: int,
+    dilation_w: int,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    band_floats: int,
+    workers: int,
+    out: np.ndarray,
+) -> None:
+    """Filters other than 3x3 (5x5, 7x7) at stride 1, or 2 without dilation: depthwise_bands.banded_plane
+    over the zero-bordered plane (stride 1) or its four stride-2 phases (fill_phases)."""
+    channels = x.shape[1]
+    out_channels, kernel_h, kernel_w = weights.shape
+    multiplier = out_channels // channels
+    out_h, out_w = out.shape[2], out.shape[3]
+    planes = x.shape[0] * out_channels
+    workers = max(1, min(workers, planes))
+    taps = kernel_h * kernel_w
+    stride = stride_h  # 1, or 2 without dilation (both directions)
+    split = stride == 2
+    rows = (out_h - 1) * stride + (kernel_h - 1) * dilation_h + 1
+    cols = (out_w - 1) * stride + (kernel_w - 1) * dilation_w + 1
+    pitch = out_w + (kernel_w - 1) // 2 if split else cols  # positions per output row
+    phase_rows = out_h + (kernel_h - 1) // 2 if split else 0
+    plane = phase_rows * pitch
+    band_rows = max(1, band_floats // pitch)
+    # the filter's row and column offsets in the laid-out plane
+    row_at = np.zeros(kernel_h, dtype=np.uint64)
+    column_at = np.zeros(kernel_w, dtype=np.uint64)
+    for ki in range(kernel_h):
+        row_at[ki] = (ki % 2 * 2 * plane + ki // 2 * pitch) if split else ki * dilation_h * cols
+    for kj in range(kernel_w):
+        column_at[kj] = (kj % 2 * plane + kj // 2) if split else kj * dilation_w
+    out_flat, w_flat = out.reshape(-1), weights.reshape(-1)
+    for worker in numba.prange(workers):
+        # slack after the last row: the dropped positions of the last output row read past it
+        padded_rows = 0 if split else rows
+        storage = np.zeros(padded_rows * cols + 2 * dilation_w + 1, dtype=np.float32)
+        padded = storage[: padded_rows * cols].reshape(padded_rows, cols)
+        work = np.empty(band_rows * pitch, dtype=np.float32)
+        phases = np.zeros((4, phase_rows, pitch) if split else (4, 0, 0), dtype=np.float32)
+        flat = phases.reshape(-1)
+        for job in range(worker * planes // workers, (worker + 1) * planes // workers):
+            n, m = job // out_channels, job % out_channels
+            b = bias[m] if has_bias else np.float32(0.0)
+            if split:
+                fill_phases(x[n, m // multiplier], pad_top, pad_left, phases)
             else:
-                _rows_any(padded, weights[m], b, stride_h, stride_w, dilation_h, dilation_w, dest)
-            activate_in_place(out_flat, out_at, np.uint64(out_h * out_w), kind, alpha, low, high)
+                fill_padded(x[n, m // multiplier], pad_top, pad_left, 1, padded)
+            banded_plane(
+                flat if split else storage, row_at, column_at, w_flat, np.uint64(m * taps), b, pitch,
+                band_rows, work, out_flat, np.uint64(job * out_h * out_w), out_h, out_w, kind, alpha, low, high,
+            )  # fmt: skip
+
+
+@numba.njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+def _rows(
+    x: np.ndarray,
+    weights: np.ndarray,
+    bias: np.ndarray,
+    has_bias: bool,
+    stride_h: int,
+    stride_w: int,
+    pad_top: int,
+    pad_left: int,
+    dilation_h: int,
+    dilation_w: int,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    band_floats: int,
+    workers: int,
+    out: np.ndarray,
+) -> None:
+    """The rest (stride 3, dilated stride 2, unequal strides): row by row over the padded plane, its
+    columns dealt into ``stride_w`` phases (fill_padded), then the activation over the plane."""
+    channels = x.shape[1]
+    out_channels, kernel_h, kernel_w = weights.shape
+    multiplier = out_channels // channels
+    out_h, out_w = out.shape[2], out.shape[3]
+    planes = x.shape[0] * out_channels
+    workers = max(1, min(workers, planes))
+    rows = (out_h - 1) * stride_h + (kernel_h - 1) * dilation_h + 1
+    cols = (out_w - 1) * stride_w + (kernel_w - 1) * dilation_w + 1
+    width = (cols + stride_w - 1) // stride_w * stride_w
+    three = kernel_h == 3 and kernel_w == 3
+    out_flat = out.reshape(-1)
+    for worker in numba.prange(workers):
+        padded = np.zeros((rows, width), dtype=np.float32)
+        for job in range(worker * planes // workers, (worker + 1) * planes // workers):
+            n, m = job // out_channels, job % out_channels
+            b = bias[m] if has_bias else np.float32(0.0)
+            fill_padded(x[n, m // multiplier], pad_top, pad_left, stride_w, padded)
+            if three:
+                _rows_3x3(padded, weights[m], b, stride_h, stride_w, dilation_h, dilation_w, out[n, m])
+            else:
+                _rows_any(padded, weights[m], b, stride_h, stride_w, dilation_h, dilation_w, out[n, m])
+            activate_in_place(
+                out_flat, np.uint64(job * out_h * out_w), np.uint64(out_h * out_w), kind, alpha, low, high
+            )

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu.conv.depthwise import depthwise_conv_2d
+from edgecnn.kernels.cpu.conv.depthwise import depthwise_pass, pass_input, read_only
 from edgecnn.kernels.cpu.conv.depthwise_bands import BAND_FLOATS
 from edgecnn.kernels.cpu.conv.direct import DirectConv
 from edgecnn.kernels.cpu.conv.packed import PackedConv
@@ -225,16 +225,18 @@ class Depthwise(ConvKernel):
         s = self.setup
         w = values[1]
         assert w is not None
-        self.weights = np.ascontiguousarray(w.reshape(s.out_channels, s.kernel[0], s.kernel[1]))
+        self.weights = read_only(np.ascontiguousarray(w.reshape(s.out_channels, s.kernel[0], s.kernel[1])))
+        self.bias = read_only(self.bias)
         self.small = is_small(int(np.prod(self.out_shape)) * s.kernel[0] * s.kernel[1])
+        self.compiled = depthwise_pass(s.kernel, s.strides, s.pads, s.dilations, s.out[1])
 
     def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
         """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
         s = self.setup
         call(
-            depthwise_conv_2d,
+            self.compiled,
             self.small,
-            np.ascontiguousarray(x),
+            pass_input(x),
             self.weights,
             self.bias,
             self.has_bias,
