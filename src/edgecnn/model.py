@@ -41,12 +41,20 @@ class Model:
         # what the passes fold and what inference finds is checked against the model's memory limit
         with using_budget(self.options.budget), collector_paused():
             if self.options.optimize:
-                self.optimized_graph, self.pass_reports = optimize(self.graph)
+                self.optimized_graph, self.pass_reports = optimize(self._for_device(self.graph))
             else:
                 self.optimized_graph, self.pass_reports = self.graph, []
             self._outputs, self._declared = self._infer_output_specs()
         self._optimized_tensors = tensor_names(self.optimized_graph)
         self._graph_tensors = tensor_names(self.graph)
+
+    def _for_device(self, graph: Graph) -> Graph:
+        """On OpenCL an int8 (QDQ) model runs as float (kernels/opencl/float_int8.py)."""
+        if not self.options.device.startswith("opencl"):
+            return graph
+        from edgecnn.kernels.opencl.float_int8 import clip_activation_qdq
+
+        return clip_activation_qdq(graph).graph
 
     # ----------------------------------------------------------------- specs
     @property
