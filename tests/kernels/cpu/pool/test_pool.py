@@ -117,3 +117,17 @@ def test_global_pools_match_reference(op: str, shape: list[int], threads: int, s
         actual, kernel = fast_run(op, NoAttrs(), [x], (), threads)
     assert kernel == "global_pool"
     assert_matches(actual, reference_run(op, NoAttrs(), [x], ()), np.abs(x).max())
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_global_pools_share_planes_and_propagate_nan(threads: int) -> None:
+    """Seven planes over two workers (an uneven share) or one: a NaN in plane 3 makes its mean and
+    max NaN and no other plane's; the rest match the reference."""
+    x = np.random.default_rng(7).standard_normal((1, 7, 3, 5)).astype(np.float32)
+    x[0, 3, 1, 2] = np.nan
+    for op in ("GlobalAveragePool", "GlobalMaxPool"):
+        with tuned(grain=0 if threads == 2 else DEFAULT_CPU_TUNING.grain):
+            actual, kernel = fast_run(op, NoAttrs(), [x], (), threads)
+        assert kernel == "global_pool"
+        assert np.isnan(actual[0, 3]).all() and not np.isnan(np.delete(actual, 3, axis=1)).any()
+        assert_matches(actual, reference_run(op, NoAttrs(), [x], ()), np.abs(np.nan_to_num(x)).max())

@@ -36,6 +36,7 @@ import numpy as np
 
 from edgecnn.kernels.cpu.conv.im2col import valid_range
 from edgecnn.kernels.cpu.gemm.epilogue import activate
+from edgecnn.kernels.cpu.system.threads import worker_share
 from edgecnn.kernels.cpu.system.twins import parallel_and_serial
 
 PHASED_MIN_WIDTH = 40
@@ -662,18 +663,17 @@ pool_2d, pool_2d_serial = parallel_and_serial(_pool_2d, "pool_2d")
 """pool_2d (parallel over planes) and pool_2d_serial (on the calling thread, for small layers)."""
 
 
-@numba.njit(parallel=True, nogil=True, cache=True, fastmath={"reassoc", "contract"})
-def global_pool(
-    planes: np.ndarray,  # (N*C, H*W)
-    is_max: bool,
-    out: np.ndarray,  # (N*C,), written
-) -> None:
-    """Mean (accumulated in float64) or max (NaN-propagating) of every plane.
+_SUMS = {"reassoc", "contract"}
+"""fastmath's "reassoc" lets LLVM split each plane's sum over vector lanes: in order, every add
+waited for the previous one. No flag assumes away NaN or inf, so max still propagates NaN."""
 
-    fastmath's "reassoc" lets LLVM split each sum over vector lanes: in order, every add waited for
-    the previous one. No flag assumes away NaN or inf, so max still propagates NaN."""
-    count, size = planes.shape
-    for p in numba.prange(count):
+
+@numba.njit(inline="always", cache=True, fastmath=_SUMS)
+def _global_planes(planes: np.ndarray, is_max: bool, out: np.ndarray, first: int, end: int) -> None:
+    """out[p] = mean (accumulated in float64) or max (NaN-propagating) of planes[p], first <= p < end:
+    one vectorised pass per plane."""
+    size = planes.shape[1]
+    for p in range(first, end):
         row = planes[p]
         if is_max:
             best = -np.inf
@@ -687,3 +687,24 @@ def global_pool(
             for i in range(size):
                 total += row[i]
             out[p] = total / size
+
+
+@numba.njit(parallel=True, nogil=True, cache=True, fastmath=_SUMS)
+def global_pool(
+    planes: np.ndarray,  # (N*C, H*W)
+    is_max: bool,
+    out: np.ndarray,  # (N*C,), written
+    workers: int,  # the caller's numba thread count
+) -> None:
+    """Mean or max of every plane, a contiguous run of planes per worker: one task per thread, not
+    one per plane, so that starting the region costs the same whatever the batch and channels."""
+    count = planes.shape[0]
+    for worker in numba.prange(workers):
+        first, end = worker_share(worker, workers, count)
+        _global_planes(planes, is_max, out, first, end)
+
+
+@numba.njit(nogil=True, cache=True, fastmath=_SUMS)
+def global_pool_serial(planes: np.ndarray, is_max: bool, out: np.ndarray) -> None:
+    """``global_pool`` on the calling thread, without a parallel region (tensors below the grain)."""
+    _global_planes(planes, is_max, out, 0, planes.shape[0])

@@ -10,10 +10,16 @@ import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.gemm.epilogue import activation_args
-from edgecnn.kernels.cpu.pool.loops import SCRATCH_FLOATS, global_pool, pool_2d, pool_2d_serial
+from edgecnn.kernels.cpu.pool.loops import (
+    SCRATCH_FLOATS,
+    global_pool,
+    global_pool_serial,
+    pool_2d,
+    pool_2d_serial,
+)
 from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.common import is_float32, shape_of, single_output
-from edgecnn.kernels.cpu.system.threads import call, current_threads, is_small, max_threads
+from edgecnn.kernels.cpu.system.threads import current_threads, is_small, max_threads
 from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs, pool_geometry
 
 SPARE_STRIDE = 64
@@ -119,7 +125,10 @@ class GlobalPool:
     def run_into(self, out: np.ndarray, x: np.ndarray) -> None:
         """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
         planes = np.ascontiguousarray(x).reshape(self.planes, self.plane_size)
-        call(global_pool, self.small, planes, self.is_max, out.reshape(self.planes))
+        if self.small:  # no parallel region to start
+            global_pool_serial(planes, self.is_max, out.reshape(self.planes))
+        else:
+            global_pool(planes, self.is_max, out.reshape(self.planes), current_threads())
 
 
 register("pool_2d", Pool2d, when=when_pool_2d)
