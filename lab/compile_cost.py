@@ -3,7 +3,7 @@
 
     .venv/bin/python lab/compile_cost.py depthwise            # each depthwise path, one process each
     .venv/bin/python lab/compile_cost.py pytest -- ARGS...    # whatever ARGS' tests compile
-    .venv/bin/python lab/compile_cost.py ab DIR [ROUNDS]      # speed: DIR's depthwise against this tree's
+    .venv/bin/python lab/compile_cost.py ab DIR [ROUNDS [LAYER]]  # speed: DIR's depthwise against this tree's
 
 ``depthwise`` runs every path of the depthwise step (3x3 same-plane, 3x3 phased stride 2, flat
 stride 1 and 2, 5x5 and 7x7 banded, the row-by-row rest) in a process of its own with an empty
@@ -73,9 +73,15 @@ class CompileClock(event.Listener):
         print(f"{total:8.1f} s  total, {len(self.cost)} compiles")
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (a test that runs the CLI)."""
+    times = os.times()
+    return time.process_time() + times.children_user + times.children_system
+
+
 class TestClock:
-    """pytest plugin: process CPU seconds of each test (setup, call and teardown), and how much of
-    it went on numba compiles."""
+    """pytest plugin: CPU seconds of each test (setup, call and teardown; child processes
+    included), and how much of it went on numba compiles in this process."""
 
     def __init__(self, compiles: CompileClock) -> None:
         self.compiles = compiles
@@ -83,9 +89,9 @@ class TestClock:
 
     @pytest_hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: Any, nextitem: Any) -> Any:
-        cpu, compiled = time.process_time(), sum(self.compiles.cost.values())
+        cpu, compiled = cpu_seconds(), sum(self.compiles.cost.values())
         yield
-        self.cost[item.nodeid] = (time.process_time() - cpu, sum(self.compiles.cost.values()) - compiled)
+        self.cost[item.nodeid] = (cpu_seconds() - cpu, sum(self.compiles.cost.values()) - compiled)
 
     def report(self, top: int = 25) -> None:
         print("CPU s  compile s  test")
@@ -167,7 +173,7 @@ def load_version(folder: str, tag: str) -> Any:
     return load(tag, os.path.join(folder, "depthwise.py"), text)
 
 
-def run_ab(folder: str, rounds: int) -> None:
+def run_ab(folder: str, rounds: int, only: str) -> None:
     """Interleaved CPU-time A/B of DIR's depthwise step against this tree's (one thread)."""
     import functools
     import statistics
@@ -184,6 +190,8 @@ def run_ab(folder: str, rounds: int) -> None:
     print("|---|---:|---:|---:|")
     rng = np.random.default_rng(0)
     for name, (channels, side, kernel, stride) in AB_LAYERS.items():
+        if only not in name:
+            continue
         pad = kernel // 2
         x = rng.standard_normal((1, channels, side, side), dtype=np.float32)
         w = rng.standard_normal((channels, kernel, kernel), dtype=np.float32)
@@ -215,7 +223,7 @@ def run_ab(folder: str, rounds: int) -> None:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["ab"]:
-        run_ab(argv[1], int(argv[2]) if len(argv) > 2 else 15)
+        run_ab(argv[1], int(argv[2]) if len(argv) > 2 else 15, argv[3] if len(argv) > 3 else "")
         return 0
     if argv[:1] == ["path"]:
         run_path(argv[1])
