@@ -21,19 +21,12 @@ from edgecnn.model import Model
 from edgecnn.ops.quant import Int8ConvAttrs
 from edgecnn.runtime.options import RuntimeOptions
 from edgecnn.testing import reference_run
+from kernels.cpu.int8.test_int8_dot import extreme
 from kernels.support import fast_run
 from onnx_support import run_onnxruntime
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 CONSTANTS = (1, 2, 3, 4, 5, 6, 7, 8)
-
-
-def extreme(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
-    """8-bit values, half of them at the type's ends."""
-    info = np.iinfo(dtype)
-    values = rng.integers(info.min, info.max + 1, shape)
-    ends = rng.choice([info.min, info.max], shape)
-    return np.where(rng.random(shape) < 0.5, ends, values).astype(dtype)
 
 
 @st.composite

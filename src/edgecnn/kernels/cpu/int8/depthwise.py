@@ -43,6 +43,30 @@ def tap_start(offset: int, stride: int, phase_w: int) -> int:
 
 
 @numba.njit(inline="always", cache=True)
+def _deal_pairs(
+    row: np.ndarray, x0: int, x1: int, pad_left: int, phase_w: int, zp: np.int16, dest: np.ndarray
+) -> None:
+    """Stride 2: input columns x0..x1 (less ``zp``) to padded columns x + pad_left, even ones to the
+    first phase of ``dest``, odd ones to the second. Pairs are read in one loop (LLVM vectorises
+    the interleaved loads), after a leading odd column and before a trailing even one."""
+    c = x0 + pad_left
+    x = x0
+    if c % 2 == 1:
+        dest[phase_w + c // 2] = np.int16(row[x]) - zp
+        c += 1
+        x += 1
+    pairs = (x1 - x) // 2
+    source = row[x:]
+    evens = dest[c // 2 :]
+    odds = dest[phase_w + c // 2 :]
+    for i in range(pairs):
+        evens[i] = np.int16(source[2 * i]) - zp
+        odds[i] = np.int16(source[2 * i + 1]) - zp
+    if (x1 - x) % 2 == 1:
+        dest[(c + 2 * pairs) // 2] = np.int16(row[x1 - 1]) - zp
+
+
+@numba.njit(inline="always", cache=True)
 def fill_band(
     plane: np.ndarray,  # (H, W) 8-bit
     first_row: int,  # input row of the buffer's row 0 (may be negative: padding)
@@ -71,6 +95,8 @@ def fill_band(
             target = dest[x0 + pad_left :]
             for i in range(x1 - x0):
                 target[i] = np.int16(line[i]) - zp
+        elif stride_w == 2:
+            _deal_pairs(source, x0, x1, pad_left, phase_w, zp, dest)
         else:
             for phase in range(stride_w):
                 first = x0 + pad_left  # the phase's first padded column at or after the plane's start
