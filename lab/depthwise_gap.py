@@ -20,6 +20,7 @@ import statistics
 import tempfile
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -60,16 +61,20 @@ def ort_time(names: list[str], times: dict[str, float]) -> float:
     return sum(times.get(n, 0.0) + times.get(f"{n}_nchwc", 0.0) for n in names)
 
 
-def measure(model_name: str, threads: int, rounds: int) -> tuple[list[str], dict[str, tuple[float, float]]]:
-    """The depthwise table's rows, and per kind (depthwise, pool, gate) edgecnn's and ORT's total ms."""
+def alternate_with_ort(
+    model: onnx.ModelProto,
+    net: Any,
+    steps: dict[str, Any],
+    name: str,
+    x: np.ndarray,
+    threads: int,
+    rounds: int,
+) -> dict[str, float]:
+    """Runs ``net`` and a profiling onnxruntime session on ``x`` in turn (3 warm-up runs each, then
+    ``rounds``; ``steps``, common.time_steps' samples, cleared after the warm-up) and returns the
+    median ms of each onnxruntime node over the timed rounds."""
     import onnxruntime as ort
 
-    model = build_model(model_name)
-    name, x = model_input(model)
-    net = load_model(model, threads)
-    net(x)
-    plan = net.plan_for(x)
-    steps = time_steps(net)
     with tempfile.TemporaryDirectory() as tmp:
         options = ort_options(threads)
         options.enable_profiling = True
@@ -87,7 +92,18 @@ def measure(model_name: str, threads: int, rounds: int) -> tuple[list[str], dict
     for event in events:
         if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
             samples[event["name"][: -len("_kernel_time")]].append(event["dur"] / 1e3)
-    ort_ms = {node: float(np.median(values[-rounds:])) for node, values in samples.items()}
+    return {node: float(np.median(values[-rounds:])) for node, values in samples.items()}
+
+
+def measure(model_name: str, threads: int, rounds: int) -> tuple[list[str], dict[str, tuple[float, float]]]:
+    """The depthwise table's rows, and per kind (depthwise, pool, gate) edgecnn's and ORT's total ms."""
+    model = build_model(model_name)
+    name, x = model_input(model)
+    net = load_model(model, threads)
+    net(x)
+    plan = net.plan_for(x)
+    steps = time_steps(net)
+    ort_ms = alternate_with_ort(model, net, steps, name, x, threads, rounds)
     ours = {label.split(" (")[0]: statistics.median(w for w, _ in v) * 1e3 for label, v in steps.items()}
     chains = activation_chains(model)
     rows: list[str] = []
