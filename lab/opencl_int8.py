@@ -2,7 +2,7 @@
 onnxruntime's quantize_static (QDQ, per-channel, as lab/int8_speed.py does), run on ``opencl:0``
 as int8 and as float32, and the int8 model on the CPU for reference: each plan's kernels per op,
 the int8 outputs against the CPU int8 run, top-1 and max |difference| against float32, and the
-median process CPU time of each, interleaved (PoCL's worker threads belong to this process, so
+median process CPU and wall time of each, interleaved (PoCL's worker threads belong to this process, so
 their time counts; set POCL_MAX_PTHREAD_COUNT=1 for one thread).
 
 .venv/bin/python lab/opencl_int8.py [--width 0.25] [--resolution 64] [--rounds 8]
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from common import machine_line
+from common import interleaved, machine_line
 from int8_speed import cpu_interleaved, quantized
 
 GEMM_SOURCE = r"""
@@ -226,10 +226,11 @@ def main() -> None:
                 f"max |diff| {np.abs(y - ref32).max():.4g} (output range {np.abs(ref32).max():.3g})"
             )
         timers = {label: partial(net.run, feed) for label, net in nets.items()}
-        medians = cpu_interleaved(timers, args.rounds)
-        print(f"median process CPU ms over {args.rounds} interleaved rounds, batch 1:")
-        for label, ms in medians.items():
-            print(f"  {label:22s} {ms:8.2f}")
+        cpu = cpu_interleaved(timers, args.rounds)
+        wall = interleaved(timers, args.rounds)
+        print(f"median ms over {args.rounds} interleaved rounds, batch 1: process CPU, wall")
+        for label in timers:
+            print(f"  {label:22s} {cpu[label]:8.2f} {wall[label]:8.2f}")
 
 
 if __name__ == "__main__":
