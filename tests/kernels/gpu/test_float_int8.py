@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from edgecnn.importers.onnx.reader import graph_from_model_proto
-from edgecnn.ir.graph import Graph
+from edgecnn.ir.graph import Graph, Node
 from edgecnn.kernels.opencl.float_int8 import clip_activation_qdq
 from edgecnn.model import Model
 from edgecnn.runtime.options import RuntimeOptions
@@ -120,3 +120,20 @@ def test_float_graph_unchanged() -> None:
     rewritten = clip_activation_qdq(graph).graph
     again = clip_activation_qdq(rewritten)
     assert again.graph is rewritten and again.changes == []
+
+
+def test_pair_with_other_dequantize_parameters_stays() -> None:
+    """DQ(Q(x, s1, z), s2, z) rescales, so it is not a range of x: left as it is."""
+    graph = one_conv((0.02, 128), (0.01, 0), TensorProto.UINT8)
+    graph.initializers["ys2"] = np.array(0.03, np.float32)
+    last = graph.nodes[-1]
+    assert last.op == "DequantizeLinear"
+    graph.nodes[-1] = Node(
+        last.op, last.name, [last.inputs[0], "ys2", last.inputs[2]], list(last.outputs), last.attrs
+    )
+    rewritten = clip_activation_qdq(graph).graph
+    ops = [n.op for n in rewritten.nodes]
+    assert ops.count("Clip") == 1 and ops[-2:] == ["QuantizeLinear", "DequantizeLinear"]
+    x = np.random.default_rng(4).standard_normal(SHAPE).astype(np.float32)
+    steps = run(rewritten, x) / np.float32(0.03)  # still on the grid of the second scale
+    assert np.allclose(steps, np.rint(steps), atol=1e-3)

@@ -20,44 +20,46 @@ from edgecnn.passes.base import PassResult
 _LIMITS = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
 
 
-def _range(graph: Graph, quantize: Node) -> tuple[np.float32, np.float32] | None:
-    """(low, high) of the float values a per-tensor QuantizeLinear can represent; None when its
-    scale or zero point is not a constant scalar, or its type is not 8-bit."""
-    scale = graph.initializers.get(quantize.inputs[1])
-    zero = (
-        graph.initializers.get(quantize.inputs[2])
-        if len(quantize.inputs) > 2 and quantize.inputs[2]
-        else None
-    )
+def _parameters(graph: Graph, node: Node) -> tuple[float, int, np.dtype] | None:
+    """(scale, zero point, 8-bit type) of a per-tensor QuantizeLinear or DequantizeLinear; None
+    when its scale or zero point is not a constant scalar, or its type is not 8-bit."""
+    scale = graph.initializers.get(node.inputs[1]) if len(node.inputs) > 1 else None
+    zero = graph.initializers.get(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
     if scale is None or scale.size != 1 or (zero is not None and zero.size != 1):
         return None
-    limits = _LIMITS.get(np.dtype(np.uint8) if zero is None else zero.dtype)
-    if limits is None:
+    dtype = np.dtype(np.uint8) if zero is None else zero.dtype
+    if dtype not in _LIMITS:
         return None
-    s = np.float32(scale.reshape(()))
-    zp = np.float32(0 if zero is None else zero.reshape(()))
-    return np.float32((limits[0] - zp) * s), np.float32((limits[1] - zp) * s)
+    return float(np.float32(scale.reshape(()))), 0 if zero is None else int(zero.reshape(())), dtype
+
+
+def _range(scale: float, zero: int, dtype: np.dtype) -> tuple[np.float32, np.float32]:
+    """The float values an 8-bit tensor of this scale and zero point represents, as float32."""
+    low, high = _LIMITS[dtype]
+    s, zp = np.float32(scale), np.float32(zero)
+    return np.float32((low - zp) * s), np.float32((high - zp) * s)
 
 
 def clip_activation_qdq(graph: Graph) -> PassResult:
-    """Each DequantizeLinear reading a per-tensor QuantizeLinear of a float tensor becomes a Clip
-    of that tensor to the pair's range; a QuantizeLinear nothing reads any more is removed. A
+    """Each DequantizeLinear reading a per-tensor QuantizeLinear of a float tensor with the same
+    scale and zero point becomes a Clip of that tensor to the pair's range; a QuantizeLinear nothing reads any more is removed. A
     QuantizeLinear that is a graph output, or read by other ops, stays (its 8-bit output is what
     they read); DequantizeLinear of constants and of 8-bit graph inputs stay too."""
-    ranges = {}
+    quantized = {}
     for node in graph.nodes:
         if node.op == "QuantizeLinear" and node.inputs[0] not in graph.initializers:
-            bounds = _range(graph, node)
-            if bounds is not None:
-                ranges[node.outputs[0]] = (node.inputs[0], bounds)
+            parameters = _parameters(graph, node)
+            if parameters is not None:
+                quantized[node.outputs[0]] = (node.inputs[0], parameters)
     kept: list[Node] = []
     initializers: dict[str, np.ndarray] = {}
     for node in graph.nodes:
-        found = ranges.get(node.inputs[0]) if node.op == "DequantizeLinear" else None
-        if found is None:
-            kept.append(node)
+        found = quantized.get(node.inputs[0]) if node.op == "DequantizeLinear" else None
+        if found is None or _parameters(graph, node) != found[1]:
+            kept.append(node)  # not a pair, or one that dequantises with other parameters
             continue
-        source, (low, high) = found
+        source, parameters = found
+        low, high = _range(*parameters)
         names = f"{node.outputs[0]}/clip_low", f"{node.outputs[0]}/clip_high"
         initializers.update(zip(names, (np.asarray(low), np.asarray(high))))
         kept.append(Node("Clip", node.name, [source, *names], list(node.outputs), NoAttrs()))
