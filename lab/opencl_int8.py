@@ -172,6 +172,7 @@ def main() -> None:
     parser.add_argument("--resolution", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--images", type=int, default=32, help="inputs for top-1 agreement")
+    parser.add_argument("--opencl-only", action="store_true", help="time the opencl:0 plans only")
     parser.add_argument("--gemm", action="store_true", help="only the float32 / int8 GEMM kernel table")
     args = parser.parse_args()
     if args.gemm:
@@ -225,7 +226,11 @@ def main() -> None:
                 f"{label} vs cpu float32 over {args.images} inputs: top-1 agreement {top1:.3f}, "
                 f"max |diff| {np.abs(y - ref32).max():.4g} (output range {np.abs(ref32).max():.3g})"
             )
-        timers = {label: partial(net.run, feed) for label, net in nets.items()}
+        timers = {
+            label: partial(net.run, feed)
+            for label, net in nets.items()
+            if not (args.opencl_only and label.startswith("cpu"))
+        }
         cpu = cpu_interleaved(timers, args.rounds)
         wall = interleaved(timers, args.rounds)
         print(f"median ms over {args.rounds} interleaved rounds, batch 1: process CPU, wall")
