@@ -3,9 +3,10 @@ onnxruntime's quantize_static (QDQ, per-channel, as lab/int8_speed.py does), run
 as int8 and as float32, and the int8 model on the CPU for reference: each plan's kernels per op,
 the int8 outputs against the CPU int8 run, top-1 and max |difference| against float32, and the
 median process CPU and wall time of each, interleaved (PoCL's worker threads belong to this process, so
-their time counts; set POCL_MAX_PTHREAD_COUNT=1 for one thread).
+their time counts; set POCL_MAX_PTHREAD_COUNT=1 for one thread, and OPENBLAS_NUM_THREADS=1: the
+reference fallback's matmuls run in numpy, whose idle BLAS threads spin and inflate CPU time).
 
-.venv/bin/python lab/opencl_int8.py [--width 0.25] [--resolution 64] [--rounds 8]
+.venv/bin/python lab/opencl_int8.py [--width 0.25] [--resolution 64] [--rounds 8] [--opencl-only] [--gemm]
 """
 
 from __future__ import annotations
