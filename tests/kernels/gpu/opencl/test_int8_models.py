@@ -1,5 +1,6 @@
 """An int8 model quantised by onnxruntime's quantize_static (QDQ, per-channel weights; a zoo
-ResNet-18 at an eighth of its width, 64 x 64, BatchNormalization folded first as the lab does) on
+ResNet-18 at an eighth of its width, 64 x 64, BatchNormalization folded first as the lab does;
+uint8 or int8 activations) on
 opencl:0: every step runs an OpenCL kernel (no 8-bit op falls back to the numpy reference), the
 output equals the same float graph on the CPU, and it stays near the int8 reference."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import edgecnn
 from edgecnn.kernels.opencl.float_int8 import clip_activation_qdq
@@ -17,7 +19,8 @@ from kernels.gpu.backends.support import assert_close_to
 from kernels.gpu.opencl.support import OPENCL  # noqa: F401  (skips without an OpenCL device)
 
 
-def test_quantize_static_resnet18_runs_on_opencl_kernels(tmp_path: Path) -> None:
+@pytest.mark.parametrize("activations", ["uint8", "int8"])
+def test_quantize_static_resnet18_runs_on_opencl_kernels(tmp_path: Path, activations: str) -> None:
     import onnx
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
@@ -30,7 +33,7 @@ def test_quantize_static_resnet18_runs_on_opencl_kernels(tmp_path: Path) -> None
     rng = np.random.default_rng(9)
     samples = [{spec.name: rng.standard_normal(shape).astype(np.float32)} for _ in range(2)]
     quant_pre_process(str(tmp_path / "float.onnx"), str(tmp_path / "folded.onnx"), skip_symbolic_shape=True)
-    quantized_static(tmp_path / "folded.onnx", tmp_path / "qdq.onnx", samples, "uint8")
+    quantized_static(tmp_path / "folded.onnx", tmp_path / "qdq.onnx", samples, activations)
     x = rng.standard_normal(shape).astype(np.float32)
     feed = {spec.name: x}
 
