@@ -117,8 +117,11 @@ def conv_cases(draw: st.DrawFn) -> tuple[Int8ConvAttrs, list[np.ndarray | None]]
 CONSTANTS = (1, 2, 3, 4, 5, 6, 7, 8)
 
 
-def conv_kernel(group: int) -> str:
-    """The kernel a convolution of ``group`` groups gets: the dot-product one where it applies."""
+def conv_kernel(group: int, channels: tuple[int, int] = (0, 0)) -> str:
+    """The kernel a convolution of ``group`` groups and (input, output) ``channels`` gets: the
+    dot-product one where it applies, the direct loop for one filter per channel."""
+    if group > 1 and channels == (group, group):
+        return "int8_depthwise"
     return "int8_dot_conv" if group == 1 and available() else "int8_im2col_gemm"
 
 
@@ -130,7 +133,7 @@ def test_int8_conv_matches_reference(
     attrs, inputs = case
     fast, kernel = fast_run("Int8Conv", attrs, inputs, CONSTANTS, threads)
     expected = reference_run("Int8Conv", attrs, inputs, CONSTANTS)
-    assert kernel == conv_kernel(attrs.group)
+    assert kernel == conv_kernel(attrs.group, (inputs[0].shape[1], inputs[3].shape[0]))
     if inputs[6] is None:  # float output: the same float32 operations in the same order
         np.testing.assert_allclose(fast, expected, rtol=1e-6, atol=1e-6)
     else:
