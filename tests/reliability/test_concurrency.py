@@ -119,6 +119,12 @@ CASES: list[Case] = [
         (1, 2, 3, 4, 5, 6, 7, 8),
     ),
     case(
+        "Int8Conv",
+        Int8ConvAttrs(strides=(2, 2), pads=(1, 1, 1, 1), group=8),
+        int8_inputs(floats(1, 8, 13, 13), int8(8, 1, 3, 3), rng.integers(-99, 99, 8).astype(np.int32)),
+        (1, 2, 3, 4, 5, 6, 7, 8),
+    ),
+    case(
         "Int8Gemm",
         Int8GemmAttrs(trans_b=True),
         int8_inputs(floats(3, 50), int8(17, 50), rng.integers(-99, 99, 17).astype(np.int32)),
