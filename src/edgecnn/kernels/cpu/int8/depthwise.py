@@ -1,12 +1,14 @@
 """Direct int8 depthwise convolution (QLinearConv / Int8Conv with one filter per channel).
 
 The im2col + GEMM path spends a GEMM call on every 1-row matrix of a depthwise layer; this loops
-directly instead, parallel over (image, channel, band of output rows). Each task copies the rows
-its band reads into a buffer of its own with the input zero point subtracted (so padding is 0 and
-the bias needs no zero-point correction), the columns dealt into stride phases so that every tap
-of an output row is one contiguous run. A 3x3 filter sums its nine taps in registers and runs the
-requantising epilogue (bias, per-channel multiplier, activation, rounding, output zero point,
-saturation) in the same loop; other filters accumulate tap by tap into an int32 row first.
+directly instead, parallel over (image, channel, band of output rows), one contiguous share of
+them per worker. For each task the worker copies the rows the band reads into its own buffer with
+the input zero point subtracted (so padding is 0 and the bias needs no zero-point correction), the
+columns dealt into stride phases so that every tap of an output row is one contiguous run. A 3x3
+filter sums its nine taps in registers; other filters add tap by tap. The int32 sums of each
+output row then go through the requantising epilogue (bias included, per-channel multiplier,
+activation, rounding, output zero point, saturation) in a loop of its own: inside the tap loop,
+its branches on the activation kind would leave that loop scalar.
 
 The buffers hold int16 (x - zx); each tap is widened to int32 and multiplied by the tap's weight,
 summed in int32, vectorised across the output row (vpmulld on sign-extended words; LLVM picks
