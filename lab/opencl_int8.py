@@ -147,7 +147,7 @@ def gemm_table(rounds: int) -> None:
 
 
 def reference_fallback(path: Path) -> Any:
-    """The int8 model on opencl:0 as it ran before kernels/opencl/float_int8.py: folded to 8-bit
+    """The int8 model on opencl:0 as it ran before passes/qdq_as_clip.py: folded to 8-bit
     ops, which have no OpenCL kernels and run on the numpy reference."""
     import edgecnn
     from edgecnn.model import Model

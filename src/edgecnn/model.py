@@ -49,10 +49,10 @@ class Model:
         self._graph_tensors = tensor_names(self.graph)
 
     def _for_device(self, graph: Graph) -> Graph:
-        """On OpenCL an int8 (QDQ) model runs as float (kernels/opencl/float_int8.py)."""
+        """On OpenCL an int8 (QDQ) model runs as float (passes/qdq_as_clip.py)."""
         if not self.options.device.startswith("opencl"):
             return graph
-        from edgecnn.kernels.opencl.float_int8 import clip_activation_qdq
+        from edgecnn.passes.qdq_as_clip import clip_activation_qdq
 
         return clip_activation_qdq(graph).graph
 

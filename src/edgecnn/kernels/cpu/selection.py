@@ -74,7 +74,6 @@ FAMILIES: dict[str, Family] = {
     "int8_add": Family(("QLinearAdd",), (("int8_add", "int8.eltwise"),)),  # same-shape inputs
     "int8_concat": Family(("QLinearConcat",), (("int8_concat", "int8.eltwise"),)),
     "int8_table": Family(("QLinearLeakyRelu",), (("int8_table", "int8.eltwise"),)),  # 256-entry lookup
-    "int8_max_pool": Family(("MaxPool",), (("int8_max_pool", "int8.pool"),)),  # 8-bit data; floats: pool
     "int8_average_pool": Family(("QLinearAveragePool",), (("int8_average_pool", "int8.pool"),)),  # 2-D
     "int8_global_pool": Family(("QLinearGlobalAveragePool",), (("int8_global_average_pool", "int8.pool"),)),
     "lrn": Family(("LRN",), (("lrn", "lrn"),)),
@@ -89,7 +88,11 @@ FAMILIES: dict[str, Family] = {
     "transpose": Family(("Transpose",), (("transpose", "transpose"),)),
     "pool": Family(
         ("MaxPool", "AveragePool", "FusedMaxPool", "FusedAveragePool"),
-        (("pool_1d", "pool.pool1d"), ("pool_2d", "pool.steps")),
+        (
+            ("int8_max_pool", "int8.pool"),  # MaxPool of 8-bit data
+            ("pool_1d", "pool.pool1d"),
+            ("pool_2d", "pool.steps"),
+        ),
     ),
     "global_pool": Family(("GlobalAveragePool", "GlobalMaxPool"), (("global_pool", "pool.steps"),)),
 }

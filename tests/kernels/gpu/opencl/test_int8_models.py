@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import edgecnn
-from edgecnn.kernels.opencl.float_int8 import clip_activation_qdq
+from edgecnn.passes.qdq_as_clip import clip_activation_qdq
 from edgecnn.model import Model
 from edgecnn.runtime.options import RuntimeOptions
 from kernels.gpu.backends.support import assert_close_to

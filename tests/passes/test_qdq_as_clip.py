@@ -1,4 +1,4 @@
-"""kernels/opencl/float_int8.py without a device: each activation QuantizeLinear -> DequantizeLinear
+"""passes/qdq_as_clip.py without a device: each activation QuantizeLinear -> DequantizeLinear
 pair becomes a Clip to the pair's range (uint8 and int8, zero points at the limits and inside),
 the rewritten graph computes the float layer with dequantised weights and those bounds, and the
 pairs it must keep (per-axis, a graph output, an 8-bit tensor other ops read) stay."""
@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from edgecnn.importers.onnx.reader import graph_from_model_proto
 from edgecnn.ir.graph import Graph, Node
-from edgecnn.kernels.opencl.float_int8 import clip_activation_qdq
+from edgecnn.passes.qdq_as_clip import clip_activation_qdq
 from edgecnn.model import Model
 from edgecnn.runtime.options import RuntimeOptions
 
