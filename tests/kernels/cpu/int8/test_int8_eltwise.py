@@ -231,6 +231,46 @@ def test_max_pool_on_8bit_data(dtype: str, onnx_attrs: dict[str, Any], shape: tu
     np.testing.assert_array_equal(got, expected)
 
 
+@st.composite
+def max_pool_cases(draw: st.DrawFn) -> tuple[MaxPoolAttrs, np.ndarray, int]:
+    """A MaxPool on random 8-bit codes (runs of the type's limits among them): windows 1-4 wide
+    along each axis, strides 1-3, dilations 1-2, pads up to the window's reach on every side,
+    ceil_mode, odd and tiny planes; the "same"-width 3x3 stride-1 case drawn often (its own path)."""
+    dtype = draw(st.sampled_from(["uint8", "int8"]))
+    if draw(st.booleans()):
+        pads: tuple[int, ...] = (1, 1, 1, 1)
+        kernel, strides, dilations = (3, 3), (draw(st.integers(1, 2)), 1), (1, 1)
+    else:
+        kernel = (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
+        strides = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+        dilations = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+        reach = [(k - 1) * d for k, d in zip(kernel, dilations, strict=True)]
+        pads = tuple(draw(st.integers(0, reach[i % 2])) for i in range(4))
+    ceil_mode = draw(st.booleans())
+    reach = [(k - 1) * d + 1 for k, d in zip(kernel, dilations, strict=True)]
+    height = draw(st.integers(max(1, reach[0] - pads[0] - pads[2]), 13))
+    width = draw(st.integers(max(1, reach[1] - pads[1] - pads[3]), 13))
+    shape = (draw(st.integers(1, 2)), draw(st.integers(1, 3)), height, width)
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    x = codes(rng, shape, dtype)
+    x[rng.random(shape) < draw(st.sampled_from([0.0, 0.5, 0.9]))] = info.min
+    x[rng.random(shape) < 0.05] = info.max
+    attrs = MaxPoolAttrs(
+        kernel_shape=kernel, strides=strides, pads=pads, dilations=dilations, ceil_mode=ceil_mode
+    )
+    return attrs, x, draw(st.integers(1, 2))
+
+
+@SETTINGS
+@given(max_pool_cases())
+def test_max_pool_on_8bit_data_equals_the_reference(case: tuple[MaxPoolAttrs, np.ndarray, int]) -> None:
+    attrs, x, threads = case
+    got, kernel = fast_run("MaxPool", attrs, [x], [], threads)
+    assert kernel == "int8_max_pool"
+    np.testing.assert_array_equal(got, reference_run("MaxPool", attrs, [x]))
+
+
 def test_bad_parameters_are_model_errors() -> None:
     a = np.zeros((1, 4), np.uint8)
     per_channel = np.full(4, 0.1, np.float32)

@@ -13,7 +13,7 @@ import numpy as np
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.int8.eltwise import concrete_8bit, scalar_constants
 from edgecnn.kernels.cpu.selection import register
-from edgecnn.kernels.cpu.system.threads import call, is_small
+from edgecnn.kernels.cpu.system.threads import call, current_threads, is_small
 from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs, pool_geometry
 from edgecnn.ops.quant import average_windows, global_average_multiplier
 
@@ -21,6 +21,180 @@ from edgecnn.ops.quant import average_windows, global_average_multiplier
 @numba.njit(inline="always", cache=True)
 def _larger(a: np.integer, b: np.integer) -> np.integer:
     return a if a > b else b
+
+
+@numba.njit(inline="always", cache=True)
+def _largest_of(
+    src: np.ndarray,
+    base: np.uint64,
+    offsets: np.ndarray,  # uint64 position of each tap (base is at offsets[first])
+    first: int,  # the taps [first, end) that count, end > first
+    end: int,
+    dst: np.ndarray,
+    start: np.uint64,
+    n: np.uint64,
+) -> None:
+    """dst[start + i] = the largest of src[base + offsets[k] - offsets[first] + i] over the taps,
+    for i < n. Up to three taps in one unit-stride pass, which LLVM turns into byte-wide vector
+    maxima: a pass per tap would store and reload dst, and short rows leave most of it to scalar
+    tails."""
+    one = offsets[first]
+    u = base - one
+    if end - first == 1:
+        for i in range(n):
+            dst[start + i] = src[base + i]
+        return
+    b = u + offsets[first + 1]
+    if end - first == 2:
+        for i in range(n):
+            dst[start + i] = _larger(src[base + i], src[b + i])
+        return
+    c = u + offsets[first + 2]
+    for i in range(n):
+        dst[start + i] = _larger(_larger(src[base + i], src[b + i]), src[c + i])
+    for k in range(first + 3, end):
+        e = u + offsets[k]
+        for i in range(n):
+            dst[start + i] = _larger(dst[start + i], src[e + i])
+
+
+@numba.njit(inline="always", cache=True)
+def _taps(start: int, dilation: int, kernel: int, size: int) -> tuple[int, int]:
+    """[first, end) of the taps k (< kernel) whose position start + k * dilation is in [0, size)."""
+    first = max(0, (-start + dilation - 1) // dilation)
+    end = min(kernel, (size - 1 - start) // dilation + 1) if start < size else 0
+    return first, max(first, end)
+
+
+@numba.njit(inline="always", cache=True)
+def _window_rows(
+    src: np.ndarray,
+    plane: np.uint64,  # offset of the input plane in src
+    height: int,
+    width: int,
+    top: int,  # input row of the window's first tap (may be negative)
+    dilation_h: int,
+    row_taps: np.ndarray,  # offset of each window row from the first: ky * dilation_h * W
+    lowest: int,
+    dst: np.ndarray,
+    start: np.uint64,
+) -> None:
+    """dst[start:start + W] = the column-wise largest of the window's rows inside the plane, the
+    lowest value where none is (a window wholly in the padding: ceil_mode, dilations)."""
+    k0, k1 = _taps(top, dilation_h, row_taps.shape[0], height)
+    w = np.uint64(width)
+    if k1 > k0:
+        at = plane + np.uint64(top + k0 * dilation_h) * w
+        _largest_of(src, at, row_taps, k0, k1, dst, start, w)
+    else:
+        for i in range(w):
+            dst[start + i] = lowest
+
+
+@numba.njit(cache=True)
+def _same_width_plane(
+    src: np.ndarray,
+    plane: np.uint64,
+    height: int,
+    width: int,
+    stride_h: int,
+    pad_top: int,
+    pad_left: int,
+    dilation_h: int,
+    lowest: int,
+    inner: tuple[int, int],  # output rows [first, end) whose windows lie inside the plane
+    row_taps: np.ndarray,  # ky * dilation_h * W
+    column_taps: np.ndarray,  # kx * dilation_w
+    borders: np.ndarray,  # (columns, 3): output column, first and end tap of windows a row cuts
+    rows: np.ndarray,  # (OH * W,) scratch: each output row's window rows reduced
+    dst: np.ndarray,
+    o: np.uint64,  # offset of the output plane in dst
+) -> None:
+    """One plane at stride_w 1 where the output is as wide as the input, both passes over the whole
+    plane, since rows of small planes are too short to vectorise on their own: at stride_h 1 the
+    rows whose windows lie inside the plane are one pass, and the columns one pass (output pixel i
+    reads rows[i - pad_left + kx * dilation_w]) whose windows that a row's border cuts
+    (``borders``, which read the neighbouring row there) are then redone."""
+    out_h = rows.shape[0] // width
+    kernel_w = column_taps.shape[0]
+    w = np.uint64(width)
+    first, end = inner
+    if stride_h == 1 and end > first:
+        at = plane + np.uint64(first - pad_top) * w
+        _largest_of(
+            src, at, row_taps, 0, row_taps.shape[0], rows, np.uint64(first) * w, np.uint64(end - first) * w
+        )
+    for oy in range(out_h):
+        if stride_h == 1 and first <= oy < end:
+            continue
+        top = oy * stride_h - pad_top
+        _window_rows(src, plane, height, width, top, dilation_h, row_taps, lowest, rows, np.uint64(oy) * w)
+    reach = int(column_taps[kernel_w - 1])
+    total = out_h * width
+    if total > reach:
+        _largest_of(
+            rows,
+            np.uint64(0),
+            column_taps,
+            0,
+            kernel_w,
+            dst,
+            o + np.uint64(pad_left),
+            np.uint64(total - reach),
+        )
+    for oy in range(out_h):
+        row = oy * width
+        for b in range(borders.shape[0]):
+            ox, k0, k1 = borders[b, 0], borders[b, 1], borders[b, 2]
+            value = lowest
+            for k in range(k0, k1):
+                value = max(value, int(rows[row + ox - pad_left + int(column_taps[k])]))
+            dst[o + np.uint64(row + ox)] = value
+
+
+@numba.njit(cache=True)
+def _row_by_row_plane(
+    src: np.ndarray,
+    plane: np.uint64,
+    height: int,
+    width: int,
+    stride_h: int,
+    stride_w: int,
+    pad_top: int,
+    pad_left: int,
+    dilation_h: int,
+    lowest: int,
+    row_taps: np.ndarray,  # ky * dilation_h * W
+    column_taps: np.ndarray,  # where window column kx starts in phases: its phase's, plus its cell
+    line: np.ndarray,  # (stride_w * cells,): the padded row, lowest outside the input
+    phases: np.ndarray,  # line's columns dealt into stride_w phases of cells (empty at stride 1)
+    dst: np.ndarray,
+    o: np.uint64,
+    out_h: int,
+    out_w: int,
+) -> None:
+    """One plane, output row by output row: the window rows reduced into ``line`` (input column c at
+    pad_left + c) and, at a stride above one, dealt into phases (padded column X to phase X %
+    stride_w, cell X // stride_w), where each window column kx is one contiguous run of a phase."""
+    s = np.uint64(stride_w)
+    n = np.uint64(line.shape[0] // stride_w)
+    ow = np.uint64(out_w)
+    kernel_w = column_taps.shape[0]
+    for oy in range(out_h):
+        top = oy * stride_h - pad_top
+        _window_rows(src, plane, height, width, top, dilation_h, row_taps, lowest, line, np.uint64(pad_left))
+        cut = line
+        if stride_w == 2:  # one pass, which LLVM vectorises with byte permutes
+            for j in range(n):
+                phases[j] = line[j + j]
+                phases[n + j] = line[j + j + np.uint64(1)]
+            cut = phases
+        elif stride_w > 2:
+            for r in range(s):
+                for j in range(n):
+                    phases[np.uint64(r) * n + j] = line[j * s + np.uint64(r)]
+            cut = phases
+        _largest_of(cut, column_taps[0], column_taps, 0, kernel_w, dst, o + np.uint64(oy) * ow, ow)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -35,45 +209,56 @@ def max_pool_into(
     dilation_h: int,
     dilation_w: int,
     lowest: int,
+    workers: int,  # parallel jobs: the caller's numba thread count (reading it here defeats caching)
     out: np.ndarray,  # (planes, OH, OW), x's type
 ) -> None:
     """The largest tap of each window; padding taps are skipped (they read -inf in float).
-    Separable: each output row first takes the largest of its window's input rows (a line of the
-    input's width), then of that line's window columns. Offsets are unsigned and no views are made,
-    and each window column's reach is found once: short rows stay cheap."""
+
+    Separable, every loop at unit stride, so that LLVM turns it into byte-wide vector maxima: first
+    each output row's window rows, then that result's window columns; whole planes at a time where
+    the output is as wide as the input at stride 1 (the padded 3x3 pools of Inception blocks), else
+    row by row. Each worker takes a contiguous run of planes and allocates its buffers once."""
     planes, height, width = x.shape
     out_h, out_w = out.shape[1], out.shape[2]
     src, dst = x.reshape(-1), out.reshape(-1)
-    firsts = np.empty(kernel_w, np.uint64)  # per window column: the first output column inside the image,
-    counts = np.zeros(kernel_w, np.uint64)  # how many are, and the line position the first one reads
-    reads = np.zeros(kernel_w, np.uint64)
+    same_width = stride_w == 1 and out_w == width
+    row_taps = np.arange(kernel_h).astype(np.uint64) * np.uint64(dilation_h * width)
+    # row by row: the padded line, long enough for every window's last tap, dealt into phases
+    cells = max(-(-(pad_left + width) // stride_w), out_w + (kernel_w - 1) * dilation_w // stride_w)
+    span = 0 if same_width else stride_w * cells
+    column_taps = np.empty(kernel_w, np.uint64)
     for kx in range(kernel_w):
-        offset = kx * dilation_w - pad_left
-        first = max(0, (stride_w - 1 - offset) // stride_w)
-        end = min(out_w, (width - 1 - offset) // stride_w + 1) if offset < width else 0
-        firsts[kx] = first
-        counts[kx] = max(0, end - first)
-        reads[kx] = max(0, first * stride_w + offset)
-    w, ow, sw = np.uint64(width), np.uint64(out_w), np.uint64(stride_w)
-    for p in numba.prange(planes):
-        line = np.empty(width, x.dtype)
-        plane = np.uint64(p) * np.uint64(height) * w
-        for oy in range(out_h):
-            for i in range(w):
-                line[i] = lowest
-            for ky in range(kernel_h):
-                y = oy * stride_h - pad_top + ky * dilation_h
-                if 0 <= y < height:
-                    row = plane + np.uint64(y) * w
-                    for i in range(w):
-                        line[i] = _larger(line[i], src[row + i])
-            o = (np.uint64(p) * np.uint64(out_h) + np.uint64(oy)) * ow
-            for i in range(ow):
-                dst[o + i] = lowest
-            for kx in range(kernel_w):
-                d, u = o + firsts[kx], reads[kx]
-                for i in range(counts[kx]):
-                    dst[d + i] = _larger(dst[d + i], line[u + i * sw])
+        tap = kx * dilation_w
+        column_taps[kx] = tap if same_width else tap % stride_w * cells + tap // stride_w
+    inner_first = min(out_h, -(-pad_top // stride_h))
+    inner_end = min(out_h, (height - 1 + pad_top - (kernel_h - 1) * dilation_h) // stride_h + 1)
+    inner = (inner_first, max(inner_first, inner_end))
+    # same width: the output columns whose windows a row's border cuts, and their taps inside it
+    right = max(pad_left, width + pad_left - (kernel_w - 1) * dilation_w)
+    left_cut = min(pad_left, width) if same_width else 0
+    borders = np.empty((left_cut + (width - right if same_width else 0), 3), np.int64)
+    for b in range(borders.shape[0]):
+        column = b if b < left_cut else right + b - left_cut
+        k0, k1 = _taps(column - pad_left, dilation_w, kernel_w, width)
+        borders[b, 0], borders[b, 1], borders[b, 2] = column, k0, k1
+    workers = max(1, min(workers, planes))
+    for worker in numba.prange(workers):
+        line = np.full(span, lowest, x.dtype)  # columns outside the input stay the lowest value
+        phases = np.empty(span if stride_w > 1 else 0, x.dtype)
+        rows = np.empty(out_h * width if same_width else 0, x.dtype)
+        for p in range(worker * planes // workers, (worker + 1) * planes // workers):
+            plane = np.uint64(p * height * width)
+            o = np.uint64(p * out_h * out_w)
+            if same_width:
+                _same_width_plane(
+                    src, plane, height, width, stride_h, pad_top, pad_left, dilation_h, lowest, inner, row_taps,
+                    column_taps, borders, rows, dst, o,
+                )  # fmt: skip
+            else:
+                _row_by_row_plane(
+                    src, plane, height, width, stride_h, stride_w, pad_top, pad_left, dilation_h, lowest, row_taps,
+                    column_taps, line, phases, dst, o, out_h, out_w,
+                )  # fmt: skip
 
 
 def when_max_pool(
@@ -127,6 +312,7 @@ class MaxPool8Bit:
             self.small,
             planes,
             *self.geometry,
+            1 if self.small else current_threads(),
             out.reshape(self.planes[0], *self.out_shape[2:]),
         )
 
