@@ -17,6 +17,10 @@ from edgecnn.kernels.cpu.system.threads import call, current_threads, is_small
 from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs, pool_geometry
 from edgecnn.ops.quant import average_windows, global_average_multiplier
 
+CHUNK_BYTES = 16384
+"""Where the output is as wide as the input at stride 1, a pass covers as many planes as fit in
+this many bytes of scratch (well inside any L1/L2 data cache), so small planes make long runs."""
+
 
 @numba.njit(inline="always", cache=True)
 def _larger(a: np.integer, b: np.integer) -> np.integer:
@@ -92,9 +96,10 @@ def _window_rows(
 
 
 @numba.njit(cache=True)
-def _same_width_plane(
+def _same_width_planes(
     src: np.ndarray,
-    plane: np.uint64,
+    plane: np.uint64,  # offset of the first plane in src
+    count: int,  # planes, consecutive
     height: int,
     width: int,
     stride_h: int,
@@ -106,44 +111,48 @@ def _same_width_plane(
     row_taps: np.ndarray,  # ky * dilation_h * W
     column_taps: np.ndarray,  # kx * dilation_w
     borders: np.ndarray,  # (columns, 3): output column, first and end tap of windows a row cuts
-    rows: np.ndarray,  # (OH * W,) scratch: each output row's window rows reduced
+    rows: np.ndarray,  # (>= count * OH * W,) scratch: each output row's window rows reduced
     dst: np.ndarray,
-    o: np.uint64,  # offset of the output plane in dst
+    o: np.uint64,  # offset of the first output plane in dst
+    out_h: int,
 ) -> None:
-    """One plane at stride_w 1 where the output is as wide as the input, both passes over the whole
-    plane, since rows of small planes are too short to vectorise on their own: at stride_h 1 the
-    rows whose windows lie inside the plane are one pass, and the columns one pass (output pixel i
-    reads rows[i - pad_left + kx * dilation_w]) whose windows that a row's border cuts
-    (``borders``, which read the neighbouring row there) are then redone."""
-    out_h = rows.shape[0] // width
+    """Planes at stride_w 1 where the output is as wide as the input, each pass over all of them at
+    once, since rows of small planes are too short to vectorise on their own. At stride_h 1 the
+    window rows are one pass (over the rows whose windows lie inside a plane, or, as high as the
+    input, over the planes' rows as one run, the windows that cross into the next plane redone);
+    then the columns are one pass (output pixel i reads rows[i - pad_left + kx * dilation_w]) whose
+    windows that a row's border cuts (``borders``, which read the neighbouring row there) are
+    redone."""
     kernel_w = column_taps.shape[0]
     w = np.uint64(width)
+    plane_in, plane_out = np.uint64(height * width), np.uint64(out_h * width)
     first, end = inner
-    if stride_h == 1 and end > first:
-        at = plane + np.uint64(first - pad_top) * w
-        _largest_of(
-            src, at, row_taps, 0, row_taps.shape[0], rows, np.uint64(first) * w, np.uint64(end - first) * w
-        )
-    for oy in range(out_h):
-        if stride_h == 1 and first <= oy < end:
-            continue
-        top = oy * stride_h - pad_top
-        _window_rows(src, plane, height, width, top, dilation_h, row_taps, lowest, rows, np.uint64(oy) * w)
+    runs = stride_h == 1 and end > first
+    if runs and out_h == height:
+        span = count * height * width - int(row_taps[-1])
+        if span > 0:
+            _largest_of(
+                src, plane, row_taps, 0, row_taps.shape[0], rows, np.uint64(pad_top) * w, np.uint64(span)
+            )
+    elif runs:
+        for q in range(count):
+            at = plane + np.uint64(q) * plane_in + np.uint64(first - pad_top) * w
+            start = np.uint64(q) * plane_out + np.uint64(first) * w
+            _largest_of(src, at, row_taps, 0, row_taps.shape[0], rows, start, np.uint64(end - first) * w)
+    for q in range(count):
+        for oy in range(out_h):
+            if runs and first <= oy < end:
+                continue
+            top = oy * stride_h - pad_top
+            at, start = plane + np.uint64(q) * plane_in, np.uint64(q) * plane_out + np.uint64(oy) * w
+            _window_rows(src, at, height, width, top, dilation_h, row_taps, lowest, rows, start)
     reach = int(column_taps[kernel_w - 1])
-    total = out_h * width
+    total = count * out_h * width
     if total > reach:
-        _largest_of(
-            rows,
-            np.uint64(0),
-            column_taps,
-            0,
-            kernel_w,
-            dst,
-            o + np.uint64(pad_left),
-            np.uint64(total - reach),
-        )
-    for oy in range(out_h):
-        row = oy * width
+        start = o + np.uint64(pad_left)
+        _largest_of(rows, np.uint64(0), column_taps, 0, kernel_w, dst, start, np.uint64(total - reach))
+    for r in range(count * out_h):
+        row = r * width
         for b in range(borders.shape[0]):
             ox, k0, k1 = borders[b, 0], borders[b, 1], borders[b, 2]
             value = lowest
@@ -242,22 +251,25 @@ def max_pool_into(
         k0, k1 = _taps(column - pad_left, dilation_w, kernel_w, width)
         borders[b, 0], borders[b, 1], borders[b, 2] = column, k0, k1
     workers = max(1, min(workers, planes))
+    chunk = max(1, CHUNK_BYTES // max(1, out_h * width))  # same width: planes per pass
     for worker in numba.prange(workers):
         line = np.full(span, lowest, x.dtype)  # columns outside the input stay the lowest value
         phases = np.empty(span if stride_w > 1 else 0, x.dtype)
-        rows = np.empty(out_h * width if same_width else 0, x.dtype)
-        for p in range(worker * planes // workers, (worker + 1) * planes // workers):
-            plane = np.uint64(p * height * width)
-            o = np.uint64(p * out_h * out_w)
-            if same_width:
-                _same_width_plane(
-                    src, plane, height, width, stride_h, pad_top, pad_left, dilation_h, lowest, inner, row_taps,
-                    column_taps, borders, rows, dst, o,
+        rows = np.empty(chunk * out_h * width if same_width else 0, x.dtype)
+        first, end = worker * planes // workers, (worker + 1) * planes // workers
+        if same_width:
+            for p in range(first, end, chunk):
+                _same_width_planes(
+                    src, np.uint64(p * height * width), min(chunk, end - p), height, width, stride_h, pad_top,
+                    pad_left, dilation_h, lowest, inner, row_taps, column_taps, borders, rows, dst,
+                    np.uint64(p * out_h * out_w), out_h,
                 )  # fmt: skip
-            else:
+        else:
+            for p in range(first, end):
                 _row_by_row_plane(
-                    src, plane, height, width, stride_h, stride_w, pad_top, pad_left, dilation_h, lowest, row_taps,
-                    column_taps, line, phases, dst, o, out_h, out_w,
+                    src, np.uint64(p * height * width), height, width, stride_h, stride_w, pad_top, pad_left,
+                    dilation_h, lowest, row_taps, column_taps, line, phases, dst, np.uint64(p * out_h * out_w),
+                    out_h, out_w,
                 )  # fmt: skip
 
 
