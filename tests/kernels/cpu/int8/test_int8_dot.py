@@ -123,14 +123,17 @@ def extreme(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.
 
 
 @st.composite
-def conv_cases(draw: st.DrawFn) -> tuple[Int8ConvAttrs, list[Any], bool]:
+def conv_cases(draw: st.DrawFn, unpadded: bool = False) -> tuple[Int8ConvAttrs, list[Any], bool]:
     """One-group layers over odd sizes, unit or other strides, with 7-bit weights (the u8 x s8
-    loop) or full-range ones including -128 (the int16 loop), data and zero points at the ends."""
+    loop) or full-range ones including -128 (the int16 loop), data and zero points at the ends;
+    ``unpadded``: unit strides and no padding (1x1 layers mostly), packed as one run per unit."""
     in_channels, out_channels = draw(st.integers(1, 9)), draw(st.integers(1, 11))
     kernel = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    strides = draw(st.sampled_from([(1, 1), (1, 1), (2, 2), (1, 2), (3, 2)]))
+    if unpadded:
+        kernel = draw(st.sampled_from([(1, 1), (1, 1), kernel]))
+    strides = (1, 1) if unpadded else draw(st.sampled_from([(1, 1), (1, 1), (2, 2), (1, 2), (3, 2)]))
     dilations = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
-    pads = tuple(draw(st.integers(0, 2)) for _ in range(4))
+    pads = (0, 0, 0, 0) if unpadded else tuple(draw(st.integers(0, 2)) for _ in range(4))
     spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
     height = draw(st.integers(max(1, spans[0] - pads[0] - pads[2]), 21))
     width = draw(st.integers(max(1, spans[1] - pads[1] - pads[3]), 37))
@@ -167,6 +170,20 @@ def conv_cases(draw: st.DrawFn) -> tuple[Int8ConvAttrs, list[Any], bool]:
 def test_dot_conv_equals_reference_at_the_extremes(
     case: tuple[Int8ConvAttrs, list[Any], bool], threads: int
 ) -> None:
+    check_dot_conv(case, threads)
+
+
+@settings(SETTINGS, max_examples=15)
+@given(conv_cases(unpadded=True), st.sampled_from([1, 2]))
+def test_unpadded_dot_conv_equals_reference(
+    case: tuple[Int8ConvAttrs, list[Any], bool], threads: int
+) -> None:
+    check_dot_conv(case, threads)
+
+
+def check_dot_conv(case: tuple[Int8ConvAttrs, list[Any], bool], threads: int) -> None:
+    """The layer on int8_dot_conv equals the reference: exactly for 8-bit output, to float32
+    rounding for float output (the same operations in the same order)."""
     attrs, inputs, seven_bit = case
     w = inputs[3]
     assert pairs_fit_int16(tap_weights(w, 4)) or not seven_bit

@@ -144,6 +144,16 @@ def _short_units(
         row[x] = (v & keep) | (pad & ~keep)
 
 
+@numba.njit(inline="always", cache=True)
+def unit_lanes(u: int, unit: int, channels: int, lane_mask: np.uint32) -> np.uint32:
+    """The lanes of channel unit ``u`` that hold channels; the others hold the zero point."""
+    keep = np.uint32(0)
+    for t in range(unit):
+        if u * unit + t < channels:
+            keep |= lane_mask << np.uint32(t * 32 // unit)
+    return keep
+
+
 @numba.njit(parallel=True, cache=True, nogil=True)
 def pack_image(
     image: np.ndarray,  # (C, H, W) 8-bit
@@ -171,6 +181,18 @@ def pack_image(
         lane_mask = np.uint32(0xFFFF)
     flip = np.uint32(offset) * np.uint32(0x01010101)  # int8 data: +128 flips each byte's sign bit
     slack[:] = pad_unit
+    if stride_h == stride_w == 1 and pad_top == pad_left == 0 and (plane_h, plane_w) == (height, width):
+        # unit strides, no padding (1x1 layers): each unit's plane is its channels' rows as one run,
+        # one task per unit (the per-row bounds below cost more than small maps' copies)
+        pixels = height * width
+        flat = image.reshape(channels, pixels)
+        dests = quads.reshape(units, pixels)
+        for u in numba.prange(units):
+            keep = unit_lanes(u, unit, channels, lane_mask)
+            r0, r1 = flat[min(u * unit, channels - 1)], flat[min(u * unit + 1, channels - 1)]
+            r2, r3 = flat[min(u * unit + 2, channels - 1)], flat[min(u * unit + 3, channels - 1)]
+            fill_units(dests[u], r0, r1, r2, r3, 0, 1, unit, flip, offset, keep, pad_unit)
+        return
     for task in numba.prange(units * count):
         u, p = task // count, task % count
         py, px = phases[p, 0], phases[p, 1]
@@ -178,10 +200,7 @@ def pack_image(
         first = min(plane_w, max(0, (pad_left - px + stride_w - 1) // stride_w))
         end = min(plane_w, max(first, (width + pad_left - px + stride_w - 1) // stride_w))
         skip = first * stride_w + px - pad_left  # the image column of plane column ``first``
-        keep = np.uint32(0)  # the unit's lanes that hold channels; the others hold the zero point
-        for t in range(unit):
-            if u * unit + t < channels:
-                keep |= lane_mask << np.uint32(t * 32 // unit)
+        keep = unit_lanes(u, unit, channels, lane_mask)
         c0, c1 = min(u * unit, channels - 1), min(u * unit + 1, channels - 1)
         c2, c3 = min(u * unit + 2, channels - 1), min(u * unit + 3, channels - 1)
         plane = quads[u, p]
