@@ -11,8 +11,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from edgecnn.importers.onnx.reader import graph_from_model_proto
 from edgecnn.ir.graph import Graph, Node
-from edgecnn.passes.qdq_as_clip import clip_activation_qdq
 from edgecnn.model import Model
+from edgecnn.passes.qdq_as_clip import clip_activation_qdq
 from edgecnn.runtime.options import RuntimeOptions
 
 SHAPE = (1, 3, 5, 7)

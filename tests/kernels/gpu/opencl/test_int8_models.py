@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import edgecnn
-from edgecnn.passes.qdq_as_clip import clip_activation_qdq
 from edgecnn.model import Model
+from edgecnn.passes.qdq_as_clip import clip_activation_qdq
 from edgecnn.runtime.options import RuntimeOptions
 from kernels.gpu.backends.support import assert_close_to
 from kernels.gpu.opencl.support import OPENCL  # noqa: F401  (skips without an OpenCL device)
