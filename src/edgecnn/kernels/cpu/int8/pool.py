@@ -37,29 +37,30 @@ def _largest_of(
     dst: np.ndarray,
     start: np.uint64,
     n: np.uint64,
+    step: int,  # a literal at each call (1 or 2), so LLVM sees the access pattern
 ) -> None:
-    """dst[start + i] = the largest of src[base + offsets[k] - offsets[first] + i] over the taps,
-    for i < n. Up to three taps in one unit-stride pass, which LLVM turns into byte-wide vector
-    maxima: a pass per tap would store and reload dst, and short rows leave most of it to scalar
-    tails."""
-    one = offsets[first]
-    u = base - one
+    """dst[start + i] = the largest of src[base + offsets[k] - offsets[first] + i * step] over the
+    taps, for i < n. Up to three taps in one pass, which LLVM turns into byte-wide vector maxima
+    (at step 2 with byte permutes): a pass per tap would store and reload dst, and short rows leave
+    most of it to scalar tails."""
+    u = base - offsets[first]
+    t = np.uint64(step)
     if end - first == 1:
         for i in range(n):
-            dst[start + i] = src[base + i]
+            dst[start + i] = src[base + i * t]
         return
     b = u + offsets[first + 1]
     if end - first == 2:
         for i in range(n):
-            dst[start + i] = _larger(src[base + i], src[b + i])
+            dst[start + i] = _larger(src[base + i * t], src[b + i * t])
         return
     c = u + offsets[first + 2]
     for i in range(n):
-        dst[start + i] = _larger(_larger(src[base + i], src[b + i]), src[c + i])
+        dst[start + i] = _larger(_larger(src[base + i * t], src[b + i * t]), src[c + i * t])
     for k in range(first + 3, end):
         e = u + offsets[k]
         for i in range(n):
-            dst[start + i] = _larger(dst[start + i], src[e + i])
+            dst[start + i] = _larger(dst[start + i], src[e + i * t])
 
 
 @numba.njit(inline="always", cache=True)
@@ -89,20 +90,21 @@ def _window_rows(
     w = np.uint64(width)
     if k1 > k0:
         at = plane + np.uint64(top + k0 * dilation_h) * w
-        _largest_of(src, at, row_taps, k0, k1, dst, start, w)
+        _largest_of(src, at, row_taps, k0, k1, dst, start, w, 1)
     else:
         for i in range(w):
             dst[start + i] = lowest
 
 
 @numba.njit(cache=True)
-def _same_width_planes(
+def _flat_planes(
     src: np.ndarray,
     plane: np.uint64,  # offset of the first plane in src
     count: int,  # planes, consecutive
     height: int,
     width: int,
     stride_h: int,
+    stride_w: int,  # 1 or 2, and W == stride_w * OW
     pad_top: int,
     pad_left: int,
     dilation_h: int,
@@ -116,49 +118,55 @@ def _same_width_planes(
     o: np.uint64,  # offset of the first output plane in dst
     out_h: int,
 ) -> None:
-    """Planes at stride_w 1 where the output is as wide as the input, each pass over all of them at
-    once, since rows of small planes are too short to vectorise on their own. At stride_h 1 the
-    window rows are one pass (over the rows whose windows lie inside a plane, or, as high as the
-    input, over the planes' rows as one run, the windows that cross into the next plane redone);
-    then the columns are one pass (output pixel i reads rows[i - pad_left + kx * dilation_w]) whose
-    windows that a row's border cuts (``borders``, which read the neighbouring row there) are
-    redone."""
+    """Planes whose input rows are exactly stride_w times as long as their output rows, each pass
+    over all of them at once, since rows of small planes are too short to vectorise on their own.
+    At stride_h 1 the window rows are one pass (over the rows whose windows lie inside a plane, or,
+    as high as the input, over the planes' rows as one run, the windows that cross into the next
+    plane redone); then the columns are one pass (output pixel i reads rows[i * stride_w -
+    pad_left + kx * dilation_w]) whose windows that a row's border cuts (``borders``, which read
+    the neighbouring row there) are redone."""
     kernel_w = column_taps.shape[0]
     w = np.uint64(width)
-    plane_in, plane_out = np.uint64(height * width), np.uint64(out_h * width)
+    out_w = width // stride_w
+    plane_in, plane_rows = np.uint64(height * width), np.uint64(out_h * width)
     first, end = inner
     runs = stride_h == 1 and end > first
     if runs and out_h == height:
         span = count * height * width - int(row_taps[-1])
         if span > 0:
-            _largest_of(
-                src, plane, row_taps, 0, row_taps.shape[0], rows, np.uint64(pad_top) * w, np.uint64(span)
-            )
+            at = np.uint64(pad_top) * w
+            _largest_of(src, plane, row_taps, 0, row_taps.shape[0], rows, at, np.uint64(span), 1)
     elif runs:
         for q in range(count):
             at = plane + np.uint64(q) * plane_in + np.uint64(first - pad_top) * w
-            start = np.uint64(q) * plane_out + np.uint64(first) * w
-            _largest_of(src, at, row_taps, 0, row_taps.shape[0], rows, start, np.uint64(end - first) * w)
+            start = np.uint64(q) * plane_rows + np.uint64(first) * w
+            _largest_of(src, at, row_taps, 0, row_taps.shape[0], rows, start, np.uint64(end - first) * w, 1)
     for q in range(count):
         for oy in range(out_h):
             if runs and first <= oy < end:
                 continue
             top = oy * stride_h - pad_top
-            at, start = plane + np.uint64(q) * plane_in, np.uint64(q) * plane_out + np.uint64(oy) * w
+            at, start = plane + np.uint64(q) * plane_in, np.uint64(q) * plane_rows + np.uint64(oy) * w
             _window_rows(src, at, height, width, top, dilation_h, row_taps, lowest, rows, start)
-    reach = int(column_taps[kernel_w - 1])
+    # output pixels [j0, j1) of the run: their taps stay inside it
     total = count * out_h * width
-    if total > reach:
-        start = o + np.uint64(pad_left)
-        _largest_of(rows, np.uint64(0), column_taps, 0, kernel_w, dst, start, np.uint64(total - reach))
+    j0 = -(-pad_left // stride_w)
+    j1 = min(count * out_h * out_w, (total - 1 + pad_left - int(column_taps[kernel_w - 1])) // stride_w + 1)
+    if j1 > j0:
+        at = np.uint64(j0 * stride_w - pad_left)
+        n = np.uint64(j1 - j0)
+        if stride_w == 1:
+            _largest_of(rows, at, column_taps, 0, kernel_w, dst, o + np.uint64(j0), n, 1)
+        else:
+            _largest_of(rows, at, column_taps, 0, kernel_w, dst, o + np.uint64(j0), n, 2)
     for r in range(count * out_h):
         row = r * width
         for b in range(borders.shape[0]):
             ox, k0, k1 = borders[b, 0], borders[b, 1], borders[b, 2]
             value = lowest
             for k in range(k0, k1):
-                value = max(value, int(rows[row + ox - pad_left + int(column_taps[k])]))
-            dst[o + np.uint64(row + ox)] = value
+                value = max(value, int(rows[row + ox * stride_w - pad_left + int(column_taps[k])]))
+            dst[o + np.uint64(r * out_w + ox)] = value
 
 
 @numba.njit(cache=True)
@@ -203,7 +211,7 @@ def _row_by_row_plane(
                 for j in range(n):
                     phases[np.uint64(r) * n + j] = line[j * s + np.uint64(r)]
             cut = phases
-        _largest_of(cut, column_taps[0], column_taps, 0, kernel_w, dst, o + np.uint64(oy) * ow, ow)
+        _largest_of(cut, column_taps[0], column_taps, 0, kernel_w, dst, o + np.uint64(oy) * ow, ow, 1)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -223,44 +231,49 @@ def max_pool_into(
 ) -> None:
     """The largest tap of each window; padding taps are skipped (they read -inf in float).
 
-    Separable, every loop at unit stride, so that LLVM turns it into byte-wide vector maxima: first
-    each output row's window rows, then that result's window columns; whole planes at a time where
-    the output is as wide as the input at stride 1 (the padded 3x3 pools of Inception blocks), else
-    row by row. Each worker takes a contiguous run of planes and allocates its buffers once."""
+    Separable, every loop at unit stride or a literal stride of 2, so that LLVM turns it into
+    byte-wide vector maxima: first each output row's window rows, then that result's window
+    columns. Where input rows are exactly one or two output rows long (the padded 3x3 pools of
+    Inception blocks, 3x3 and 2x2 pools at stride 2 on even widths), each pass runs over several
+    planes at once (_flat_planes), else row by row (_row_by_row_plane). Each worker takes a
+    contiguous run of planes and allocates its buffers once."""
     planes, height, width = x.shape
     out_h, out_w = out.shape[1], out.shape[2]
     src, dst = x.reshape(-1), out.reshape(-1)
-    same_width = stride_w == 1 and out_w == width
+    flat = stride_w <= 2 and width == stride_w * out_w
     row_taps = np.arange(kernel_h).astype(np.uint64) * np.uint64(dilation_h * width)
     # row by row: the padded line, long enough for every window's last tap, dealt into phases
     cells = max(-(-(pad_left + width) // stride_w), out_w + (kernel_w - 1) * dilation_w // stride_w)
-    span = 0 if same_width else stride_w * cells
+    span = 0 if flat else stride_w * cells
     column_taps = np.empty(kernel_w, np.uint64)
     for kx in range(kernel_w):
         tap = kx * dilation_w
-        column_taps[kx] = tap if same_width else tap % stride_w * cells + tap // stride_w
+        column_taps[kx] = tap if flat else tap % stride_w * cells + tap // stride_w
     inner_first = min(out_h, -(-pad_top // stride_h))
     inner_end = min(out_h, (height - 1 + pad_top - (kernel_h - 1) * dilation_h) // stride_h + 1)
     inner = (inner_first, max(inner_first, inner_end))
-    # same width: the output columns whose windows a row's border cuts, and their taps inside it
-    right = max(pad_left, width + pad_left - (kernel_w - 1) * dilation_w)
-    left_cut = min(pad_left, width) if same_width else 0
-    borders = np.empty((left_cut + (width - right if same_width else 0), 3), np.int64)
-    for b in range(borders.shape[0]):
-        column = b if b < left_cut else right + b - left_cut
-        k0, k1 = _taps(column - pad_left, dilation_w, kernel_w, width)
-        borders[b, 0], borders[b, 1], borders[b, 2] = column, k0, k1
+    # flat: the output columns whose windows a row's border cuts, and their taps inside it
+    cut = np.zeros(out_w if flat else 0, np.bool_)
+    for ox in range(cut.shape[0]):
+        cut[ox] = ox * stride_w < pad_left or ox * stride_w - pad_left + (kernel_w - 1) * dilation_w >= width
+    borders = np.empty((int(cut.sum()), 3), np.int64)
+    b = 0
+    for ox in range(cut.shape[0]):
+        if cut[ox]:
+            k0, k1 = _taps(ox * stride_w - pad_left, dilation_w, kernel_w, width)
+            borders[b, 0], borders[b, 1], borders[b, 2] = ox, k0, k1
+            b += 1
     workers = max(1, min(workers, planes))
-    chunk = max(1, CHUNK_BYTES // max(1, out_h * width))  # same width: planes per pass
+    chunk = max(1, CHUNK_BYTES // max(1, out_h * width))  # flat: planes per pass
     for worker in numba.prange(workers):
         line = np.full(span, lowest, x.dtype)  # columns outside the input stay the lowest value
         phases = np.empty(span if stride_w > 1 else 0, x.dtype)
-        rows = np.empty(chunk * out_h * width if same_width else 0, x.dtype)
+        rows = np.empty(chunk * out_h * width if flat else 0, x.dtype)
         first, end = worker * planes // workers, (worker + 1) * planes // workers
-        if same_width:
+        if flat:
             for p in range(first, end, chunk):
-                _same_width_planes(
-                    src, np.uint64(p * height * width), min(chunk, end - p), height, width, stride_h, pad_top,
+                _flat_planes(
+                    src, np.uint64(p * height * width), min(chunk, end - p), height, width, stride_h, stride_w, pad_top,
                     pad_left, dilation_h, lowest, inner, row_taps, column_taps, borders, rows, dst,
                     np.uint64(p * out_h * out_w), out_h,
                 )  # fmt: skip
