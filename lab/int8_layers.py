@@ -1,4 +1,4 @@
-"""Each int8 convolution of the zoo's ResNets against onnxruntime's, layer by layer (issue 37).
+"""Each int8 convolution of a zoo model against onnxruntime's, layer by layer (issue 37).
 
 The model (edgecnn.bench.zoo, seeded weights) is quantised as lab/int8_speed.py does (QDQ,
 per-channel s8 weights, u8 activations); edgecnn plans it (fold_qdq: QLinearConv layers). For each
@@ -14,6 +14,7 @@ round, medians), so that other processes' load costs little; the machine's load 
 beside the figures.
 
     .venv/bin/python lab/int8_layers.py --models resnet18 resnet50 --rounds 15
+    .venv/bin/python lab/int8_layers.py --models mobilenetv2 googlenet --rounds 7
 """
 
 from __future__ import annotations
