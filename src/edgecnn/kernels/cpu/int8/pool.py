@@ -159,14 +159,23 @@ def _flat_planes(
             _largest_of(rows, at, column_taps, 0, kernel_w, dst, o + np.uint64(j0), n, 1)
         else:
             _largest_of(rows, at, column_taps, 0, kernel_w, dst, o + np.uint64(j0), n, 2)
-    for r in range(count * out_h):
-        row = r * width
-        for b in range(borders.shape[0]):
-            ox, k0, k1 = borders[b, 0], borders[b, 1], borders[b, 2]
-            value = lowest
-            for k in range(k0, k1):
-                value = max(value, int(rows[row + ox * stride_w - pad_left + int(column_taps[k])]))
-            dst[o + np.uint64(r * out_w + ox)] = value
+    lines = np.uint64(count * out_h)
+    ow = np.uint64(out_w)
+    for b in range(borders.shape[0]):  # a column at a time, a tap at a time: short, simple loops
+        ox, k0, k1 = borders[b, 0], borders[b, 1], borders[b, 2]
+        d = o + np.uint64(ox)
+        if k1 == k0:
+            for r in range(lines):
+                dst[d + r * ow] = lowest
+            continue
+        for k in range(k0, k1):
+            u = np.uint64(ox * stride_w - pad_left) + column_taps[k]
+            if k == k0:
+                for r in range(lines):
+                    dst[d + r * ow] = rows[u + r * w]
+            else:
+                for r in range(lines):
+                    dst[d + r * ow] = _larger(dst[d + r * ow], rows[u + r * w])
 
 
 @numba.njit(cache=True)
