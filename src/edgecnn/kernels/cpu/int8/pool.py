@@ -18,8 +18,9 @@ from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs, pool_geometry
 from edgecnn.ops.quant import average_windows, global_average_multiplier
 
 CHUNK_BYTES = 16384
-"""Where the output is as wide as the input at stride 1, a pass covers as many planes as fit in
-this many bytes of scratch (well inside any L1/L2 data cache), so small planes make long runs."""
+"""Where input rows are exactly one or two output rows long (_flat_planes), a pass covers as many
+planes as fit in this many bytes of scratch (well inside any L1/L2 data cache), so that small
+planes make long runs."""
 
 
 @numba.njit(inline="always", cache=True)
