@@ -181,17 +181,33 @@ def pack_image(
         lane_mask = np.uint32(0xFFFF)
     flip = np.uint32(offset) * np.uint32(0x01010101)  # int8 data: +128 flips each byte's sign bit
     slack[:] = pad_unit
-    if stride_h == stride_w == 1 and pad_top == pad_left == 0 and (plane_h, plane_w) == (height, width):
-        # unit strides, no padding (1x1 layers): each unit's plane is its channels' rows as one run,
-        # one task per unit (the per-row bounds below cost more than small maps' copies)
-        pixels = height * width
-        flat = image.reshape(channels, pixels)
-        dests = quads.reshape(units, pixels)
+    if stride_h == stride_w == 1:
+        # unit strides (one phase): one task per channel unit, its plane padded whole where the
+        # layer pads, then its channels' rows copied in, as one run where no column is padding
+        # (the per-row bounds of the general loop below cost more than small maps' copies)
+        flat = image.reshape(channels, height * width)
+        dests = quads.reshape(units, plane_h * plane_w)
+        rows, columns = min(height, plane_h - pad_top), min(width, plane_w - pad_left)
+        padded = (plane_h, plane_w) != (height, width)
         for u in numba.prange(units):
             keep = unit_lanes(u, unit, channels, lane_mask)
             r0, r1 = flat[min(u * unit, channels - 1)], flat[min(u * unit + 1, channels - 1)]
             r2, r3 = flat[min(u * unit + 2, channels - 1)], flat[min(u * unit + 3, channels - 1)]
-            fill_units(dests[u], r0, r1, r2, r3, 0, 1, unit, flip, offset, keep, pad_unit)
+            dest = dests[u]
+            if padded:
+                dest[:] = pad_unit
+            if columns == plane_w == width:
+                at = pad_top * plane_w
+                fill_units(
+                    dest[at : at + rows * width], r0, r1, r2, r3, 0, 1, unit, flip, offset, keep, pad_unit
+                )
+                continue
+            for y in range(rows):
+                at, to = y * width, (y + pad_top) * plane_w + pad_left
+                fill_units(
+                    dest[to : to + columns], r0[at:], r1[at:], r2[at:], r3[at:], 0, 1, unit, flip, offset,
+                    keep, pad_unit,
+                )  # fmt: skip
         return
     for task in numba.prange(units * count):
         u, p = task // count, task % count
@@ -211,14 +227,6 @@ def pack_image(
         plane[bottom:] = pad_unit
         if u * unit >= channels:
             plane[top:bottom] = pad_unit
-            continue
-        if stride_h == 1 and stride_w == 1 and first == 0 and end == plane_w == width:
-            # no column padding at unit strides: the rows are one run in the image and the plane
-            at, span = (top - pad_top + py) * width, (bottom - top) * width
-            dest = plane.reshape(-1)[top * width : bottom * width]
-            r0, r1 = image[c0].reshape(-1)[at : at + span], image[c1].reshape(-1)[at : at + span]
-            r2, r3 = image[c2].reshape(-1)[at : at + span], image[c3].reshape(-1)[at : at + span]
-            fill_units(dest, r0, r1, r2, r3, 0, 1, unit, flip, offset, keep, pad_unit)
             continue
         for y in range(top, bottom):
             iy = y * stride_h + py - pad_top
