@@ -10,11 +10,19 @@ QDQ, per-channel s8 weights, u8 activations); then at 1 thread, by process CPU t
   depthwise kernel is estimated as the int8 run plus the per-layer differences.
 
     .venv/bin/python lab/int8_depthwise.py --rounds 10
+
+With ``--before FILE`` (an earlier int8/depthwise.py, e.g. from ``git show REV:src/...``) its
+kernel is timed per layer too, interleaved with the others, and its output compared:
+
+    git show HEAD~1:src/edgecnn/kernels/cpu/int8/depthwise.py > /tmp/before_depthwise.py
+    .venv/bin/python lab/int8_depthwise.py --rounds 20 --before /tmp/before_depthwise.py
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import sys
 import tempfile
 from functools import partial
 from pathlib import Path
@@ -63,6 +71,23 @@ def single_node_session(node: Any, values: list[Any], x: np.ndarray) -> Any:
     return ort.InferenceSession(model.SerializeToString(), ort_options(1), providers=["CPUExecutionProvider"])
 
 
+def earlier_kernel(path: Path) -> Any:
+    """The Int8DepthwiseKernel class of an earlier version of the module, loaded under a name of
+    its own and without registering its kernel again."""
+    import edgecnn.kernels.cpu.selection as selection
+
+    spec = importlib.util.spec_from_file_location("before_int8_depthwise", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # numba's cache looks the module up by name
+    register, selection.register = selection.register, lambda *_, **__: None
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        selection.register = register
+    return module.Int8DepthwiseKernel
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -70,6 +95,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--width", type=float, default=1.0)
     parser.add_argument("--resolution", type=int, default=224)
+    parser.add_argument("--before", type=Path, help="an earlier int8/depthwise.py to time against")
     args = parser.parse_args()
 
     import onnxruntime as ort
@@ -79,6 +105,7 @@ def main() -> None:
     from edgecnn.kernels.cpu.int8.depthwise import Int8DepthwiseKernel, when_depthwise
     from edgecnn.kernels.cpu.int8.steps import Int8ConvKernel
 
+    before_kernel = earlier_kernel(args.before) if args.before else None
     print(machine_line(1))
     rng = np.random.default_rng(0)
     float_path = model_path("mobilenetv2", default_cache_dir(), args.width, args.resolution)
@@ -97,7 +124,7 @@ def main() -> None:
         layers = [s for s in plan.steps if s.kernel.name == "int8_depthwise"]
         print(f"depthwise layers on int8_depthwise: {len(layers)}")
         inputs = net8.run(feed, outputs=[s.node.inputs[0] for s in layers])
-        old_total = new_total = ort_total = 0.0
+        old_total = new_total = ort_total = before_total = 0.0
         for step in layers:
             node = step.node
             types = [plan.types.get(i) if i else None for i in node.inputs]
@@ -112,8 +139,14 @@ def main() -> None:
                 "new": partial(new.run_into, b, data),
                 "ort": partial(session.run, None, {"x": data}),
             }
+            c = np.empty(new.out_shape, new.out_dtype)
+            if before_kernel is not None:
+                timers["before"] = partial(before_kernel(node, types, values).run_into, c, data)
             ms = cpu_interleaved(timers, args.rounds)
             assert np.array_equal(a, b), node.name
+            if before_kernel is not None:
+                assert np.array_equal(c, b), node.name
+                before_total += ms["before"]
             (expected,) = session.run(None, {"x": data})
             equal = np.array_equal(b, expected)
             old_total, new_total, ort_total = (
@@ -127,9 +160,11 @@ def main() -> None:
                 f"  {node.name:34s} {tuple(data.shape[1:])!s:16s} s{new.geometry[2]} "
                 f"old {ms['old']:7.3f}  new {ms['new']:7.3f}  ort {ms['ort']:7.3f} ms "
                 f"({ms['old'] / ms['new']:5.1f}x old, {ms['new'] / ms['ort']:4.2f}x ort; equal ort {equal})"
+                + (f"  before {ms['before']:7.3f} ms" if before_kernel is not None else "")
             )
         print(
             f"  depthwise in all: old {old_total:.2f} ms, new {new_total:.2f} ms, onnxruntime {ort_total:.2f} ms"
+            + (f", before {before_total:.2f} ms" if before_kernel is not None else "")
         )
         medians = cpu_interleaved(
             {
