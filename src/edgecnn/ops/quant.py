@@ -20,6 +20,7 @@ from edgecnn.ops.activation import LeakyReluAttrs, leaky_relu
 from edgecnn.ops.common import broadcast_shapes, check, first_type, input_type, normalize_axis
 from edgecnn.ops.conv import ConvAttrs, conv, infer_conv
 from edgecnn.ops.fused import FusedConvAttrs, FusedGemmAttrs
+from edgecnn.ops.norm import LRNAttrs, infer_lrn, lrn
 from edgecnn.ops.pool import AveragePoolAttrs, infer_pool, pool_geometry
 from edgecnn.ops.registry import NoAttrs, register_op
 from edgecnn.ops.shape import ConcatAttrs, infer_concat
@@ -608,6 +609,30 @@ def qlinear_leaky_relu(
     scale = np.asarray(_scalar_param(x_scale, "x_scale"), np.float32)
     v = dequantize_linear(plain, x, scale, _scalar_param(x_zp, "x_zero_point"))
     return quantize_linear(plain, leaky_relu(attrs, v), y_scale, _scalar_param(y_zp, "y_zero_point"))
+
+
+def infer_qlinear_lrn(
+    attrs: LRNAttrs, types: Sequence[TensorType | None], values: object
+) -> list[TensorType]:
+    x = infer_qlinear_unary(attrs, types, values)[0]
+    return infer_lrn(attrs, [x], values)
+
+
+@register_op("QLinearLRN", attrs=LRNAttrs, infer=infer_qlinear_lrn, inputs=5)
+def qlinear_lrn(
+    attrs: LRNAttrs,
+    x: np.ndarray,
+    x_scale: np.ndarray,
+    x_zp: np.ndarray,
+    y_scale: np.ndarray,
+    y_zp: np.ndarray,
+) -> np.ndarray:
+    """Q(LRN(DQ(x))) per tensor, the float LRN between a QDQ model's DequantizeLinear and
+    QuantizeLinear (edgecnn's fused form: onnxruntime runs that float graph)."""
+    plain = QuantizeAttrs()
+    scale = np.asarray(_scalar_param(x_scale, "x_scale"), np.float32)
+    v = dequantize_linear(plain, x, scale, _scalar_param(x_zp, "x_zero_point"))
+    return quantize_linear(plain, lrn(attrs, v), y_scale, _scalar_param(y_zp, "y_zero_point"))
 
 
 def average_windows(attrs: AveragePoolAttrs, shape: Sequence[int]) -> tuple[np.ndarray, tuple[int, int]]:
