@@ -1,0 +1,145 @@
+"""Convolution whose window covers its whole input (a 1x1 layer on a 1x1 map, the squeeze and
+excite layers of squeeze-and-excitation blocks) as a matrix-vector product per image:
+y[n, m] = act(sum_k W[m, k] x[n, k] + b[m]), K = C * kh * kw and x[n] the image's values in order.
+
+Why: the GEMM kernels (conv/pointwise.py, conv/pixel_rows.py) put the map's pixels in the
+micro-kernel's blocks; with one pixel, 1 of its COLUMNS (or ROWS) lanes does work and the rest is
+packing and block edges, a fixed cost far above the few thousand multiply-adds of the layer.
+
+The weights are packed once, at plan time, as PANEL-channel panels with depth-major rows, zero
+columns past the last channel: (panels, K, PANEL). A panel's step reads one contiguous row of PANEL
+weights per input value, four input values per step (four independent products summed before
+they meet the running sums), and the running sums of one panel stay in L1. Nothing is packed per
+call: the input is read in place, its batch rows one after the other for each panel, so a panel's
+weights come from cache after the first row. Tasks are (panel, image) pairs, a contiguous run of
+them per thread; the layer stays on one thread below the GEMM grain (``small_conv``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numba
+import numpy as np
+
+from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu.conv.setup import ConvKernel, ConvSetup, conv_setup
+from edgecnn.kernels.cpu.gemm.epilogue import activate_in_place
+from edgecnn.kernels.cpu.gemm.microkernel import LANES
+from edgecnn.kernels.cpu.selection import register
+from edgecnn.kernels.cpu.system.common import constant_float32, single_output
+from edgecnn.kernels.cpu.system.threads import current_threads, small_conv, worker_share
+from edgecnn.kernels.cpu.system.twins import parallel_and_serial
+
+PANEL = 4 * LANES
+"""Output channels per panel: four vectors of the width numba compiles for (a constant trip count,
+so each step of the depth loop is four vector multiply-adds, no remainder loop)."""
+
+
+def whole_window(setup: ConvSetup) -> bool:
+    """One group, no padding, and a window exactly the input's size (a setup exists only where the
+    dilations let it fit): the output is 1x1 and its window reads every input value once, in
+    memory order."""
+    return setup.group == 1 and not any(setup.pads) and setup.kernel == (setup.height, setup.width)
+
+
+def when_gemv(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
+    """Constant float32 weights (and bias), and a window covering the whole input."""
+    if not (
+        single_output(node)
+        and constant_float32(node, values, 1)
+        and constant_float32(node, values, 2, optional=True)
+    ):
+        return False
+    setup = conv_setup(node, types)
+    return setup is not None and whole_window(setup)
+
+
+def pack_gemv_weights(matrix: np.ndarray) -> np.ndarray:
+    """(M, K) -> flat (panels, K, PANEL): channel PANEL * p + j in column j of panel p's rows, the
+    last panel padded with zero columns."""
+    out_channels, depth = matrix.shape
+    panels = -(-out_channels // PANEL)
+    padded = np.zeros((panels * PANEL, depth), dtype=np.float32)
+    padded[:out_channels] = matrix
+    return np.ascontiguousarray(padded.reshape(panels, PANEL, depth).transpose(0, 2, 1)).reshape(-1)
+
+
+def _gemv_conv(
+    x: np.ndarray,  # (N, C, kh, kw), C-contiguous
+    packed: np.ndarray,  # pack_gemv_weights of the (M, K) filters
+    bias: np.ndarray,  # (M,)
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    workers: int,
+    out: np.ndarray,  # (N, M, 1, 1), written
+) -> None:
+    batch, out_channels = out.shape[0], out.shape[1]
+    depth = x.size // batch
+    x_flat = x.reshape(-1)
+    y = out.reshape(-1)
+    panels = packed.size // (depth * PANEL)
+    tasks = panels * batch
+    whole = depth - depth % 4
+    # unsigned offsets in the vector loops: a signed index gets a wraparound test that keeps them scalar
+    p1 = np.uint64(PANEL)
+    p2, p3 = p1 + p1, p1 + p1 + p1
+    for worker in numba.prange(workers):
+        sums = np.empty(PANEL, dtype=np.float32)
+        first, end = worker_share(worker, workers, tasks)
+        for task in range(first, end):
+            panel, n = divmod(task, batch)
+            w = panel * depth * PANEL
+            row = n * depth
+            for j in range(p1):
+                sums[j] = 0.0
+            for k in range(0, whole, 4):
+                x0, x1, x2, x3 = (
+                    x_flat[row + k],
+                    x_flat[row + k + 1],
+                    x_flat[row + k + 2],
+                    x_flat[row + k + 3],
+                )
+                at = np.uint64(w + k * PANEL)
+                for j in range(p1):
+                    pair = x0 * packed[at + j] + x1 * packed[at + p1 + j]
+                    sums[j] += pair + (x2 * packed[at + p2 + j] + x3 * packed[at + p3 + j])
+            for k in range(whole, depth):
+                xk = x_flat[row + k]
+                at = np.uint64(w + k * PANEL)
+                for j in range(p1):
+                    sums[j] += xk * packed[at + j]
+            channel = panel * PANEL
+            count = min(PANEL, out_channels - channel)
+            target = n * out_channels + channel
+            for j in range(count):
+                y[target + j] = sums[j] + bias[channel + j]
+            activate_in_place(y, np.uint64(target), np.uint64(count), kind, alpha, low, high)
+
+
+gemv_conv, gemv_conv_serial = parallel_and_serial(_gemv_conv, "gemv_conv")
+
+
+class GemvConv(ConvKernel):
+    """A whole-window layer's packed panels; runs them on one thread below the grain."""
+
+    def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
+        super().__init__(node, types, values)
+        s = self.setup
+        w = values[1]
+        assert w is not None and whole_window(s)
+        depth = s.in_channels * s.kernel[0] * s.kernel[1]
+        self.packed = pack_gemv_weights(np.asarray(w, dtype=np.float32).reshape(s.out_channels, depth))
+        self.tasks = -(-s.out_channels // PANEL) * s.batch
+        self.small = small_conv(s.batch * s.out_channels * depth)
+
+    def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
+        """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
+        workers = 1 if self.small else min(current_threads(), self.tasks)
+        kernel = gemv_conv_serial if workers == 1 else gemv_conv
+        kernel(np.ascontiguousarray(x), self.packed, self.bias, *self.activation, workers, out)
+
+
+register("gemv", GemvConv, when=when_gemv)
