@@ -37,6 +37,7 @@ FAMILIES: dict[str, Family] = {
             ("sparse_conv", "sparse.steps"),  # pruned weights: only the nonzero taps
             # repeated filters (pruned weights keep sparse_conv): run the distinct ones, copy rows
             ("shared_filters", "rowstable"),
+            ("gemv", "conv.gemv"),  # a window covering the whole input (1x1 on 1x1 maps): GEMV
             ("pointwise", "conv.steps"),  # 1x1 on the micro-kernel, its input read in place
             ("gemm_1x1", "conv.steps"),  # 1x1, unit strides: the input is the im2col matrix
             ("direct_rows", "conv.direct_rows"),  # direct, pixels as micro-kernel rows: no lanes lost
