@@ -75,6 +75,7 @@ FAMILIES: dict[str, Family] = {
     "int8_add": Family(("QLinearAdd",), (("int8_add", "int8.eltwise"),)),  # same-shape inputs
     "int8_concat": Family(("QLinearConcat",), (("int8_concat", "int8.eltwise"),)),
     "int8_table": Family(("QLinearLeakyRelu",), (("int8_table", "int8.eltwise"),)),  # 256-entry lookup
+    "int8_lrn": Family(("QLinearLRN",), (("int8_lrn", "int8.lrn"),)),  # DQ -> LRN -> Q in one pass
     "int8_average_pool": Family(("QLinearAveragePool",), (("int8_average_pool", "int8.pool"),)),  # 2-D
     "int8_global_pool": Family(("QLinearGlobalAveragePool",), (("int8_global_average_pool", "int8.pool"),)),
     "lrn": Family(("LRN",), (("lrn", "lrn"),)),
