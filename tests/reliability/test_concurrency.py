@@ -116,6 +116,12 @@ CASES: list[Case] = [
         [floats(1, 8, 10, 10), floats(8, 8, 3, 3), floats(8), floats(1, 8, 10, 10)],
         (1, 2),
     ),
+    case(
+        "FusedConv",
+        FusedConvAttrs(activation="sigmoid"),
+        [floats(2, 300, 1, 1), floats(1800, 300, 1, 1), floats(1800)],  # over the grain: parallel
+        (1, 2),
+    ),
     case("Gemm", GemmAttrs(trans_b=True), [floats(3, 40), floats(24, 40), floats(24)], (1, 2)),
     case("Gemm", GemmAttrs(trans_b=True), [floats(3, 64), pruned(48, 64), floats(48)], (1, 2)),
     case("Gemm", GemmAttrs(trans_b=True), [floats(3, 40), repeated_rows(24, 5, 40), floats(24)], (1, 2)),
