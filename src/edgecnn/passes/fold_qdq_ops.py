@@ -10,10 +10,15 @@ thing, with every activation quantised per tensor with a given zero point and on
   output's zero point);
 - Q(GlobalAveragePool(DQ(x))) -> QLinearGlobalAveragePool; Q(LeakyRelu(DQ(x))) -> QLinearLeakyRelu;
   Q(AveragePool(DQ(x))) -> QLinearAveragePool (2-D, no dilations: onnxruntime's definition);
+  Q(LRN(DQ(x))) -> QLinearLRN (edgecnn's own: the float LRN on the dequantised values, quantised);
 - Q(Concat(DQ(x1), DQ(x2), ...)) -> Concat of the 8-bit inputs where every input shares the output's
   scale and zero point (a copy the arena can make a view of), QLinearConcat otherwise;
 - Q(op(DQ(x))) for op in MaxPool, Flatten, Reshape with equal input and output parameters -> op on
   the 8-bit data: these ops only select or move values, and Q(DQ(v)) = v.
+
+Q(MaxPool(y)) is MaxPool(Q(y)) (the max commutes with the monotone quantisation), so where a MaxPool
+sits between one of those ops and its QuantizeLinear (GoogLeNet's second LRN), the QuantizeLinear is
+moved before the MaxPool first; the op then folds and the pool runs on 8-bit data.
 
 The integer Add and averages round differently from the float32 graph in rare ties; onnxruntime
 (x86) fuses them for uint8 activations only and runs int8 ones as that float32 graph, so int8 ones
@@ -35,6 +40,7 @@ QLINEAR_UNARY = {
     "GlobalAveragePool": "QLinearGlobalAveragePool",
     "AveragePool": "QLinearAveragePool",
     "LeakyRelu": "QLinearLeakyRelu",
+    "LRN": "QLinearLRN",
 }
 """One-input ops and their integer forms (X, its scale and zero point, Y's; the op's attributes)."""
 UINT8_ONLY = ("Add", "AveragePool", "GlobalAveragePool")
@@ -126,6 +132,46 @@ class QdqOpFolder(QdqFolder):
         return Node(node.op, node.name, [x.data, *node.inputs[1:]], list(q.outputs), node.attrs), taken
 
 
+def quantize_before_max_pool(graph: Graph) -> PassResult:
+    """A copy of ``graph`` in which each DQ -> op -> MaxPool -> Q, op one of QLINEAR_UNARY's, reads
+    DQ -> op -> Q -> MaxPool, the MaxPool on the 8-bit codes; exact, as max commutes with Q."""
+    folder = QdqOpFolder(graph)
+    moves: dict[int, tuple[Node, Node]] = {}  # id of the MaxPool -> (its QuantizeLinear, the op before it)
+    for pool in graph.nodes:
+        q = folder.output(pool) if pool.op == "MaxPool" and len(pool.inputs) == 1 else None
+        op = folder.producers.get(pool.inputs[0]) if q is not None else None
+        if q is None or op is None or op.op not in QLINEAR_UNARY or len(op.outputs) != 1:
+            continue
+        zero = folder.constant(q.inputs[2])
+        readers = folder.consumers.get(op.outputs[0], [])
+        if len(readers) != 1 or op.outputs[0] in graph.outputs or not op.inputs:
+            continue
+        if folder.inputs(op, q, op.inputs[:1]) is None or (
+            op.op in UINT8_ONLY and (zero is None or zero.dtype != np.uint8)
+        ):
+            continue
+        moves[id(pool)] = (q, op)
+    if not moves:
+        return PassResult(graph)
+    absorbed = {id(q) for q, _ in moves.values()}
+    nodes: list[Node] = []
+    changes = []
+    for node in graph.nodes:
+        if id(node) in absorbed:
+            continue
+        if id(node) not in moves:
+            nodes.append(node)
+            continue
+        q, op = moves[id(node)]
+        codes = folder.fresh(f"{op.outputs[0]}_quantized")
+        nodes.append(Node(q.op, q.name, [op.outputs[0], *q.inputs[1:]], [codes], q.attrs))
+        nodes.append(Node(node.op, node.name, [codes], list(q.outputs), node.attrs))
+        changes.append(f"{q} moved before {node}, which now pools 8-bit data")
+    return PassResult(graph.with_nodes(nodes), changes)
+
+
 def fold_qdq_ops(graph: Graph) -> PassResult:
-    """Replace the DQ -> Add/pooling/Concat/reshape -> Q layers by their 8-bit forms."""
-    return rewrite_layers(graph, QdqOpFolder, "on 8-bit data")
+    """Replace the DQ -> Add/pooling/Concat/reshape/LRN -> Q layers by their 8-bit forms."""
+    moved = quantize_before_max_pool(graph)
+    folded = rewrite_layers(moved.graph, QdqOpFolder, "on 8-bit data")
+    return PassResult(folded.graph, moved.changes + folded.changes)
