@@ -206,6 +206,12 @@ CASES: list[Case] = [
         [uint8(2, 16, 7, 9), scale(0.05), np.uint8(10), scale(0.04), np.uint8(5)],
         (1, 2, 3, 4),
     ),
+    case(
+        "QLinearLRN",
+        LRNAttrs(size=5, alpha=1e-4, beta=0.75, bias=1.0),
+        [uint8(2, 12, 9, 70), scale(0.05), np.uint8(3), scale(0.04), np.uint8(2)],
+        (1, 2, 3, 4),
+    ),
     case("LRN", LRNAttrs(size=5, alpha=1e-4, beta=0.75, bias=1.0), [floats(1, 12, 9, 9)], ()),
     case(
         "MaxPool",
