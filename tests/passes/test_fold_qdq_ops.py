@@ -1,4 +1,4 @@
-"""fold_qdq_ops: the QDQ Add, pooling, Concat, LeakyRelu and reshaping layers between the integer
+"""fold_qdq_ops: the QDQ Add, pooling, Concat, LeakyRelu, LRN and reshaping layers between the integer
 layers run on 8-bit data, and the model's outputs equal onnxruntime's (which fuses the same
 patterns); patterns whose integer form would not mean the same are left alone. A whole zoo ResNet-18
 quantised by quantize_static runs int8 from its first QuantizeLinear to its last DequantizeLinear,
@@ -177,5 +177,104 @@ def test_zoo_resnet18_runs_int8_end_to_end(tmp_path: Path) -> None:
     assert ops.count("QuantizeLinear") == 1 and ops.count("DequantizeLinear") == 1
     assert ops.count("QLinearAdd") == 8 and "QLinearGlobalAveragePool" in ops and "Add" not in ops
     assert not reference_steps(plan)
+    (expected,) = run_onnxruntime(qdq, {spec.name: x})
+    np.testing.assert_array_equal(model.run({spec.name: x})[qdq.graph.output[0].name], expected)
+
+
+def lrn_graph() -> onnx.ModelProto:
+    """Q(x) -> DQ -> LRN -> Q -> DQ -> LRN -> MaxPool -> Q -> DQ (GoogLeNet's two LRNs as
+    quantize_static writes them), and a third LRN whose float output is also returned."""
+    inits = [
+        numpy_helper.from_array(np.array(scale, np.float32), f"{name}_s")
+        for name, (scale, _) in PARAMS.items()
+    ] + [numpy_helper.from_array(np.array(zero, np.uint8), f"{name}_z") for name, (_, zero) in PARAMS.items()]
+
+    def q(x: str, y: str, p: str) -> onnx.NodeProto:
+        return helper.make_node("QuantizeLinear", [x, f"{p}_s", f"{p}_z"], [y])
+
+    def dq(x: str, y: str, p: str) -> onnx.NodeProto:
+        return helper.make_node("DequantizeLinear", [x, f"{p}_s", f"{p}_z"], [y])
+
+    def lrn(x: str, y: str) -> onnx.NodeProto:
+        return helper.make_node("LRN", [x], [y], size=5, alpha=0.5, beta=0.75, bias=1.0)
+
+    nodes = [
+        q("x", "a", "q1"),
+        dq("a", "a_f", "q1"),
+        lrn("a_f", "l_f"),
+        q("l_f", "l", "q2"),
+        dq("l", "l_d", "q2"),
+    ]
+    nodes += [
+        lrn("l_d", "n_f"),
+        helper.make_node("MaxPool", ["n_f"], ["p_f"], kernel_shape=[3, 3], strides=[2, 2]),
+    ]
+    nodes += [
+        q("p_f", "p", "q3"),
+        dq("p", "y1", "q3"),
+        lrn("a_f", "o_f"),
+        q("o_f", "o", "q4"),
+        dq("o", "y2", "q4"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "qdq_lrn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
+        [helper.make_tensor_value_info(y, TensorProto.FLOAT, None) for y in ("y1", "y2", "o_f")],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_lrn_and_the_max_pool_after_it_fold() -> None:
+    proto = lrn_graph()
+    graph = graph_from_model_proto(proto, "qdq_lrn.onnx")
+    result = fold_qdq_ops(graph)
+    ops = [n.op for n in result.graph.nodes]
+    assert ops == [
+        "QuantizeLinear",
+        "DequantizeLinear",  # the third LRN's input: its float output is returned
+        "QLinearLRN",
+        "QLinearLRN",  # the QuantizeLinear moved before the MaxPool ...
+        "MaxPool",  # ... which pools the codes
+        "DequantizeLinear",
+        "LRN",
+        "QuantizeLinear",
+        "DequantizeLinear",
+    ], ops
+    assert result.graph.nodes[4].outputs == ["p"]
+    model = Model(graph, RuntimeOptions.resolve(threads=1))
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        x = (rng.standard_normal(SHAPE) * 3).astype(np.float32)
+        got = model.run({"x": x})
+        for name, expected in zip(("y1", "y2", "o_f"), run_onnxruntime(proto, {"x": x})):
+            np.testing.assert_allclose(got[name], expected, rtol=1e-6, atol=0, err_msg=name)
+
+
+def test_zoo_googlenet_runs_its_lrns_on_8bit_data(tmp_path: Path) -> None:
+    """GoogLeNet (an eighth of its width, 64 x 64) as quantize_static writes it: both LRNs (and the
+    MaxPool after the second) run on 8-bit data, as does every MaxPool, and the output equals
+    onnxruntime's. (At this size the calibration gives Flatten other output parameters than its
+    input's: a DequantizeLinear and a QuantizeLinear stay around it.)"""
+    from edgecnn.bench.zoo import build_model
+    from passes.test_fold_qdq import quantized_static
+
+    onnx.save(build_model("googlenet", width=0.125, resolution=64), tmp_path / "float.onnx")
+    spec = onnx.load(tmp_path / "float.onnx").graph.input[0]
+    shape = [d.dim_value or 1 for d in spec.type.tensor_type.shape.dim]
+    rng = np.random.default_rng(11)
+    samples = [{spec.name: rng.standard_normal(shape).astype(np.float32)} for _ in range(2)]
+    qdq = quantized_static(tmp_path / "float.onnx", tmp_path / "qdq.onnx", samples, "uint8")
+    model = Model(graph_from_model_proto(qdq, "qdq.onnx"), RuntimeOptions.resolve(threads=2))
+    x = rng.standard_normal(shape).astype(np.float32)
+    plan = model.plan_for({spec.name: x})
+    ops = [step.node.op for step in plan.steps]
+    assert ops.count("QLinearLRN") == 2 and "LRN" not in ops
+    assert ops.count("QuantizeLinear") == 2 and ops.count("DequantizeLinear") == 2  # input, output, Flatten's
+    pools = {s.kernel.name for s in plan.steps if s.node.op == "MaxPool"}
+    assert ops.count("MaxPool") == 13 and pools == {"int8_max_pool"}
     (expected,) = run_onnxruntime(qdq, {spec.name: x})
     np.testing.assert_array_equal(model.run({spec.name: x})[qdq.graph.output[0].name], expected)
