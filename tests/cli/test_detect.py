@@ -70,3 +70,41 @@ def test_darknet_model_with_weights(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
     (record,) = [json.loads(line) for line in result.stdout.splitlines()]  # type: ignore[attr-defined]
     assert record["detections"] and all(0 <= d["box"][0] <= 200 for d in record["detections"])
+
+
+def test_frames_in_flight_print_what_one_frame_at_a_time_prints(tmp_path: Path) -> None:
+    """yolov3-tiny on a video, an unreadable file and an image, with three frames in flight and with
+    one at a time: the same JSON lines in the same order, the same annotated files (--score high
+    enough to leave a few of the seeded model's boxes to draw); with --strict it stops at the
+    unreadable file after printing every frame before it."""
+    from tests.vision.test_detector import noise_image, small_darknet
+
+    from edgecnn.vision.sources import video_frame_count
+    from edgecnn.vision.video import VideoWriter
+
+    cfg, weights = small_darknet(tmp_path, "yolov3-tiny")
+    video = tmp_path / "clip.mp4"
+    with VideoWriter(video, 10) as writer:
+        for seed in range(5):
+            writer.write(noise_image(seed=seed), seed / 10)
+    bad = tmp_path / "bad.png"
+    bad.write_text("nope")
+    image = tmp_path / "noise.png"
+    noise_image(seed=9).save(image)
+    outputs = {}
+    for streams, strict in ((1, False), (3, False), (3, True)):
+        out = tmp_path / f"out{streams}{strict}"
+        result = invoke(
+            "detect", cfg, video, bad, image, "--weights", weights, "--score", "0.75", "--json",
+            "--save", out, "--streams", streams, *(["--strict"] if strict else []),
+        )  # fmt: skip
+        assert result.exit_code == (1 if strict else 0), result.output  # type: ignore[attr-defined]
+        assert video_frame_count(str(out / "clip.mp4")) == 5
+        outputs[streams, strict] = result.stdout.splitlines()  # type: ignore[attr-defined]
+    assert len(outputs[1, False]) == 7 and outputs[1, False] == outputs[3, False]
+    for name in ("clip.mp4", "noise.png"):
+        assert (tmp_path / "out1False" / name).read_bytes() == (tmp_path / "out3False" / name).read_bytes()
+    assert outputs[3, True] == outputs[1, False][:5]
+    records = [json.loads(line) for line in outputs[1, False]]
+    assert [r["index"] for r in records[:5]] == list(range(5)) and "error" in records[5]
+    assert any(r["detections"] for r in records[:5])

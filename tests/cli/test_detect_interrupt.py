@@ -1,5 +1,6 @@
-"""Ctrl-C in `edgecnn detect`: a SIGINT during a video stops after the current frame with exit
-code 130, whole JSON Lines and an MP4 that PyAV reads back with every frame reported so far."""
+"""Ctrl-C in `edgecnn detect`: a SIGINT during a video stops after the current frame (or frames, with
+several in flight) with exit code 130, whole JSON Lines in frame order and an MP4 that PyAV reads
+back with every frame reported so far."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ STARTED = 2  # JSON lines to see before the signal
 TIMEOUT = 120.0
 
 
-def test_sigint_stops_after_the_current_frame_with_complete_outputs(tmp_path: Path) -> None:
+@pytest.mark.parametrize("streams", [1, 2])
+def test_sigint_stops_after_the_current_frame_with_complete_outputs(tmp_path: Path, streams: int) -> None:
     video = write_video(tmp_path / "clip.mp4", frames=FRAMES)
     out = tmp_path / "out"
     stderr = tmp_path / "stderr.txt"
@@ -35,6 +37,8 @@ def test_sigint_stops_after_the_current_frame_with_complete_outputs(tmp_path: Pa
         "--json",
         "--save",
         str(out),
+        "--streams",
+        str(streams),
     ]
     with stderr.open("w") as errors:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True)

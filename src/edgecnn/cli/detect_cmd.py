@@ -23,9 +23,18 @@ from edgecnn.errors import InputError
 from edgecnn.vision.detector import Detection, Detector, Inferred
 from edgecnn.vision.draw import draw_detections
 from edgecnn.vision.faces import DEFAULT_SCALES
-from edgecnn.vision.pipeline import prepared_frames
+from edgecnn.vision.pipeline import FramesInFlight, default_streams, prepared_frames
 from edgecnn.vision.preprocess import parse_floats
-from edgecnn.vision.sources import STDIN, Frame, FrameError, expand, is_video, open_sources, video_frame_count
+from edgecnn.vision.sources import (
+    STDIN,
+    Frame,
+    FrameError,
+    Item,
+    expand,
+    is_video,
+    open_sources,
+    video_frame_count,
+)
 
 NAME = "detect"
 EXIT_INTERRUPTED = 130
@@ -243,6 +252,13 @@ def command(
     save: Path | None = typer.Option(None, help="Write annotated images and videos to this directory."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first unreadable image or frame."),
     threads: int | None = typer.Option(None, min=1, help="Threads (default: all cores)."),
+    streams: int | None = typer.Option(
+        None,
+        min=1,
+        help="Frames inferred side by side, each on one thread (throughput; latency grows with it). "
+        "1: one frame at a time on all threads. [default: one per thread, at most one per core; "
+        "1 with --camera]",
+    ),
 ) -> None:
     """Detect objects with a YOLO MODEL (or faces with --faces) in each SOURCE and print the boxes."""
     options: dict[str, Any] = {"weights": weights, "head": head, "labels": labels, "threads": threads}
@@ -258,6 +274,7 @@ def command(
     if not as_json:
         console.print(headline(detector.description), soft_wrap=True)
     outputs = FrameOutputs(detector, as_json, save)
+    in_flight = FramesInFlight[Item](detector, streams or default_streams(detector, live=camera is not None))
     done = skipped = 0
     started = time.perf_counter()
     progress = Progress(
@@ -271,29 +288,40 @@ def command(
         disable=(total := total_frames(sources, camera)) is not None and total < 2,
     )
     interrupted = False
+    task = progress.add_task("detecting", total=total, rate=0.0)
+
+    def take(results: list[tuple[Item, Inferred | None]]) -> None:
+        """Hand inferred frames (and skipped ones, in their place) to the outputs, in order."""
+        nonlocal done, skipped
+        for item, inferred in results:
+            if isinstance(item, FrameError):
+                outputs.skip(item)
+                skipped += 1
+            else:
+                assert inferred is not None  # only a FrameError has nothing to infer
+                outputs.submit(item, inferred)
+                done += 1
+                rate = done / (time.perf_counter() - started)
+                progress.update(task, advance=1, rate=rate, description=Path(item.source).name)
+
     with Interruption() as interruption:
         try:
             with progress:
-                task = progress.add_task("detecting", total=total, rate=0.0)
                 for item, prepared in prepared_frames(detector, open_sources(sources, camera=camera)):
                     with interruption.deferred():
-                        if isinstance(item, FrameError) or prepared is None:
-                            assert isinstance(item, FrameError)
-                            if strict:
-                                raise InputError(f"{place(item)}: {item.message}")
-                            outputs.skip(item)
-                            skipped += 1
-                        else:
-                            outputs.submit(item, detector.infer([prepared])[0])
-                            done += 1
-                            rate = done / (time.perf_counter() - started)
-                            progress.update(task, advance=1, rate=rate, description=Path(item.source).name)
+                        if isinstance(item, FrameError) and strict:
+                            take(in_flight.drain())  # the frames before it are output, as they come
+                            raise InputError(f"{place(item)}: {item.message}")
+                        take(in_flight.put(item, prepared))
                     if interruption.requested:
                         break
+                with interruption.deferred():
+                    take(in_flight.drain())
         except KeyboardInterrupt:
             interrupted = True
         finally:
             with interruption.deferred():
+                in_flight.close()
                 outputs.close()
     if interrupted or interruption.requested:
         error_console.print(f"interrupted after {done} frame(s); outputs written so far are complete")

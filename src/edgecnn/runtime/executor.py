@@ -29,20 +29,28 @@ class StepHook(Protocol):
 
 
 def execute(
-    plan: Plan, feeds: Mapping[str, np.ndarray], hooks: Sequence[StepHook] = ()
+    plan: Plan,
+    feeds: Mapping[str, np.ndarray],
+    hooks: Sequence[StepHook] = (),
+    threads: int | None = None,
 ) -> dict[str, np.ndarray]:
     """{name: value} of the plan's requested tensors; ``feeds`` already checked (Model.check_feeds)."""
     inputs = tuple(feeds[name] for name in plan.program.input_slots)
-    return dict(zip(plan.wanted, run_plan(plan, inputs, hooks)))
+    return dict(zip(plan.wanted, run_plan(plan, inputs, hooks, threads)))
 
 
-def run_plan(plan: Plan, inputs: Sequence[np.ndarray], hooks: Sequence[StepHook] = ()) -> list[np.ndarray]:
+def run_plan(
+    plan: Plan, inputs: Sequence[np.ndarray], hooks: Sequence[StepHook] = (), threads: int | None = None
+) -> list[np.ndarray]:
     """The requested tensors, in ``plan.wanted`` order, for checked ``inputs`` in the plan's input
-    order. CPU runs hold the plan's thread budget and split the batch where the plan says so."""
+    order. CPU runs hold the plan's thread budget, or ``threads`` where fewer (a caller running
+    several inputs side by side, each on one thread), and split the batch where the plan says so
+    and has its whole budget."""
     if not plan.memory.in_arena:
         return run_steps(plan.memory, inputs, hooks)
-    with _cpu_threads(plan.threads):
-        if plan.split is not None and not hooks and threading_layer_is_safe():
+    budget = plan.threads if threads is None else min(threads, plan.threads)
+    with _cpu_threads(budget):
+        if plan.split is not None and budget == plan.threads and not hooks and threading_layer_is_safe():
             return _run_split(plan, inputs)
         return run_steps(plan.memory, inputs, hooks)
 

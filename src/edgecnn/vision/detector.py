@@ -167,12 +167,30 @@ def read_labels_file(path: str | Path) -> list[str]:
         raise InputError(f"cannot read labels file {path}: {exc}") from None
 
 
+def run_network(net: Model, feeds: Any, threads: int | None = None) -> dict[str, np.ndarray]:
+    """``net.run(feeds)`` on at most ``threads`` threads (None: the model's own budget). One thread
+    per image lets several images be inferred side by side (edgecnn.vision.pipeline.FramesInFlight)
+    with the same results: a run's values do not depend on how many threads share its layers."""
+    if threads is None:
+        return net.run(feeds)
+    from edgecnn.runtime.executor import execute
+
+    checked = net.check_feeds(feeds)
+    return execute(net.plan_for(checked), checked, threads=threads)
+
+
 class Detector(abc.ABC):
     """A model that finds objects in images. Build one with :meth:`load` or :meth:`faces`."""
 
     description: str
     score_threshold: float
     iou_threshold: float
+    net: Model
+
+    @property
+    def threads(self) -> int:
+        """The threads the detector's model runs on (its RuntimeOptions)."""
+        return self.net.options.threads
 
     @classmethod
     def load(
@@ -219,8 +237,9 @@ class Detector(abc.ABC):
         return self.prepare(frame.image)
 
     @abc.abstractmethod
-    def infer(self, prepared: Sequence[Prepared]) -> list[Inferred]:
-        """The network's part, one result per image (batched where the model allows)."""
+    def infer(self, prepared: Sequence[Prepared], threads: int | None = None) -> list[Inferred]:
+        """The network's part, one result per image (batched where the model allows), on at most
+        ``threads`` threads (None: the model's own)."""
 
     @abc.abstractmethod
     def finish(self, inferred: Inferred) -> list[Detection]:
@@ -298,7 +317,7 @@ class YoloDetector(Detector):
     def prepare_frame(self, frame: Frame) -> Prepared:
         return self.prepare(frame.picture)
 
-    def infer(self, prepared: Sequence[Prepared]) -> list[Inferred]:
+    def infer(self, prepared: Sequence[Prepared], threads: int | None = None) -> list[Inferred]:
         inputs = [p for p in prepared if isinstance(p, NetworkInput)]
         if len(inputs) != len(prepared):
             raise InputError("YoloDetector.infer takes what its own prepare() returned")
@@ -307,7 +326,7 @@ class YoloDetector(Detector):
         for group in groups:
             # one image needs no copy: concatenating writes its whole tensor again on inference's thread
             tensor = group[0].tensor if len(group) == 1 else np.concatenate([p.tensor for p in group])
-            outputs = self.net.run({self.net.inputs[0].name: tensor})
+            outputs = run_network(self.net, {self.net.inputs[0].name: tensor}, threads)
             results.extend(
                 NetworkOutput({name: value[k : k + 1] for name, value in outputs.items()}, item.placement)
                 for k, item in enumerate(group)

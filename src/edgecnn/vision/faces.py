@@ -27,6 +27,7 @@ from edgecnn.vision.detector import (
     Inferred,
     Prepared,
     check_thresholds,
+    run_network,
     to_detections,
 )
 
@@ -159,20 +160,22 @@ class FaceDetector(Detector):
             positions.append(grid)
         return Pyramid(tuple(levels), tuple(ratios), tuple(positions))
 
-    def face_scores(self, pyramid: Pyramid) -> np.ndarray:
-        """Face probability of every window of ``pyramid``, in scan order."""
+    def face_scores(self, pyramid: Pyramid, threads: int | None = None) -> np.ndarray:
+        """Face probability of every window of ``pyramid``, in scan order, on at most ``threads``
+        threads (None: the model's own)."""
         scores = []
         for batch in pyramid.batches(self.batch_size):
-            logits = np.asarray(self.net(batch), np.float64)
+            (logits,) = run_network(self.net, batch, threads).values()
+            logits = np.asarray(logits, np.float64)
             shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
             scores.append(shifted[:, FACE_CLASS] / shifted.sum(axis=1))
         return np.concatenate(scores) if scores else np.zeros(0)
 
-    def infer(self, prepared: Sequence[Prepared]) -> list[Inferred]:
+    def infer(self, prepared: Sequence[Prepared], threads: int | None = None) -> list[Inferred]:
         pyramids = [p for p in prepared if isinstance(p, Pyramid)]
         if len(pyramids) != len(prepared):
             raise InputError("FaceDetector.infer takes what its own prepare() returned")
-        return [WindowScores(pyramid, self.face_scores(pyramid)) for pyramid in pyramids]
+        return [WindowScores(pyramid, self.face_scores(pyramid, threads)) for pyramid in pyramids]
 
     def finish(self, inferred: Inferred) -> list[Detection]:
         if not isinstance(inferred, WindowScores):
