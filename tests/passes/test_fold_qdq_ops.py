@@ -74,11 +74,18 @@ def qdq_graph(dtype: int = TensorProto.UINT8) -> onnx.ModelProto:
     nodes.append(helper.make_node("LeakyRelu", ["f_d"], ["l_f"], alpha=0.2))
     q("l_f", "l", "q2")
     dq("l", "y2", "q2")
+    return model_of(nodes, "qdq_ops", ["y1", "y2", "y3"], inits)
+
+
+def model_of(
+    nodes: list[onnx.NodeProto], name: str, outputs: list[str], inits: list[onnx.TensorProto]
+) -> onnx.ModelProto:
+    """An opset-17 model of ``nodes`` reading float "x" of SHAPE."""
     graph = helper.make_graph(
         nodes,
-        "qdq_ops",
+        name,
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
-        [helper.make_tensor_value_info(y, TensorProto.FLOAT, None) for y in ("y1", "y2", "y3")],
+        [helper.make_tensor_value_info(y, TensorProto.FLOAT, None) for y in outputs],
         inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -152,26 +159,34 @@ def test_runs_right_after_fold_qdq() -> None:
     assert names.index("fold_qdq_ops") == names.index("fold_qdq") + 1
 
 
-def test_zoo_resnet18_runs_int8_end_to_end(tmp_path: Path) -> None:
-    """ResNet-18 (an eighth of its width, 64 x 64) as quantize_static writes it (after onnxruntime's
-    pre-processing folds its BatchNormalization into the convolutions): after the passes
-    only the input's QuantizeLinear and the output's DequantizeLinear remain around the 8-bit
-    layers, every step runs a compiled kernel, and the output equals onnxruntime's."""
+def zoo_qdq(name: str, folder: Path, seed: int) -> tuple[Model, onnx.ModelProto, np.ndarray]:
+    """The zoo model ``name`` (an eighth of its width, 64 x 64) as quantize_static writes it
+    (after onnxruntime's pre-processing folds its BatchNormalization into the convolutions, as
+    the lab measures it): edgecnn's model of it, the QDQ model, an input."""
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     from edgecnn.bench.zoo import build_model
     from passes.test_fold_qdq import quantized_static
 
-    onnx.save(build_model("resnet18", width=0.125, resolution=64), tmp_path / "float.onnx")
-    spec = onnx.load(tmp_path / "float.onnx").graph.input[0]
+    onnx.save(build_model(name, width=0.125, resolution=64), folder / "float.onnx")
+    spec = onnx.load(folder / "float.onnx").graph.input[0]
     shape = [d.dim_value or 1 for d in spec.type.tensor_type.shape.dim]
-    rng = np.random.default_rng(9)
+    rng = np.random.default_rng(seed)
     samples = [{spec.name: rng.standard_normal(shape).astype(np.float32)} for _ in range(2)]
-    # on the model with its BatchNormalization folded, as the lab measures it
-    quant_pre_process(str(tmp_path / "float.onnx"), str(tmp_path / "folded.onnx"), skip_symbolic_shape=True)
-    qdq = quantized_static(tmp_path / "folded.onnx", tmp_path / "qdq.onnx", samples, "uint8")
+    quant_pre_process(str(folder / "float.onnx"), str(folder / "folded.onnx"), skip_symbolic_shape=True)
+    qdq = quantized_static(folder / "folded.onnx", folder / "qdq.onnx", samples, "uint8")
     model = Model(graph_from_model_proto(qdq, "qdq.onnx"), RuntimeOptions.resolve(threads=2))
-    x = rng.standard_normal(shape).astype(np.float32)
+    return model, qdq, rng.standard_normal(shape).astype(np.float32)
+
+
+def test_zoo_resnet18_runs_int8_end_to_end(tmp_path: Path) -> None:
+    """ResNet-18 (an eighth of its width, 64 x 64) as quantize_static writes it (after onnxruntime's
+    pre-processing folds its BatchNormalization into the convolutions): after the passes
+    only the input's QuantizeLinear and the output's DequantizeLinear remain around the 8-bit
+    layers, every step runs a compiled kernel, and the output equals onnxruntime's."""
+
+    model, qdq, x = zoo_qdq("resnet18", tmp_path, 9)
+    spec = qdq.graph.input[0]
     plan = model.plan_for({spec.name: x})
     ops = [step.node.op for step in plan.steps]
     assert ops.count("QuantizeLinear") == 1 and ops.count("DequantizeLinear") == 1
@@ -216,16 +231,7 @@ def lrn_graph() -> onnx.ModelProto:
         q("o_f", "o", "q4"),
         dq("o", "y2", "q4"),
     ]
-    graph = helper.make_graph(
-        nodes,
-        "qdq_lrn",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
-        [helper.make_tensor_value_info(y, TensorProto.FLOAT, None) for y in ("y1", "y2", "o_f")],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model
+    return model_of(nodes, "qdq_lrn", ["y1", "y2", "o_f"], inits)
 
 
 def test_lrn_and_the_max_pool_after_it_fold() -> None:
@@ -256,24 +262,16 @@ def test_lrn_and_the_max_pool_after_it_fold() -> None:
 
 def test_zoo_googlenet_runs_its_lrns_on_8bit_data(tmp_path: Path) -> None:
     """GoogLeNet (an eighth of its width, 64 x 64) as quantize_static writes it: both LRNs (and the
-    MaxPool after the second) run on 8-bit data, as does every MaxPool, and the output equals
-    onnxruntime's. (At this size the calibration gives Flatten other output parameters than its
-    input's: a DequantizeLinear and a QuantizeLinear stay around it.)"""
-    from edgecnn.bench.zoo import build_model
-    from passes.test_fold_qdq import quantized_static
-
-    onnx.save(build_model("googlenet", width=0.125, resolution=64), tmp_path / "float.onnx")
-    spec = onnx.load(tmp_path / "float.onnx").graph.input[0]
-    shape = [d.dim_value or 1 for d in spec.type.tensor_type.shape.dim]
-    rng = np.random.default_rng(11)
-    samples = [{spec.name: rng.standard_normal(shape).astype(np.float32)} for _ in range(2)]
-    qdq = quantized_static(tmp_path / "float.onnx", tmp_path / "qdq.onnx", samples, "uint8")
-    model = Model(graph_from_model_proto(qdq, "qdq.onnx"), RuntimeOptions.resolve(threads=2))
-    x = rng.standard_normal(shape).astype(np.float32)
+    MaxPool after the second) run on 8-bit data, as does every MaxPool; only the input's
+    QuantizeLinear and the output's DequantizeLinear remain, every step runs a compiled kernel, and
+    the output equals onnxruntime's."""
+    model, qdq, x = zoo_qdq("googlenet", tmp_path, 11)
+    spec = qdq.graph.input[0]
     plan = model.plan_for({spec.name: x})
     ops = [step.node.op for step in plan.steps]
     assert ops.count("QLinearLRN") == 2 and "LRN" not in ops
-    assert ops.count("QuantizeLinear") == 2 and ops.count("DequantizeLinear") == 2  # input, output, Flatten's
+    assert ops.count("QuantizeLinear") == 1 and ops.count("DequantizeLinear") == 1
+    assert not reference_steps(plan)
     pools = {s.kernel.name for s in plan.steps if s.node.op == "MaxPool"}
     assert ops.count("MaxPool") == 13 and pools == {"int8_max_pool"}
     (expected,) = run_onnxruntime(qdq, {spec.name: x})
