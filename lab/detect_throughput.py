@@ -23,6 +23,10 @@ it runs these child processes, each with --threads threads:
   the video, decoded, pre-processed, inferred, decoded to boxes and printed, is in.
 - the same with `--save DIR`: annotated frames drawn and encoded to an MP4 (the summary line comes
   after the video file is finished, so the encoder's flush is in).
+- before those, detect on a one-frame video: its CPU time (start-up, model load, the first frame)
+  is taken from each detect run's to give the CPU per frame of the rest, all threads together
+  (spin-waiting included): the frame rate is at most cores / that figure, and reaches it where
+  detect keeps the cores busy.
 - both detect runs again with each `--streams N` of ``--streams`` (default 1): detect's own choice
   for a video infers several frames side by side, each on one thread (edgecnn.vision.pipeline's
   FramesInFlight); `--streams 1` is one frame at a time on all the threads, as detect ran before.
@@ -61,6 +65,7 @@ import datetime
 import json
 import os
 import re
+import resource
 import shlex
 import statistics
 import subprocess
@@ -110,6 +115,7 @@ class Series:
     ms: list[float] = field(default_factory=list)
     cli_fps: list[float] = field(default_factory=list)
     boxes_per_frame: list[float] = field(default_factory=list)
+    cpu_ms: list[float] = field(default_factory=list)  # detect's: the child's CPU per frame beyond the first
 
     @property
     def median_ms(self) -> float:
@@ -202,10 +208,11 @@ def detect(
     source: Path | None = None,
     launch: list[str] | None = None,
     streams: int | None = None,
-) -> tuple[float, float, float]:
+) -> tuple[float, float, float, float]:
     """`edgecnn detect --json [--save] [--streams N]` in a child (with the package from ``source`` if
-    given): (ms per frame from the first JSON line to the closing summary, the CLI's own frames/s,
-    detections per frame); ``launch`` replaces `python -m edgecnn` (a helper variant's launcher)."""
+    given): (ms per frame from the first JSON line to the closing summary (0 for one frame), the
+    CLI's own frames/s, detections per frame, the child's CPU ms, user and system, all its threads);
+    ``launch`` replaces `python -m edgecnn` (a helper variant's launcher)."""
     arguments = [
         "detect",
         str(cfg),
@@ -224,6 +231,7 @@ def detect(
     if streams is not None:
         command += ["--streams", str(streams)]
     env = {**os.environ, "PYTHONPATH": str(source)} if source is not None else None
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)  # children are reaped one at a time here
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     assert child.stdout is not None and child.stderr is not None
     errors: list[tuple[float, str]] = []
@@ -240,6 +248,8 @@ def detect(
         arrivals.append(time.perf_counter())
         boxes += len(json.loads(line)["detections"])
     code = child.wait()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_ms = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1e3
     reader.join()
     if code != 0:
         raise SystemExit(f"{shlex.join(command)} exited with {code}:\n" + "".join(text for _, text in errors))
@@ -249,7 +259,8 @@ def detect(
     if not summary:
         raise SystemExit("edgecnn detect printed no summary line:\n" + "".join(text for _, text in errors))
     ended, match = summary[-1]
-    return (ended - arrivals[0]) * 1e3 / (frames - 1), float(match.group(3)), boxes / frames
+    ms = (ended - arrivals[0]) * 1e3 / (frames - 1) if frames > 1 else 0.0
+    return ms, float(match.group(3)), boxes / frames, cpu_ms
 
 
 def stage_costs(
@@ -285,8 +296,10 @@ def stage_costs(
     for number, frame in enumerate(frames):
         prepared = timed("letterbox (prepare_frame)", detector.prepare_frame, frame)
         inferred = timed("inference (Model.run)", detector.infer, [prepared])[0]
+        timed("inference on one thread (a stream's)", detector.infer, [prepared], 1)
         if number < WARMUP:  # the first runs build the plan and warm the caches
             costs["inference (Model.run)"].pop()
+            costs["inference on one thread (a stream's)"].pop()
         found = timed("head decoding + NMS (finish)", detector.finish, inferred)
         timed("JSON line", lambda f, d: json.dumps(frame_record(f, d)), frame, found)
         annotated.append(
@@ -332,13 +345,17 @@ def cost_lines(costs: dict[str, tuple[float, float, float]], threads: int) -> li
         f"{max(0.0, threads * wall - cpu):.1f} ms of the cores' time left idle per frame "
         "(spin-waiting workers count as busy here)."
     )
+    _, alone, _ = costs["inference on one thread (a stream's)"]
     for mode, prefixes in helpers.items():
         need = sum(c for stage, (_, c, _) in costs.items() if any(stage.startswith(p) for p in prefixes))
         bound = max(wall, (cpu + need) / threads)
         lines.append(
             f"detect {mode}: helpers need {need:.1f} ms CPU per frame; with perfect overlap a frame takes "
             f"at least max({wall:.1f}, ({cpu:.1f} + {need:.1f}) / {threads}) = {bound:.1f} ms, "
-            f"{wall / bound:.0%} of Model.run's rate."
+            f"{wall / bound:.0%} of Model.run's rate, one frame at a time; {threads} frames side by side, "
+            f"each on one thread ({alone:.1f} ms CPU), at least ({alone:.1f} + {need:.1f}) / {threads} = "
+            f"{(alone + need) / threads:.1f} ms, {cpu / (alone + need):.0%} of the rate of Model.run's "
+            f"{cpu:.1f} ms of CPU on {threads} fully busy cores."
         )
     return lines
 
@@ -405,20 +422,23 @@ def measure(
     args: argparse.Namespace,
     series: list[Series],
     runs: list[Run],
-    files: tuple[Path, Path, Path],
+    files: tuple[Path, Path, Path, Path],
     folder: Path,
     threads: int,
     iterations: int,
 ) -> None:
-    """The rounds: `edgecnn time`, Model.run, then each detect run (in reverse order every other round)."""
-    cfg, weights, video = files
+    """The rounds: `edgecnn time`, Model.run, detect on the first frame alone (its CPU is the
+    start-up's, taken from each detect run's), then each detect run (in reverse order every other
+    round)."""
+    cfg, weights, video, first = files
     for number in range(args.rounds):
         series[0].ms.append(time_command(cfg, weights, threads, iterations))
         series[1].ms.append(run_alone(cfg, weights, video, threads, iterations))
+        start_up = detect(cfg, weights, first, threads, 1, None, args.score)[3]
         for run in runs if number % 2 == 0 else runs[::-1]:
             s = run.series
             saved = folder / f"saved-{number}-{len(series)}-{len(s.ms)}" if run.save else None
-            ms, cli_fps, boxes = detect(
+            ms, cli_fps, boxes, cpu_ms = detect(
                 cfg,
                 weights,
                 video,
@@ -433,6 +453,7 @@ def measure(
             s.ms.append(ms)
             s.cli_fps.append(cli_fps)
             s.boxes_per_frame.append(boxes)
+            s.cpu_ms.append((cpu_ms - start_up) / (args.frames - 1))
         print(f"round {number + 1}/{args.rounds} done", file=sys.stderr)
 
 
@@ -448,7 +469,9 @@ def table(series: list[Series]) -> list[str]:
         notes = ""
         if s.cli_fps:
             notes = (
-                f"detect's own summary {statistics.median(s.cli_fps):.2f} frames/s (first frame in); "
+                f"CPU {statistics.median(s.cpu_ms):.1f} ms/frame (rounds "
+                + " ".join(f"{ms:.1f}" for ms in s.cpu_ms)
+                + f"); detect's own summary {statistics.median(s.cli_fps):.2f} frames/s (first frame in); "
                 f"{statistics.median(s.boxes_per_frame):.1f} boxes/frame"
             )
         lines.append(
@@ -519,8 +542,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="edgecnn-detect-throughput-") as tmp:
         folder = Path(tmp)
         cfg, weights = model_files(args.cfg, folder)
-        video = folder / "test.mp4"
+        video, first = folder / "test.mp4", folder / "first.mp4"
         write_video(video, args.frames, (width, height))
+        write_video(first, 1, (width, height))
         if args.before:
             before = package_sources(args.before, folder)["before"]
             for run in list(runs):
@@ -532,7 +556,7 @@ def main() -> None:
             costs = stage_costs(cfg, weights, video, threads, args.score)
         hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
         try:
-            measure(args, series, runs, (cfg, weights, video), folder, threads, iterations)
+            measure(args, series, runs, (cfg, weights, video, first), folder, threads, iterations)
         finally:
             for hog in hogs:
                 hog.kill()
@@ -548,7 +572,9 @@ def main() -> None:
         "",
         f"Video: {args.frames} frames of {width}x{height} (H.264 or MPEG-4 by PyAV); {threads} thread(s); "
         f"medians of {args.rounds} interleaved round(s); `edgecnn time` {iterations} iterations after "
-        f"{WARMUP} warm-up; detect timed from its first JSON line to its closing summary.",
+        f"{WARMUP} warm-up; detect timed from its first JSON line to its closing summary; detect's CPU "
+        "per frame: the child's user + system CPU less that of detect on the first frame alone, over "
+        "the frames after the first.",
         "",
         *table(series),
         "",

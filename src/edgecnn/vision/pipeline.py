@@ -106,12 +106,17 @@ class FramesInFlight(Generic[T]):
         self.streams = streams
         self._pool: ThreadPoolExecutor | None = None
         self._pending: deque[tuple[T, Future[Inferred | None]]] = deque()
+        self._safe = False  # side_by_side_is_safe() once true stays true: numba's layer is fixed
+
+    def _side_by_side(self) -> bool:
+        self._safe = self._safe or (self.streams > 1 and side_by_side_is_safe())
+        return self._safe
 
     def put(self, tag: T, prepared: Prepared | None) -> list[tuple[T, Inferred | None]]:
         """Start inferring ``prepared`` (None: nothing to infer, e.g. an unreadable frame, which
         keeps its place in the order). Returns the results that are ready, oldest first: with
         ``streams`` frames in flight it first waits for the oldest."""
-        if prepared is not None and (self.streams == 1 or not side_by_side_is_safe()):
+        if prepared is not None and not self._side_by_side():
             ready = self.drain()
             ready.append((tag, self.detector.infer([prepared])[0]))
             return ready
