@@ -10,7 +10,13 @@ slice's steps timed on its thread (CPU time: that thread's). Listed per model an
 each kind (pool, squeeze, excite + gate activation, gate Mul), the ratio, and the kernels edgecnn
 chose.
 
+With ``--kernels``, instead: each conv layer the plan runs on the GEMV kernel (the squeeze and
+excite layers) against the kernel the rules would give it without that one, prepared side by
+side in this process and called in alternation on one thread, timed in process CPU time (figures
+that hold up on a loaded machine); per model and batch, the summed and per-layer medians.
+
     .venv/bin/python lab/se_gap.py --models efficientnet-b0,mobilenetv3-large --batches 1,8 --rounds 20
+    .venv/bin/python lab/se_gap.py --kernels --batches 1,8 --rounds 30
 """
 
 from __future__ import annotations
@@ -23,9 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from common import load_model, machine_line, model_input, time_steps
+from common import conv_layers, load_model, machine_line, model_input, time_steps
 from depthwise_gap import activation_chains, alternate_with_ort, ort_time
 from edgecnn.bench.zoo import build_model
+
+CALLS = 20
+"""Calls per timed sample in ``--kernels`` (a call takes microseconds)."""
 
 KINDS = ("pool", "squeeze", "excite+act", "gate act", "gate mul")
 
@@ -112,16 +121,67 @@ def measure(
     return {k: (*v, ", ".join(f"{n} x{c}" for n, c in kernels[k].most_common())) for k, v in totals.items()}  # type: ignore[misc]
 
 
+def kernel_ab(model_name: str, batch: int, rounds: int) -> list[tuple[str, str, float, float]]:
+    """(layer shape, displaced kernel, its CPU us, the GEMV kernel's CPU us) per layer on the GEMV
+    kernel: medians of ``rounds`` alternating samples of CALLS calls on one thread."""
+    from edgecnn.kernels.cpu import cpu_threads
+    from edgecnn.kernels.registry import candidate_kernels
+    from edgecnn.kernels.tuning_measure import example_inputs, heuristic_choice
+
+    model = build_model(model_name)
+    _, x1 = model_input(model)
+    x = np.repeat(x1, batch, axis=0)
+    rows = []
+    for node, types, values, chosen in conv_layers(load_model(model, 1), x):
+        if chosen != "gemv":
+            continue
+        entries = candidate_kernels(node, types, values)
+        other = heuristic_choice([e for e in entries if e.name != "gemv"], node, types, values)
+        kernels = {e.name: e.factory(node, types, values) for e in entries if e.name in (other, "gemv")}
+        inputs = example_inputs(types, values)
+        out = np.empty(kernels["gemv"].out_shape, np.float32)
+        samples: dict[str, list[float]] = defaultdict(list)
+        with cpu_threads(1):
+            for _ in range(rounds + 1):  # the first round warms up
+                for name, kernel in kernels.items():
+                    start = time.process_time()
+                    for _ in range(CALLS):
+                        kernel.run_into(out, *inputs)
+                    samples[name].append((time.process_time() - start) / CALLS * 1e6)
+        shape = f"{types[0].dims[1]}->{types[1].dims[0]}"
+        median = {name: statistics.median(v[1:]) for name, v in samples.items()}
+        rows.append((shape, other, median[other], median["gemv"]))
+    return rows
+
+
+def print_kernel_ab(model_name: str, batch: int, rounds: int) -> None:
+    rows = kernel_ab(model_name, batch, rounds)
+    before, after = sum(r[2] for r in rows), sum(r[3] for r in rows)
+    displaced = Counter(r[1] for r in rows)
+    print(f"\n#### {model_name}, batch {batch}: {len(rows)} layers on gemv (CPU us, 1 thread, medians)\n")
+    print("| layers | before (kernel) | gemv | ratio |")
+    print("|---|---:|---:|---:|")
+    for shape, other, t_other, t_gemv in rows:
+        print(f"| {shape} | {t_other:.1f} ({other}) | {t_gemv:.1f} | {t_gemv / t_other:.2f} |")
+    kernels = ", ".join(f"{n} x{c}" for n, c in displaced.most_common())
+    print(f"| all ({kernels}) | {before:.1f} | {after:.1f} | {after / before:.2f} |")
+    print(f"| per layer | {before / len(rows):.1f} | {after / len(rows):.1f} | |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="efficientnet-b0,mobilenetv3-large,pp-lcnet,regnety-400mf")
     parser.add_argument("--batches", default="1,8")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--kernels", action="store_true", help="GEMV layers against the displaced kernel")
     args = parser.parse_args()
     print(machine_line(args.threads))
     for model_name in args.models.split(","):
         for batch in (int(b) for b in args.batches.split(",")):
+            if args.kernels:
+                print_kernel_ab(model_name, batch, args.rounds)
+                continue
             totals = measure(model_name, batch, args.threads, args.rounds)
             print(
                 f"\n#### {model_name}, batch {batch} (summed medians of {args.rounds} alternating runs, ms)\n"
