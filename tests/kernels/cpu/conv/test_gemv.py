@@ -87,11 +87,15 @@ def test_every_activation_on_odd_channels(activation: str, batch: int, retune: R
 
 
 def test_panels_hold_each_channel_depth_major() -> None:
+    """Full panels PANEL wide, the last one as wide as its channels, then PANEL zeros."""
     w = np.random.default_rng(0).standard_normal((PANEL + 3, 7), dtype=np.float32)
-    packed = pack_gemv_weights(w).reshape(2, 7, PANEL)
-    for channel in (0, 5, PANEL, PANEL + 2):
-        assert np.array_equal(packed[channel // PANEL, :, channel % PANEL], w[channel])
-    assert not packed[1, :, 3:].any()  # the last panel's padding columns are zeros
+    packed = pack_gemv_weights(w)
+    assert packed.size == w.size + PANEL and not packed[w.size :].any()
+    first, last = packed[: 7 * PANEL].reshape(7, PANEL), packed[7 * PANEL : w.size].reshape(7, 3)
+    for channel in (0, 5, PANEL - 1):
+        assert np.array_equal(first[:, channel], w[channel])
+    for channel in (PANEL, PANEL + 2):
+        assert np.array_equal(last[:, channel - PANEL], w[channel])
 
 
 @pytest.mark.parametrize(

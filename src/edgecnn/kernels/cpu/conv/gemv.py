@@ -6,10 +6,15 @@ Why: the GEMM kernels (conv/pointwise.py, conv/pixel_rows.py) put the map's pixe
 micro-kernel's blocks; with one pixel, 1 of its COLUMNS (or ROWS) lanes does work and the rest is
 packing and block edges, a fixed cost far above the few thousand multiply-adds of the layer.
 
-The weights are packed once, at plan time, as PANEL-channel panels with depth-major rows, zero
-columns past the last channel: (panels, K, PANEL). A panel's step reads one contiguous row of PANEL
-weights per input value, four input values per step (four independent products summed before
-they meet the running sums), and the running sums of one panel stay in L1. Nothing is packed per
+The weights are packed once, at plan time, as PANEL-channel panels with depth-major rows:
+(panels, K, PANEL), the last panel's rows only as wide as its channels. A panel's step reads one
+contiguous row of weights per input value, four input values per step (four independent products
+summed before they meet the running sums), and the running sums of one panel stay in L1. The
+loops always run PANEL lanes (a constant trip count: four vectors of the width numba compiles for,
+no remainder loop); on a narrow last panel the lanes past its width read the next rows (PANEL
+zeros end the array) and are never stored. The weights' bytes are what a layer costs when they
+come from memory, and a squeeze layer has few channels (EfficientNet-B0's 672 -> 28: rows padded
+to PANEL would double them). Nothing is packed per
 call: the input is read in place, its batch rows one after the other for each panel, so a panel's
 weights come from cache after the first row. Tasks are (panel, image) pairs, a contiguous run of
 them per thread; the layer stays on one thread below the GEMM grain (``small_conv``).
@@ -32,8 +37,7 @@ from edgecnn.kernels.cpu.system.threads import current_threads, small_conv, work
 from edgecnn.kernels.cpu.system.twins import parallel_and_serial
 
 PANEL = 4 * LANES
-"""Output channels per panel: four vectors of the width numba compiles for (a constant trip count,
-so each step of the depth loop is four vector multiply-adds, no remainder loop)."""
+"""Output channels per panel: four vectors of the width numba compiles for."""
 
 
 def whole_window(setup: ConvSetup) -> bool:
@@ -56,13 +60,15 @@ def when_gemv(node: Node, types: Sequence[TensorType | None], values: Sequence[n
 
 
 def pack_gemv_weights(matrix: np.ndarray) -> np.ndarray:
-    """(M, K) -> flat (panels, K, PANEL): channel PANEL * p + j in column j of panel p's rows, the
-    last panel padded with zero columns."""
+    """(M, K) -> flat (panels, K, width) and PANEL zeros: channel PANEL * p + j in column j of panel
+    p's rows, each PANEL wide but the last, as wide as its channels."""
     out_channels, depth = matrix.shape
-    panels = -(-out_channels // PANEL)
-    padded = np.zeros((panels * PANEL, depth), dtype=np.float32)
-    padded[:out_channels] = matrix
-    return np.ascontiguousarray(padded.reshape(panels, PANEL, depth).transpose(0, 2, 1)).reshape(-1)
+    packed = np.zeros(out_channels * depth + PANEL, dtype=np.float32)
+    for first in range(0, out_channels, PANEL):
+        width = min(PANEL, out_channels - first)
+        start = first * depth
+        packed[start : start + depth * width] = matrix[first : first + width].T.reshape(-1)
+    return packed
 
 
 def _gemv_conv(
@@ -80,20 +86,24 @@ def _gemv_conv(
     depth = x.size // batch
     x_flat = x.reshape(-1)
     y = out.reshape(-1)
-    panels = packed.size // (depth * PANEL)
+    panels = (out_channels + PANEL - 1) // PANEL
     tasks = panels * batch
     whole = depth - depth % 4
-    # unsigned offsets in the vector loops: a signed index gets a wraparound test that keeps them scalar
-    p1 = np.uint64(PANEL)
-    p2, p3 = p1 + p1, p1 + p1 + p1
+    lanes = np.uint64(PANEL)
     for worker in numba.prange(workers):
         sums = np.empty(PANEL, dtype=np.float32)
         first, end = worker_share(worker, workers, tasks)
         for task in range(first, end):
             panel, n = divmod(task, batch)
-            w = panel * depth * PANEL
+            channel = panel * PANEL
+            width = min(PANEL, out_channels - channel)
+            w = channel * depth
             row = n * depth
-            for j in range(p1):
+            # unsigned offsets in the vector loops: a signed index gets a wraparound test that
+            # keeps them scalar
+            p1 = np.uint64(width)
+            p2, p3 = p1 + p1, p1 + p1 + p1
+            for j in range(lanes):
                 sums[j] = 0.0
             for k in range(0, whole, 4):
                 x0, x1, x2, x3 = (
@@ -102,21 +112,19 @@ def _gemv_conv(
                     x_flat[row + k + 2],
                     x_flat[row + k + 3],
                 )
-                at = np.uint64(w + k * PANEL)
-                for j in range(p1):
+                at = np.uint64(w + k * width)
+                for j in range(lanes):
                     pair = x0 * packed[at + j] + x1 * packed[at + p1 + j]
                     sums[j] += pair + (x2 * packed[at + p2 + j] + x3 * packed[at + p3 + j])
             for k in range(whole, depth):
                 xk = x_flat[row + k]
-                at = np.uint64(w + k * PANEL)
-                for j in range(p1):
+                at = np.uint64(w + k * width)
+                for j in range(lanes):
                     sums[j] += xk * packed[at + j]
-            channel = panel * PANEL
-            count = min(PANEL, out_channels - channel)
             target = n * out_channels + channel
-            for j in range(count):
+            for j in range(width):
                 y[target + j] = sums[j] + bias[channel + j]
-            activate_in_place(y, np.uint64(target), np.uint64(count), kind, alpha, low, high)
+            activate_in_place(y, np.uint64(target), np.uint64(width), kind, alpha, low, high)
 
 
 gemv_conv, gemv_conv_serial = parallel_and_serial(_gemv_conv, "gemv_conv")
