@@ -1,17 +1,22 @@
 """Compiled QLinearLRN: LRN across channels on 8-bit data, Q(LRN(DQ(x))) in one pass.
 
 A QDQ model runs the float LRN between a DequantizeLinear and a QuantizeLinear; this kernel reads
-the 8-bit codes and writes 8-bit codes, each value dequantised in float32 as DequantizeLinear
-does, the LRN computed in float64 on those values as edgecnn.ops.norm's reference computes it
-(squares summed over the channel window, x / (bias + alpha / size * sum) ** beta, the quotient
-rounded to float32), then quantised as QuantizeLinear does (float32 division by the scale, round
-half to even, zero point, saturation). It differs from the reference by one code only where the
-float LRN itself rounds differently (a quotient within float64 rounding of a half-way point).
+the 8-bit codes and writes 8-bit codes without the float tensors between. With d = code - x's zero
+point (exact in float32) the float graph's quotient by y's scale is
 
-Parallel over (image, band of pixels); within a band the window of squares runs down the channels
-as a running sum (the square entering the window added, the one leaving it taken off) in the same
-loop that writes the channel's codes, on unsigned offsets so that LLVM vectorises it. beta = 0.75
-(Caffe's, GoogLeNet's and AlexNet's) takes two square roots instead of pow.
+    d * xs / ys / (bias + alpha / size * xs**2 * (sum of d**2 over the channel window)) ** beta,
+
+and the window's sum of d**2 is an integer that float32 holds exactly (for sizes up to
+LARGEST_SIZE), kept as a running sum down the channels (the square entering the window added, the
+one leaving it taken off). The rest is float32 (pow in float64 where beta is not 0.75, Caffe's,
+GoogLeNet's and AlexNet's, which takes two square roots), rounded half to even, plus y's zero
+point, saturated. That is a few float32 roundings (below 1e-6 relative) from the reference's float
+LRN (float64 sums, quotient rounded to float32), so a code differs from the reference's, by one,
+only where the exact quotient lies that close to a half-way point: where float LRNs round
+differently (onnxruntime's float32 LRN differs from the reference in such places too).
+
+Parallel over (image, band of pixels); the loops run over a band on unsigned offsets, so that LLVM
+vectorises them.
 """
 
 from __future__ import annotations
@@ -28,33 +33,23 @@ from edgecnn.kernels.cpu.system.threads import call, is_small
 from edgecnn.ops.norm import LRNAttrs
 
 PIXEL_BAND = 512
-"""Pixels per task: the band's float64 running sums (4 KiB) stay in L1 while the channels pass."""
+"""Pixels per task: the band's window sums and factors (2 KiB each) stay in L1 while the channels
+pass."""
+LARGEST_SIZE = 256
+"""Window sizes up to this keep the window's sums of squared code differences (each at most 255**2)
+below 2**24, exact in float32."""
 
 
 @numba.njit(inline="always", cache=True)
-def _square(code: np.integer, zero: np.int32, scale: np.float32) -> np.float64:
-    """The square of the dequantised value, exact in float64."""
-    v = np.float64(np.float32(np.float32(np.int32(code) - zero) * scale))
-    return v * v
+def _centered(code: np.integer, zero: np.float32) -> np.float32:
+    """code - zero point, exact in float32 (16 lanes where int64 differences would give 8)."""
+    return np.float32(code) - zero
 
 
 @numba.njit(inline="always", cache=True)
-def _code(
-    x: np.ndarray,
-    k: np.uint64,
-    zero: np.int32,
-    scale: np.float32,
-    denominator: np.float64,
-    y_scale: np.float32,
-    y_zero: np.float32,
-    low: np.float32,
-    high: np.float32,
-) -> np.int32:
-    """The output code of x[k]: Q(fl32(DQ(x[k]) / denominator)), rounding half to even."""
-    v = np.float32(np.float32(np.int32(x[k]) - zero) * scale)
-    y = np.float32(np.float64(v) / denominator)
-    q = min(max(np.float32(y / y_scale), -ROUNDING_LIMIT), ROUNDING_LIMIT)
-    return np.int32(min(max(((q + ROUNDING) - ROUNDING) + y_zero, low), high))
+def _rounded(t: np.float32) -> np.float32:
+    """t rounded half to even (|t| <= ROUNDING_LIMIT): adding and subtracting 1.5 * 2**23."""
+    return (t + ROUNDING) - ROUNDING
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
@@ -67,45 +62,49 @@ def _band(
     width: int,
     params: np.ndarray,  # float64: x zero point, x scale, alpha / size, bias, beta, y scale, y zero, low, high
     size: int,
-    window: np.ndarray,  # float64 (>= width,) scratch
+    window: np.ndarray,  # float32 (>= width,) scratch
+    factors: np.ndarray,  # float32 (>= width,) scratch
 ) -> None:
-    """Codes of pixels [p0, p0 + width) of every channel of one image."""
-    zero, scale = np.int32(params[0]), np.float32(params[1])
-    alpha, bias, beta = params[2], params[3], params[4]
-    y_scale, y_zero = np.float32(params[5]), np.float32(params[6])
+    """Codes of pixels [p0, p0 + width) of every channel of one image: per channel, the window's
+    sums updated, each pixel's factor from its sum, then each code d times its factor, rounded."""
+    zero, scale = np.float32(params[0]), np.float32(params[1])
+    gain = np.float32(params[2] * np.float64(scale) * np.float64(scale))  # alpha / size * scale**2
+    bias, beta = np.float32(params[3]), params[4]
+    ratio, y_zero = np.float32(np.float64(scale) / params[5]), np.float32(params[6])  # x's scale / y's
     low, high = np.float32(params[7]), np.float32(params[8])
     before = (size - 1) // 2
     after = size - 1 - before
     n = np.uint64(width)
     for i in range(n):
-        window[i] = 0.0
+        window[i] = 0
     for c in range(min(after, channels)):  # channel 0's window: channels 0 .. after - 1, then c + after
         row = np.uint64(c * pixels + p0)
         for i in range(n):
-            window[i] += _square(x[row + i], zero, scale)
+            d = _centered(x[row + i], zero)
+            window[i] += d * d
     for c in range(channels):
         entering, leaving = c + after, c - before - 1
         # rows outside the image count with weight 0 (read from a row that exists)
-        gain = 1.0 if entering < channels else 0.0
-        loss = 1.0 if leaving >= 0 else 0.0
+        enter, leave = np.float32(entering < channels), np.float32(leaving >= 0)
         enter_row = np.uint64(min(entering, channels - 1) * pixels + p0)
         leave_row = np.uint64(max(leaving, 0) * pixels + p0)
         row = np.uint64(c * pixels + p0)
         for i in range(n):
-            window[i] += gain * _square(x[enter_row + i], zero, scale) - loss * _square(
-                x[leave_row + i], zero, scale
-            )
-        # two loops, not a test per element: LLVM would call pow in every lane and select
+            e = _centered(x[enter_row + i], zero)
+            g = _centered(x[leave_row + i], zero)
+            window[i] += enter * (e * e) - leave * (g * g)
+        # the factor taking (code - zero point) to the quotient by y's scale; a loop per case, not
+        # a test per element: LLVM would call pow in every lane and select
         if beta == 0.75:
             for i in range(n):
-                root = np.sqrt(bias + alpha * max(window[i], 0.0))  # the sum may dip below 0 by rounding
-                out[row + i] = _code(
-                    x, row + i, zero, scale, root * np.sqrt(root), y_scale, y_zero, low, high
-                )
+                root = np.sqrt(bias + gain * window[i])
+                factors[i] = ratio / (root * np.sqrt(root))
         else:
             for i in range(n):
-                denominator = (bias + alpha * max(window[i], 0.0)) ** beta
-                out[row + i] = _code(x, row + i, zero, scale, denominator, y_scale, y_zero, low, high)
+                factors[i] = np.float32(np.float64(ratio) / np.float64(bias + gain * window[i]) ** beta)
+        for i in range(n):
+            t = min(max(_centered(x[row + i], zero) * factors[i], -ROUNDING_LIMIT), ROUNDING_LIMIT)
+            out[row + i] = np.int32(min(max(_rounded(t) + y_zero, low), high))
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
@@ -123,8 +122,10 @@ def qlinear_lrn_into(
     for job in numba.prange(batch * bands):
         n, b = job // bands, job % bands
         p0 = b * band
-        window = np.empty(band, dtype=np.float64)
-        _band(x[n], out[n], channels, pixels, p0, min(p0 + band, pixels) - p0, params, size, window)
+        window = np.empty(band, dtype=np.float32)
+        factors = np.empty(band, dtype=np.float32)
+        width = min(p0 + band, pixels) - p0
+        _band(x[n], out[n], channels, pixels, p0, width, params, size, window, factors)
 
 
 def when_lrn(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
@@ -139,6 +140,7 @@ def when_lrn(node: Node, types: Sequence[TensorType | None], values: Sequence[np
         and y_zp is not None
         and y_zp.dtype == x.dtype
         and node.attrs.bias > 0  # no zero denominators
+        and node.attrs.size <= LARGEST_SIZE
     )
 
 
