@@ -23,7 +23,7 @@ PIXEL_BLOCK = 256
 """Pixels per task: the running sums of one block stay in L1 while the channels stream past."""
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _lrn_block(
     x: np.ndarray,  # (C, P) one image
     size: int,
@@ -56,14 +56,14 @@ def _lrn_block(
                 window[i] -= np.float64(row[i]) * row[i]
         source = x[c, p0:p1]
         dest = out[c, p0:p1]
-        for i in range(width):
-            base = bias + scale * max(window[i], 0.0)  # max: the running sum may dip below 0 by rounding
-            if beta == 0.75:
-                root = np.sqrt(base)
-                denominator = root * np.sqrt(root)
-            else:
-                denominator = base**beta
-            dest[i] = source[i] / denominator
+        # a loop per case, not a test per element: LLVM would call pow in every lane and select
+        if beta == 0.75:
+            for i in range(width):
+                root = np.sqrt(bias + scale * max(window[i], 0.0))  # the sum may dip below 0 by rounding
+                dest[i] = source[i] / (root * np.sqrt(root))
+        else:
+            for i in range(width):
+                dest[i] = source[i] / (bias + scale * max(window[i], 0.0)) ** beta
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
