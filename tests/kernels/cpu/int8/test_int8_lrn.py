@@ -58,7 +58,7 @@ def lrn_cases(draw: st.DrawFn) -> tuple[LRNAttrs, list[np.ndarray], int]:
     shape = (
         draw(st.integers(1, 2)),
         draw(st.integers(1, 9)),
-        draw(st.integers(1, 7)),
+        draw(st.integers(1, 24)),  # up to 960 pixels: several bands of the kernel
         draw(st.integers(1, 40)),
     )
     attrs = LRNAttrs(
