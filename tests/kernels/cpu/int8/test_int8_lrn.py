@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from edgecnn.errors import EdgeCNNError
+from edgecnn.kernels.cpu.int8.lrn import PIXEL_BAND, balanced_band
 from edgecnn.ops.norm import LRNAttrs
 from edgecnn.ops.quant import QuantizeAttrs, dequantize_linear, qlinear_lrn
 from edgecnn.testing import reference_run
@@ -181,3 +182,14 @@ def test_rejects_bad_input() -> None:
         )
     with pytest.raises(EdgeCNNError, match=r"8-bit type|share"):
         reference_run("QLinearLRN", GOOGLENET, [x, np.float32(0.1), np.uint8(0), np.float32(0.1), np.int8(0)])
+
+
+@pytest.mark.parametrize(
+    ("pixels", "images", "workers", "band"),
+    [(3136, 1, 2, 392), (3136, 1, 1, 448), (784, 1, 2, 392), (630, 2, 2, 315), (49, 1, 2, 25), (7, 3, 2, 4)],
+)
+def test_bands_split_evenly_over_the_workers(pixels: int, images: int, workers: int, band: int) -> None:
+    got = balanced_band(pixels, images, workers)
+    assert got == band and got <= PIXEL_BAND
+    tasks = images * -(-pixels // got)
+    assert tasks % workers == 0
