@@ -276,3 +276,21 @@ def test_zoo_googlenet_runs_its_lrns_on_8bit_data(tmp_path: Path) -> None:
     assert ops.count("MaxPool") == 13 and pools == {"int8_max_pool"}
     (expected,) = run_onnxruntime(qdq, {spec.name: x})
     np.testing.assert_array_equal(model.run({spec.name: x})[qdq.graph.output[0].name], expected)
+
+
+def test_quantize_stays_after_a_max_pool_whose_input_is_read_twice() -> None:
+    """The second LRN's float output also returned: it and its MaxPool stay float (as does the third)."""
+    proto = lrn_graph()
+    proto.graph.output.append(helper.make_tensor_value_info("n_f", TensorProto.FLOAT, None))
+    graph = graph_from_model_proto(proto, "qdq_lrn.onnx")
+    result = fold_qdq_ops(graph)
+    ops = [n.op for n in result.graph.nodes]
+    assert ops.count("QLinearLRN") == 1 and ops.count("LRN") == 2
+    assert not any("moved before" in change for change in result.changes)
+    pool = next(n for n in result.graph.nodes if n.op == "MaxPool")
+    assert pool.inputs == ["n_f"]
+    model = Model(graph, RuntimeOptions.resolve(threads=1))
+    x = np.random.default_rng(6).standard_normal(SHAPE).astype(np.float32)
+    got = model.run({"x": x})
+    for name, expected in zip(("y1", "y2", "o_f", "n_f"), run_onnxruntime(proto, {"x": x})):
+        np.testing.assert_allclose(got[name], expected, rtol=1e-6, atol=0, err_msg=name)
