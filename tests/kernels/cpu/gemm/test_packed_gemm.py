@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.conv import packed as conv_packed
 from edgecnn.kernels.cpu.conv.direct import DirectConv, fill_frame
+from edgecnn.kernels.cpu.conv.gemv import whole_window
+from edgecnn.kernels.cpu.conv.setup import conv_setup
 from edgecnn.kernels.cpu.gemm import packed_gemm
 from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS, ROWS, micro_kernel
 from edgecnn.kernels.cpu.gemm.packed_gemm import SCRATCH, pack_panels, pack_weights
@@ -187,7 +189,12 @@ def check_packed_conv(case: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> 
     )
     with packed_only:
         actual, kernel = fast_run(op, attrs, inputs, constants, case["threads"])
-    assert kernel == ("depthwise" if case["geometry"]["group"] == case["x_shape"][1] > 1 else "packed_gemm")
+    types = [TensorType("float32", x.shape), TensorType("float32", w.shape)]
+    setup = conv_setup(Node("Conv", "c", ["x", "w"], ["y"], plain), types)
+    assert setup is not None
+    # no tuning turns these two off
+    ahead = "depthwise" if setup.depthwise else "gemv" if whole_window(setup) else None
+    assert kernel == (ahead or "packed_gemm")
     expected = reference_run(op, attrs, inputs, constants)
     magnitude = conv(plain, np.abs(x), np.abs(w), None if b is None else np.abs(b)).max()
     assert_matches(actual, expected, magnitude)
