@@ -14,7 +14,6 @@ import argparse
 import importlib.util
 import subprocess
 import tempfile
-from collections import Counter
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -23,14 +22,10 @@ import numpy as np
 import onnx
 
 from common import machine_line, ort_options, time_steps
+from int8_graph_ab import census
 from int8_speed import CALIBRATION, cpu_interleaved, quantized
 
 PASS_FILE = "src/edgecnn/passes/fold_qdq_ops.py"
-
-
-def census(net: Any, feed: dict[str, np.ndarray]) -> str:
-    counts = Counter(f"{s.node.op}:{s.kernel.name}" for s in net.plan_for(feed).steps)
-    return ", ".join(f"{k} x{v}" for k, v in sorted(counts.items()))
 
 
 def earlier_pass(revision: str, folder: Path) -> Any:
