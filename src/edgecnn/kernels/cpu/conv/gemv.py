@@ -28,11 +28,11 @@ import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu.conv import steps as conv
 from edgecnn.kernels.cpu.conv.setup import ConvKernel, ConvSetup, conv_setup
 from edgecnn.kernels.cpu.gemm.epilogue import activate_in_place
 from edgecnn.kernels.cpu.gemm.microkernel import LANES
 from edgecnn.kernels.cpu.selection import register
-from edgecnn.kernels.cpu.system.common import constant_float32, single_output
 from edgecnn.kernels.cpu.system.threads import current_threads, small_conv, worker_share
 from edgecnn.kernels.cpu.system.twins import parallel_and_serial
 
@@ -48,12 +48,8 @@ def whole_window(setup: ConvSetup) -> bool:
 
 
 def when_gemv(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
-    """Constant float32 weights (and bias), and a window covering the whole input."""
-    if not (
-        single_output(node)
-        and constant_float32(node, values, 1)
-        and constant_float32(node, values, 2, optional=True)
-    ):
+    """A compiled convolution (constant float32 weights) whose window covers the whole input."""
+    if not conv.can_pack(node, types, values):
         return False
     setup = conv_setup(node, types)
     return setup is not None and whole_window(setup)
