@@ -6,7 +6,7 @@ Why: the GEMM kernels (conv/pointwise.py, conv/pixel_rows.py) put the map's pixe
 micro-kernel's blocks; with one pixel, 1 of its COLUMNS (or ROWS) lanes does work and the rest is
 packing and block edges, a fixed cost far above the few thousand multiply-adds of the layer.
 
-The weights are packed once, at plan time, as PANEL-channel panels with depth-major rows:
+The weights are packed once, at plan time, as PANEL-channel panels with depth-major rows,
 (panels, K, PANEL), the last panel's rows only as wide as its channels. A panel's step reads one
 contiguous row of weights per input value, four input values per step (four independent products
 summed before they meet the running sums), and the running sums of one panel stay in L1. The
@@ -14,10 +14,12 @@ loops always run PANEL lanes (a constant trip count: four vectors of the width n
 no remainder loop); on a narrow last panel the lanes past its width read the next rows (PANEL
 zeros end the array) and are never stored. The weights' bytes are what a layer costs when they
 come from memory, and a squeeze layer has few channels (EfficientNet-B0's 672 -> 28: rows padded
-to PANEL would double them). Nothing is packed per
-call: the input is read in place, its batch rows one after the other for each panel, so a panel's
-weights come from cache after the first row. Tasks are (panel, image) pairs, a contiguous run of
-them per thread; the layer stays on one thread below the GEMM grain (``small_conv``).
+to PANEL would more than double them).
+
+Nothing is packed per call: the input is read in place, its batch rows one after the other for
+each panel, so a panel's weights come from cache after the first row. Tasks are (panel, image)
+pairs, a contiguous run of them per thread; the layer stays on one thread below the GEMM grain
+(``small_conv``).
 """
 
 from __future__ import annotations
