@@ -33,6 +33,9 @@ SHAPE_DEPENDENT = (
     "tests/kernels/cpu/conv/test_conv.py",
     "tests/kernels/cpu/conv/test_pixel_rows.py",
     "tests/kernels/cpu/conv/test_direct_rows.py",
+    "tests/kernels/cpu/conv/test_gemv.py::test_matches_the_reference",
+    "tests/kernels/cpu/conv/test_gemv.py::test_every_activation_on_odd_channels",
+    "tests/kernels/cpu/conv/test_gemv.py::test_panels_hold_each_channel_depth_major",
 )
 
 pytestmark = pytest.mark.skipif(not WIDE, reason="numba compiles for AVX2 here: the suite runs its blocks")
