@@ -204,6 +204,26 @@ def test_quantize_kernel_matches_reference(dtype: str) -> None:
     np.testing.assert_array_equal(fast, reference_run("QuantizeLinear", QuantizeAttrs(), inputs, (1, 2)))
 
 
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+def test_quantize_kernel_saturates_over_several_chunks(dtype: str) -> None:
+    """An odd size spanning two parallel chunks and a ragged tail; values at and beyond the 8-bit
+    limits (infinities, float32 extremes, ties just inside and outside the range) saturate as the
+    reference does."""
+    rng = np.random.default_rng(6)
+    x = (rng.standard_normal((1, 3, 73, 77)) * 100).astype(np.float32)  # 16,863 values
+    extremes = [np.inf, -np.inf, 3.4e38, -3.4e38, 1e-45, -1e-45, 0.0, -0.0]
+    ties = np.arange(-130.5, 130.5, 1.0) * 0.5  # every half step across both 8-bit ranges
+    x.flat[: len(extremes)] = extremes
+    x.flat[-len(ties) :] = ties
+    inputs = [x, np.float32(0.5), np.array(np.iinfo(dtype).max, dtype=dtype)]  # an extreme zero point
+    fast, kernel = fast_run("QuantizeLinear", QuantizeAttrs(), inputs, (1, 2), 2)
+    assert kernel == "quantize_int8"
+    with np.errstate(over="ignore"):
+        expected = reference_run("QuantizeLinear", QuantizeAttrs(), inputs, (1, 2))
+    np.testing.assert_array_equal(fast, expected)
+    assert fast.min() == np.iinfo(dtype).min and fast.max() == np.iinfo(dtype).max
+
+
 def test_asymmetric_weights_fall_back_to_the_reference() -> None:
     rng = np.random.default_rng(5)
     inputs = [int8(rng, (1, 2, 5, 5)), np.float32(0.1), np.int8(0), int8(rng, (3, 2, 3, 3))]

@@ -32,6 +32,17 @@ def saturated(v: F32, zero_point: int, lo: int, hi: int) -> float:
     return min(max(q, np.float32(lo)), np.float32(hi))
 
 
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _quantize_span(
+    x: np.ndarray, s: np.float32, zero_point: int, lo: int, hi: int, out: np.ndarray, start: int, count: int
+) -> None:
+    """``count`` elements of quantize_into from ``start``: unsigned offsets and numpy's error model
+    (no zero-divisor branch) keep the loop free of checks, so it vectorises."""
+    first = np.uint64(start)
+    for i in range(np.uint64(count)):
+        out[first + i] = saturated(np.float32(x[first + i]) / s, zero_point, lo, hi)
+
+
 @numba.njit(parallel=True, cache=True, nogil=True)
 def quantize_into(x: np.ndarray, scale: float, zero_point: int, lo: int, hi: int, out: np.ndarray) -> None:
     """out = clamp(rint(x / scale) + zero_point, lo, hi) over flat arrays (QuantizeLinear)."""
@@ -39,8 +50,8 @@ def quantize_into(x: np.ndarray, scale: float, zero_point: int, lo: int, hi: int
     n = x.shape[0]
     chunk = 16384
     for block in numba.prange((n + chunk - 1) // chunk):
-        for i in range(block * chunk, min(n, block * chunk + chunk)):
-            out[i] = saturated(np.float32(np.float32(x[i]) / s), zero_point, lo, hi)
+        start = block * chunk
+        _quantize_span(x, s, zero_point, lo, hi, out, start, min(n, start + chunk) - start)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
