@@ -32,6 +32,7 @@ from edgecnn.kernels.cpu.int8.dot_kernel import (
     dot_u8s8,
     pairs_fit_int16,
 )
+from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning
 from edgecnn.model import Model
 from edgecnn.ops.quant import Int8ConvAttrs, QuantizeAttrs
 from edgecnn.runtime.options import RuntimeOptions
@@ -179,6 +180,35 @@ def test_unpadded_dot_conv_equals_reference(
     case: tuple[Int8ConvAttrs, list[Any], bool], threads: int
 ) -> None:
     check_dot_conv(case, threads)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(
+    ("in_channels", "out_channels", "stride", "hw"), [(8, 37, 1, (26, 30)), (16, 40, 2, (29, 31))]
+)
+def test_layers_split_over_threads_equal_reference(
+    in_channels: int, out_channels: int, stride: int, hw: tuple[int, int], threads: int
+) -> None:
+    """Layers too large for one thread's share (the hypothesis cases are): tiles of uneven block
+    counts and panel chunks of uneven sizes, shared by the threads, cover every output once."""
+    rng = np.random.default_rng(in_channels)
+    w_shape = (out_channels, in_channels, 3, 3)
+    attrs = Int8ConvAttrs(kernel_shape=(3, 3), strides=(stride, stride), pads=(1, 1, 1, 1), activation="relu")
+    inputs = [
+        extreme(rng, (1, in_channels, *hw), "uint8"),
+        np.float32(0.02),
+        np.array(3, np.uint8),
+        extreme(rng, w_shape, "int8"),
+        rng.uniform(1e-3, 2e-2, out_channels).astype(np.float32),
+        np.zeros(out_channels, np.int8),
+        np.float32(4.0),
+        np.uint8(128),
+        rng.integers(-(2**20), 2**20, out_channels).astype(np.int32),
+    ]
+    fast, kernel = fast_run("Int8Conv", attrs, inputs, CONSTANTS, threads)
+    assert kernel == "int8_dot_conv"
+    assert fast.size * in_channels * 9 >= active_cpu_tuning().gemm_grain  # not run on one thread
+    np.testing.assert_array_equal(fast, reference_run("Int8Conv", attrs, inputs, CONSTANTS))
 
 
 def check_dot_conv(case: tuple[Int8ConvAttrs, list[Any], bool], threads: int) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
@@ -76,6 +77,7 @@ class Int8DotConvKernel(Int8ConvKernel):
         slack = units[units.size - self.slack :]
         sh, sw, pad_top, pad_left = self.geometry[2:6]
         channels = out.shape[1]
+        threads = 1 if self.small else numba.get_num_threads()
         for n in range(q.shape[0]):
             call(
                 pack_image, self.small, q[n], sh, sw, pad_top, pad_left, self.phases, self.x_zp,
@@ -84,7 +86,7 @@ class Int8DotConvKernel(Int8ConvKernel):
             call(
                 gemm_dot, self.small, self.packed, self.groups, self.bytes_mode, flat, self.rows,
                 self.plane[1], self.out_hw[1], self.bias, self.multiplier, *self.epilogue_args(),
-                out[n].reshape(channels, -1),
+                out[n].reshape(channels, -1), threads,
             )  # fmt: skip
 
 

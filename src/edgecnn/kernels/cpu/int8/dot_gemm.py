@@ -27,13 +27,26 @@ import numpy as np
 
 from edgecnn.kernels.cpu.gemm.epilogue import activate
 from edgecnn.kernels.cpu.int8.dot_kernel import COLUMNS, LANES, ROWS, UNIT_U8S8, VECTORS, dot_s16, dot_u8s8
-from edgecnn.kernels.cpu.int8.loops import ROUNDING_LIMIT, requantized, saturated
+from edgecnn.kernels.cpu.int8.loops import ROUNDING, ROUNDING_LIMIT, requantized
 
-TILE = 4 * COLUMNS
-"""Pixels per tile: the int32 block (ROWS x TILE) the epilogue reads back stays in L1."""
+TILE_BLOCKS = 4
+TILE = TILE_BLOCKS * COLUMNS
+"""Pixels per tile at most: the int32 block (ROWS x TILE) the epilogue reads back stays in L1."""
 
 MIN_TASKS = 16
 """Tasks a GEMM is cut into at least (panels shared out where the map has few tiles)."""
+
+
+@numba.njit(inline="always", cache=True)
+def _share(count: int, parts: int, part: int) -> tuple[int, int]:
+    """The ``part``-th of ``parts`` near-equal runs of ``count`` items: (start, end)."""
+    return part * count // parts, (part + 1) * count // parts
+
+
+@numba.njit(inline="always", cache=True)
+def _whole(count: int, multiple: int, cap: int) -> int:
+    """``count`` rounded up to a multiple of ``multiple``, at most ``cap``."""
+    return min(cap, (count + multiple - 1) // multiple * multiple)
 
 
 def groups_of(depth: int, unit: int) -> int:
@@ -277,6 +290,7 @@ def gemm_dot(
     low: float,
     high: float,
     out: np.ndarray,  # (M, OH*OW): 8-bit, or float32 if float_output
+    threads: int,  # the threads the call runs on
 ) -> None:
     """out = requantise(W @ columns + bias), tile by tile: each task TILE virtual pixels by a run of
     panels of ROWS channels (all of them where the map has tiles enough to share between threads),
@@ -285,13 +299,18 @@ def gemm_dot(
     out_h = out.shape[1] // out_w
     virtual = out_h * row_pixels
     panels = (channels + ROWS - 1) // ROWS
-    tiles = (virtual + TILE - 1) // TILE
+    blocks = (virtual + COLUMNS - 1) // COLUMNS
+    # prange gives each thread one contiguous run of tasks: tiles and panel chunks in counts that
+    # the threads share evenly, blocks and panels spread evenly over them, chunk-major
+    tiles = _whole((blocks + TILE_BLOCKS - 1) // TILE_BLOCKS, threads, blocks)
     chunks = max(1, min(panels, (MIN_TASKS + tiles - 1) // tiles))
-    per_chunk = (panels + chunks - 1) // chunks
+    if chunks > 1:
+        chunks = _whole(chunks, threads, panels)
     act = (alpha, low, high)
     for task in numba.prange(tiles * chunks):
-        q0 = (task // chunks) * TILE
-        q1 = min(q0 + TILE, virtual)
+        b0, b1 = _share(blocks, tiles, task % tiles)
+        q0 = b0 * COLUMNS
+        q1 = min(b1 * COLUMNS, virtual)
         # the tile's runs of stored pixels (one per output row; virtual pixels past out_w dropped)
         runs = np.empty((3, TILE + 1), dtype=np.int64)  # start in the tile, length, output index
         count = 0
@@ -305,8 +324,8 @@ def gemm_dot(
                 count += 1
             q += run
         block = np.empty(ROWS * TILE, dtype=np.int32)
-        first = (task % chunks) * per_chunk
-        for panel in range(first, min(panels, first + per_chunk)):
+        first, last = _share(panels, chunks, task // tiles)
+        for panel in range(first, last):
             a_off = panel * groups * ROWS
             for j in range(q0, q1, COLUMNS):
                 b_off = 4 * j
@@ -342,7 +361,9 @@ def finish_panel(
     saturation, stored run by run."""
     alpha, low, high = act
     channels = out.shape[0]
+    # none or ReLU: requantized's steps without a branch, its clamps merged (floor >= -LIMIT)
     floor = np.float32(0.0) if kind == 1 else -ROUNDING_LIMIT
+    zp, least, most = np.float32(zero_point), np.float32(lo), np.float32(hi)
     for r in range(min(ROWS, channels - panel * ROWS)):
         m = panel * ROWS + r
         b = bias[m]
@@ -350,17 +371,18 @@ def finish_panel(
         target = out[m]
         for i in range(count):
             at, stored, to = r * TILE + runs[0, i], runs[1, i], runs[2, i]
-            # slices, not offset indices: indices the compiler knows are >= 0 let the loops vectorise
+            # slices, not offset indices: indices the compiler knows are >= 0 let the loops vectorise;
+            # the bias added in int32, as the sums are kept (int64 sums convert at half the width)
             sums = block[at : at + stored]
             dest = target[to : to + stored]
             if float_output:
                 for p in range(stored):
-                    v = np.float32(np.float32(sums[p] + b) * scale)
+                    v = np.float32(np.float32(np.int32(sums[p] + b)) * scale)
                     dest[p] = activate(v, kind, alpha, low, high)
-            elif kind <= 1:  # none or ReLU: requantized's steps without a branch
+            elif kind <= 1:
                 for p in range(stored):
-                    v = max(np.float32(np.float32(sums[p] + b) * scale), floor)
-                    dest[p] = saturated(v, zero_point, lo, hi)
+                    v = min(max(np.float32(np.int32(sums[p] + b)) * scale, floor), ROUNDING_LIMIT)
+                    dest[p] = min(max(((v + ROUNDING) - ROUNDING) + zp, least), most)
             else:
                 for p in range(stored):
                     dest[p] = requantized(sums[p] + b, scale, y_scale, zero_point, lo, hi, kind, act)
