@@ -45,6 +45,21 @@ def test_gelu_matches_reference(
     assert_matches(actual, expected, magnitude=np.abs(x))
 
 
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_extremes_match_reference(approximate: str) -> None:
+    """Infinities, float32's limits, denormals, zeros and the range where exp(-x^2) underflows
+    (the vectorised exponential's cut-off) give the reference's values."""
+    limits = [np.inf, -np.inf, 3.4e38, -3.4e38, 1e-45, -1e-45, 0.0, -0.0, 1e-20, -1e-20]
+    x = np.concatenate([np.asarray(limits, np.float32), np.linspace(-14, 14, 281, dtype=np.float32)])
+    attrs = GeluAttrs(approximate)
+    with np.errstate(invalid="ignore", over="ignore"):
+        actual, kernel = fast_run("Gelu", attrs, [x], (), 1)
+        expected = reference_run("Gelu", attrs, [x], ())
+    assert kernel == "gelu"
+    np.testing.assert_array_equal(np.isnan(actual), np.isnan(expected))
+    assert_matches(actual, expected, magnitude=np.abs(x))
+
+
 CONSTANTS = {
     "root2": np.array(math.sqrt(2.0), np.float32),
     "root_half": np.array(math.sqrt(0.5), np.float32),
