@@ -1,6 +1,7 @@
 """The direct int8 depthwise kernel (kernels/cpu/int8/depthwise.py): exact against the reference op
-over sizes, strides, dilations, padding, zero points and the 8-bit extremes; the layers it declines;
-a QDQ depthwise layer bit-exact with onnxruntime; every depthwise layer of an int8 MobileNetV2."""
+over sizes, strides, dilations, padding, zero points and the 8-bit extremes, in both of its layouts
+(plane by plane, and channels-last for small planes); the layers it declines; a QDQ depthwise layer
+bit-exact with onnxruntime; every depthwise layer of an int8 MobileNetV2."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from onnx import TensorProto, helper, numpy_helper
 import edgecnn
 from edgecnn.bench.zoo import model_path
 from edgecnn.importers.onnx.reader import graph_from_model_proto
+from edgecnn.ir.graph import Graph, Node, TensorSpec
+from edgecnn.kernels.cpu.int8.depthwise import Int8DepthwiseKernel
+from edgecnn.kernels.cpu.system.threads import cpu_threads
 from edgecnn.model import Model
 from edgecnn.ops.quant import Int8ConvAttrs
 from edgecnn.runtime.options import RuntimeOptions
@@ -104,6 +108,69 @@ def test_float_input_is_quantised_on_the_way_in() -> None:
     fast, kernel = fast_run("Int8Conv", attrs, inputs, CONSTANTS, 2)
     assert kernel == "int8_depthwise"
     np.testing.assert_array_equal(fast, reference_run("Int8Conv", attrs, inputs, CONSTANTS))
+
+
+def planned_kernel(attrs: Int8ConvAttrs, inputs: list[Any]) -> tuple[Int8DepthwiseKernel, np.ndarray]:
+    """The Int8DepthwiseKernel planned for the Int8Conv node of ``inputs`` (constants as in
+    CONSTANTS), and the reference op's output."""
+    names = ["" if v is None else f"in{i}" for i, v in enumerate(inputs)]
+    x = inputs[0]
+    graph = Graph(
+        [TensorSpec("in0", str(x.dtype), tuple(x.shape))],
+        ["out"],
+        [Node("Int8Conv", "node", names, ["out"], attrs)],
+        {names[i]: np.asarray(inputs[i]) for i in CONSTANTS if inputs[i] is not None},
+        name="Int8Conv",
+    )
+    model = Model(graph, RuntimeOptions.resolve(threads=2, device="cpu", optimize=False))
+    plan = model.plan_for({"in0": x})
+    (step,) = plan.steps
+    types = [plan.types.get(i) if i else None for i in step.node.inputs]
+    values = [plan.constants.get(i) if i else None for i in step.node.inputs]
+    return Int8DepthwiseKernel(step.node, types, values), reference_run("Int8Conv", attrs, inputs, CONSTANTS)
+
+
+@pytest.mark.parametrize(
+    ("channels", "size", "kernel", "strides", "x_dtype", "channels_last"),
+    [
+        (37, (9, 11), (3, 3), (2, 2), "uint8", True),  # a partial block of channels, stride 2
+        (35, (7, 7), (5, 5), (1, 1), "int8", True),
+        (3, (13, 10), (3, 3), (1, 3), "uint8", True),  # fewer channels than one block
+        (3, (40, 41), (3, 3), (1, 1), "int8", False),
+        (2, (47, 50), (5, 5), (2, 2), "uint8", False),
+    ],
+)
+def test_both_layouts_are_exact_at_the_extremes(
+    channels: int,
+    size: tuple[int, int],
+    kernel: tuple[int, int],
+    strides: tuple[int, int],
+    x_dtype: str,
+    channels_last: bool,
+) -> None:
+    """Small planes run channels-last (``lanes`` > 0), larger ones plane by plane: both equal the
+    reference with the data, weights and zero points at their 8-bit ends, odd sizes and
+    channel counts that leave a partial block, padding on every side, at 2 threads."""
+    rng = np.random.default_rng(channels)
+    info = np.iinfo(x_dtype)
+    attrs = Int8ConvAttrs(kernel_shape=kernel, strides=strides, pads=(2, 1, 0, 2), group=channels)
+    inputs = [
+        extreme(rng, (2, channels, *size), x_dtype),
+        np.float32(0.02),
+        np.array(info.max if x_dtype == "uint8" else info.min, x_dtype),
+        extreme(rng, (channels, 1, *kernel), "int8"),
+        rng.uniform(1e-3, 2e-2, channels).astype(np.float32),
+        np.zeros(channels, np.int8),
+        np.float32(0.5),
+        np.array(info.min, x_dtype),
+        rng.integers(-(2**20), 2**20, channels).astype(np.int32),
+    ]
+    step, expected = planned_kernel(attrs, inputs)
+    assert bool(step.lanes) == channels_last
+    out = np.empty(step.out_shape, step.out_dtype)
+    with cpu_threads(2):
+        step.run_into(out, inputs[0])
+    np.testing.assert_array_equal(out, expected)
 
 
 @pytest.mark.parametrize(("channels", "outputs", "group"), [(4, 4, 2), (2, 4, 2)])

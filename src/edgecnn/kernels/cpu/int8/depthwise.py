@@ -13,6 +13,11 @@ its branches on the activation kind would leave that loop scalar.
 The buffers hold int16 (x - zx); each tap is widened to int32 and multiplied by the tap's weight,
 summed in int32, vectorised across the output row (vpmulld on sign-extended words; LLVM picks
 vpmaddwd or, with VNNI, vpdpwssd where its cost model prefers them). Padding reads 0, the real zero.
+
+Small planes (7x7, 14x14) leave that loop few vectors per plane and the per-plane work (buffer
+fill, epilogue calls on rows shorter than a vector) dominating; they run channels-last instead
+(``depthwise_int8_lanes``): a block of channels shares the vector lanes, as in NHWC depthwise
+kernels, so every tap is one multiply-add over the block whatever the plane's size or stride.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.gemm.epilogue import activate
+from edgecnn.kernels.cpu.gemm.microkernel import LANES
 from edgecnn.kernels.cpu.int8.loops import requantized
 from edgecnn.kernels.cpu.int8.steps import Int8ConvKernel, W, byte_scratch, when_conv
 from edgecnn.kernels.cpu.selection import register
@@ -33,6 +39,14 @@ from edgecnn.kernels.registry import StepFn
 
 BAND_BYTES = 16384
 """Most bytes of one task's row buffer (a band of rows stays in the L1 cache while its taps run)."""
+
+CHANNEL_LANES = 2 * LANES
+"""Channels per task of ``depthwise_int8_lanes``: two int32 vectors (their int16 buffer, one 64-byte
+line per pixel on AVX-512)."""
+
+SMALL_PLANE = 16 * LANES
+"""Output pixels per plane below which a layer runs channels-last (``depthwise_int8_lanes``): the
+plane-by-plane loop's runs are then too few vectors long to pay for its per-plane work."""
 
 TASKS_PER_THREAD = 4
 """Bands per thread an image's planes are cut into at least, so the threads share the work evenly."""
@@ -251,10 +265,155 @@ def depthwise_int8(
                 )
 
 
+@numba.njit(parallel=True, cache=True, nogil=True)
+def depthwise_int8_lanes(
+    x: np.ndarray,  # (N, C, H, W) 8-bit
+    taps: np.ndarray,  # (blocks, KH * KW, lanes) int32, 0 past the last channel
+    bias: np.ndarray,  # (C,) int32, no zero-point correction
+    multiplier: np.ndarray,  # (C,) float32
+    kernel_h: int,
+    kernel_w: int,
+    stride_h: int,
+    stride_w: int,
+    pad_top: int,
+    pad_left: int,
+    dilation_h: int,
+    dilation_w: int,
+    x_zero_point: int,
+    y_scale: float,
+    zero_point: int,
+    lo: int,
+    hi: int,
+    float_output: bool,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    band_rows: int,
+    out_w: int,
+    workers: int,
+    out: np.ndarray,  # (N, C, OH * OW): 8-bit, or float32 if float_output
+) -> None:
+    """Channels in the vector lanes, for small planes: tasks of (image, block of ``lanes``
+    channels, band of output rows), one contiguous share per worker.
+
+    The band's input rows of the block are copied channels-last into the worker's buffer (each
+    pixel's ``lanes`` channels side by side, x - zx; padding and channels past the last 0), the
+    columns dealt into stride phases as ``fill_band`` does, so that one tap over a whole output row
+    is one contiguous run of out_w * lanes values whatever the plane's width; the tap weights are
+    tiled to that length once per task. The copy reads each pixel's channels (one byte per plane)
+    and writes them side by side: that order costs less than writing one plane's pixels ``lanes``
+    apart. The sums then go back channel by channel, bias added, each channel's band of output
+    rows one contiguous run through the epilogue."""
+    batch, channels, height, width = x.shape
+    blocks, count_taps, lanes = taps.shape
+    out_h = out.shape[2] // out_w
+    bands = (out_h + band_rows - 1) // band_rows
+    phase_w = out_w + ((kernel_w - 1) * dilation_w) // stride_w
+    span = stride_w * phase_w
+    most_rows = (band_rows - 1) * stride_h + (kernel_h - 1) * dilation_h + 1
+    x0 = max(0, -pad_left)
+    x1 = min(width, span - pad_left)
+    zp = np.int16(x_zero_point)
+    run = out_w * lanes
+    starts = np.empty(stride_w, dtype=np.int64)  # per column phase: first input column,
+    lengths = np.empty(stride_w, dtype=np.int64)  # columns of the plane in the phase,
+    heads = np.empty(stride_w, dtype=np.int64)  # and where the first goes in a buffer row
+    for phase in range(stride_w):
+        col = x0 + pad_left  # the phase's first padded column at or after the plane's start
+        col += (phase - col % stride_w) % stride_w
+        starts[phase] = col - pad_left
+        lengths[phase] = max(0, (x1 + pad_left - col + stride_w - 1) // stride_w)
+        heads[phase] = phase * phase_w + col // stride_w
+    tasks = batch * blocks * bands
+    act = (alpha, low, high)
+    for worker in numba.prange(workers):
+        first, end = worker_share(worker, workers, tasks)
+        flat = np.empty(most_rows * span * lanes, dtype=np.int16)
+        acc = np.empty(band_rows * run, dtype=np.int32)
+        tiles = np.empty((count_taps, run), dtype=np.int32)
+        column = np.empty(band_rows * out_w, dtype=np.int32)
+        for task in range(first, end):
+            n = task // (blocks * bands)
+            block = (task // bands) % blocks
+            oy0 = (task % bands) * band_rows
+            count = min(out_h, oy0 + band_rows) - oy0
+            rows = (count - 1) * stride_h + (kernel_h - 1) * dilation_h + 1
+            c0 = block * lanes
+            cb = min(lanes, channels - c0)
+            flat[: rows * span * lanes] = 0
+            top = oy0 * stride_h - pad_top
+            for r in range(max(0, -top), min(rows, height - top)):
+                for phase in range(stride_w):
+                    start, length, at = starts[phase], lengths[phase], (r * span + heads[phase]) * lanes
+                    for i in range(length):
+                        source = x[n, c0:, top + r, start + i * stride_w]
+                        dest = flat[at + i * lanes :]
+                        for j in range(cb):
+                            dest[j] = np.int16(source[j]) - zp
+            for t in range(count_taps):
+                for ox in range(out_w):
+                    tiles[t, ox * lanes : (ox + 1) * lanes] = taps[block, t]
+            for r in range(count):
+                sums = acc[r * run : (r + 1) * run]
+                at = r * stride_h * span
+                if kernel_h == 3 and kernel_w == 3:
+                    s0 = tap_start(0, stride_w, phase_w) * lanes
+                    s1 = tap_start(dilation_w, stride_w, phase_w) * lanes
+                    s2 = tap_start(2 * dilation_w, stride_w, phase_w) * lanes
+                    d0, d1, d2 = (
+                        at * lanes,
+                        (at + dilation_h * span) * lanes,
+                        (at + 2 * dilation_h * span) * lanes,
+                    )
+                    a0, a1, a2 = flat[d0 + s0 :], flat[d0 + s1 :], flat[d0 + s2 :]
+                    b0, b1, b2 = flat[d1 + s0 :], flat[d1 + s1 :], flat[d1 + s2 :]
+                    g0, g1, g2 = flat[d2 + s0 :], flat[d2 + s1 :], flat[d2 + s2 :]
+                    w0, w1, w2 = tiles[0], tiles[1], tiles[2]
+                    w3, w4, w5 = tiles[3], tiles[4], tiles[5]
+                    w6, w7, w8 = tiles[6], tiles[7], tiles[8]
+                    for q in range(run):
+                        sums[q] = (
+                            np.int32(a0[q]) * w0[q] + np.int32(a1[q]) * w1[q] + np.int32(a2[q]) * w2[q]
+                            + np.int32(b0[q]) * w3[q] + np.int32(b1[q]) * w4[q] + np.int32(b2[q]) * w5[q]
+                            + np.int32(g0[q]) * w6[q] + np.int32(g1[q]) * w7[q] + np.int32(g2[q]) * w8[q]
+                        )  # fmt: skip
+                else:
+                    sums[:] = 0
+                    for ki in range(kernel_h):
+                        for kj in range(kernel_w):
+                            weight = tiles[ki * kernel_w + kj]
+                            offset = (
+                                at + ki * dilation_h * span + tap_start(kj * dilation_w, stride_w, phase_w)
+                            )
+                            line = flat[offset * lanes :]
+                            for q in range(run):
+                                sums[q] += np.int32(line[q]) * weight[q]
+            pixels = count * out_w
+            for j in range(cb):
+                c = c0 + j
+                b = bias[c]
+                for p in range(pixels):
+                    column[p] = acc[p * lanes + j] + b
+                finish_row(
+                    column[:pixels],
+                    multiplier[c],
+                    y_scale,
+                    zero_point,
+                    lo,
+                    hi,
+                    float_output,
+                    kind,
+                    act,
+                    out[n, c, oy0 * out_w : oy0 * out_w + pixels],
+                )
+
+
 class Int8DepthwiseKernel(Int8ConvKernel):
-    """Int8ConvKernel's layer with one filter per channel, run by ``depthwise_int8``: the weights
-    as int16 taps per channel, the bias without the zero-point correction (the buffers hold
-    x - zx)."""
+    """Int8ConvKernel's layer with one filter per channel, run by ``depthwise_int8`` (the weights
+    as int16 taps per channel) or, for planes of at most SMALL_PLANE outputs, by
+    ``depthwise_int8_lanes`` (``lanes`` > 0; the weights as int32 blocks of ``lanes`` channels per
+    tap); the bias without the zero-point correction (the buffers hold x - zx)."""
 
     def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
         super().__init__(node, types, values)
@@ -274,11 +433,40 @@ class Int8DepthwiseKernel(Int8ConvKernel):
         self.band_rows = max(1, min(out_h, fit, -(-out_h // bands)))
         macs = self.out_shape[0] * channels * out_h * out_w * kh * kw
         self.small = macs < active_cpu_tuning().conv_gemm_grain
+        self.lanes = CHANNEL_LANES if out_h * out_w <= SMALL_PLANE else 0
+        if self.lanes:
+            # buffer rows (int16), sums (int32) and tiled weights (int32) within two BAND_BYTES
+            per_row = (span * 2 * sh + out_w * 4) * self.lanes
+            fixed = (((kh - 1) * dh + 1) * span * 2 + kh * kw * out_w * 4) * self.lanes
+            fit = max(1, (2 * BAND_BYTES - fixed) // per_row + 1)
+            blocks = -(-channels // self.lanes)
+            bands = -(-threads * TASKS_PER_THREAD // (self.out_shape[0] * blocks))
+            self.band_rows = max(1, min(out_h, fit, -(-out_h // bands)))
+            taps = np.zeros((blocks * self.lanes, kh * kw), np.int32)
+            taps[:channels] = self.taps
+            self.block_taps = np.ascontiguousarray(taps.reshape(blocks, self.lanes, -1).transpose(0, 2, 1))
 
     def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
         """Writes into ``out`` (C-contiguous, the planned shape and type); float input is quantised
         into scratch first."""
         q = self.quantized_input(x, byte_scratch(self.input_bytes(x)))
+        if self.lanes:
+            call(
+                depthwise_int8_lanes,
+                self.small,
+                q,
+                self.block_taps,
+                self.bias,
+                self.multiplier,
+                *self.geometry,
+                self.x_zp,
+                *self.epilogue_args(),
+                self.band_rows,
+                self.out_hw[1],
+                1 if self.small else current_threads(),
+                out.reshape(out.shape[0], out.shape[1], -1),
+            )
+            return
         call(
             depthwise_int8,
             self.small,
