@@ -52,6 +52,27 @@ def test_layer_norm_matches_reference(
     assert_matches(actual, reference_run("LayerNormalization", attrs, inputs, constants))
 
 
+def test_layer_norm_rows_of_odd_length_and_extremes() -> None:
+    """Rows longer than a vector with an odd tail (the reordered float64 sums), a constant row
+    (zero variance: epsilon alone), a row with a NaN, one with an infinity and one with values of
+    1e30 give the reference's values, NaN where it has NaN."""
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((6, 77)) * 3 + 1000).astype(np.float32)
+    x[1] = 7.0
+    x[2, 40] = np.nan
+    x[3, 5] = np.inf
+    x[4] *= np.float32(1e27)
+    inputs = [x, rng.standard_normal(77).astype(np.float32), rng.standard_normal(77).astype(np.float32)]
+    attrs = LayerNormalizationAttrs(axis=-1, epsilon=1e-6)
+    with np.errstate(invalid="ignore", over="ignore"):
+        actual, kernel = fast_run("LayerNormalization", attrs, inputs, (1, 2), 1)
+        expected = reference_run("LayerNormalization", attrs, inputs, (1, 2))
+    assert kernel == "layer_norm"
+    np.testing.assert_array_equal(np.isnan(actual), np.isnan(expected))
+    finite = ~np.isnan(expected)
+    assert_matches(actual[finite], expected[finite])
+
+
 def test_mean_output_stays_on_the_reference() -> None:
     x = np.random.default_rng(0).standard_normal((2, 5, 7)).astype(np.float32)
     scale = np.ones(7, np.float32)

@@ -2,7 +2,8 @@
 channels-last map) instead of the reference's float64 copies and reductions over the whole tensor.
 
 The tensor is viewed as (rows, n) with n the product of the dimensions from ``axis`` on; each row's
-mean and variance are accumulated in float64, as the reference computes them, and the constant
+mean and variance are accumulated in float64, as the reference computes them (in vector lanes: the
+order of the additions differs from numpy's, far below float32's resolution), and the constant
 scale and bias are broadcast to n values once, when the plan is built. Only the first output (Y)
 is accepted: a node that also names Mean or InvStdDev runs on the reference.
 """
@@ -21,6 +22,10 @@ from edgecnn.kernels.cpu.system.common import constant_float32, is_float32, shap
 from edgecnn.kernels.cpu.system.threads import current_threads, is_small, worker_share
 from edgecnn.ops.common import normalize_axis
 from edgecnn.ops.norm import LayerNormalizationAttrs
+
+REASSOCIATE = {"reassoc"}
+"""The row sums may be reordered, so they run as vector partial sums instead of one float64 add
+after another; no other fast-math licence (NaN and the infinities keep their meaning)."""
 
 
 @numba.njit(inline="always", cache=True)
@@ -42,7 +47,7 @@ def _normalize_rows(
             out[r, i] = np.float32((np.float64(x[r, i]) - mean) * inv_std * scale[i] + bias[i])
 
 
-@numba.njit(parallel=True, nogil=True, cache=True)
+@numba.njit(parallel=True, nogil=True, cache=True, fastmath=REASSOCIATE)
 def layer_norm_rows(
     x: np.ndarray, scale: np.ndarray, bias: np.ndarray, epsilon: float, out: np.ndarray, workers: int
 ) -> None:
@@ -52,7 +57,7 @@ def layer_norm_rows(
         _normalize_rows(x, scale, bias, epsilon, out, first, end)
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, fastmath=REASSOCIATE)
 def layer_norm_rows_serial(
     x: np.ndarray, scale: np.ndarray, bias: np.ndarray, epsilon: float, out: np.ndarray
 ) -> None:
