@@ -4,8 +4,8 @@ The model (edgecnn.bench.zoo, seeded weights) is quantised as lab/int8_speed.py 
 per-channel s8 weights, u8 activations); edgecnn plans it (fold_qdq: QLinearConv layers). For each
 layer on the dot-product kernel (int8_dot_conv), with the layer's own input from a run of the model:
 
-- edgecnn: the kernel's ``run_into`` alone, split into the activation layout (pack_image, or
-  im2col_units for other strides) and the GEMM with its epilogue (gemm_dot);
+- edgecnn: the kernel's ``run_into`` alone, split into the activation layout (pack_image, every
+  stride) and the GEMM with its epilogue (gemm_dot);
 - onnxruntime: a one-node QLinearConv model with the same weights, scales, zero points and bias
   (a float-output layer gets y_scale 1, y_zero_point 0: the same GEMM, an 8-bit store).
 
