@@ -4,8 +4,9 @@ MobileNetV2 from the zoo (seeded weights) is quantised as lab/int8_speed.py does
 QDQ, per-channel s8 weights, u8 activations); then at 1 thread, by process CPU time, interleaved
 (one call of each per round, medians):
 
-- per depthwise layer of the int8 plan: int8_depthwise and int8_im2col_gemm built from the same
-  planned node (outputs compared), and onnxruntime running that one QLinearConv node alone;
+- per depthwise layer of the int8 plan: int8_depthwise (its layout: "planes" plane by plane,
+  "lanes" channels-last) and int8_im2col_gemm built from the same planned node (outputs
+  compared), and onnxruntime running that one QLinearConv node alone;
 - the whole model: edgecnn float32, edgecnn int8, onnxruntime int8; edgecnn int8 with the old
   depthwise kernel is estimated as the int8 run plus the per-layer differences.
 
@@ -134,10 +135,12 @@ def main() -> None:
             data = inputs[node.inputs[0]]
             a, b = np.empty(new.out_shape, new.out_dtype), np.empty(new.out_shape, new.out_dtype)
             session = single_node_session(node, values, data)
+            # "new" and "before" run one after the other, each after a kernel that read the same
+            # input (after "old", whose buffers evict the caches, "new" measured ~20% slow)
             timers = {
                 "old": partial(old.run_into, a, data),
-                "new": partial(new.run_into, b, data),
                 "ort": partial(session.run, None, {"x": data}),
+                "new": partial(new.run_into, b, data),
             }
             c = np.empty(new.out_shape, new.out_dtype)
             if before_kernel is not None:
@@ -158,6 +161,7 @@ def main() -> None:
             assert w is not None
             print(
                 f"  {node.name:34s} {tuple(data.shape[1:])!s:16s} s{new.geometry[2]} "
+                f"{'lanes' if new.lanes else 'planes':6s} "
                 f"old {ms['old']:7.3f}  new {ms['new']:7.3f}  ort {ms['ort']:7.3f} ms "
                 f"({ms['old'] / ms['new']:5.1f}x old, {ms['new'] / ms['ort']:4.2f}x ort; equal ort {equal})"
                 + (f"  before {ms['before']:7.3f} ms" if before_kernel is not None else "")
