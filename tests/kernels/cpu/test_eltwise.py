@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgecnn.kernels.cpu import eltwise
+from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu import cpu_threads, eltwise
 from edgecnn.ops.activation import LeakyReluAttrs
 from edgecnn.ops.registry import NoAttrs
 from edgecnn.testing import assert_matches, reference_run
@@ -73,3 +74,31 @@ def test_small_tensors_and_runtime_bounds_stay_on_the_reference() -> None:
     big = np.ones((64, 128), np.float32)
     bound = np.array(0.5, np.float32)
     assert fast_run("Clip", NoAttrs(), [big, bound], (), 1)[1] == "reference"  # bound is an input
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    case=st.sampled_from(CASES),
+    size=st.integers(1, 40),
+    threads=st.sampled_from([1, 2]),
+    seed=st.integers(0, 2**16),
+)
+def test_in_place_matches_reference(case: tuple[str, Any, int], size: int, threads: int, seed: int) -> None:
+    """out = x, as plans run it when x is not read again: its own loop (activate_in_place)."""
+    op, attrs, count = case
+    x = (np.random.default_rng(seed).standard_normal((3, size)) * 8).astype(np.float32)
+    x.reshape(-1)[::5] = np.nan
+    inputs = inputs_for(op, count, x)
+    constants = tuple(range(1, count))
+    expected = reference_run(op, attrs, inputs, constants)
+    node = Node(op, "node", ["x", *(f"c{i}" for i in constants)], ["out"], attrs)
+    types = [TensorType("float32", x.shape), *(TensorType("float32", ()) for _ in constants)]
+    with (
+        tuned(eltwise_min_size=1),
+        mock.patch.object(eltwise, "CHUNK", 7),
+        tuned(grain=0 if threads == 2 else 1 << 30, memory_bound_grain=0 if threads == 2 else 1 << 30),
+        cpu_threads(threads),
+    ):
+        kernel = eltwise.Activation(node, types, inputs)
+        kernel.run_into(x, x)
+    assert_matches(x, expected, 8.0)
