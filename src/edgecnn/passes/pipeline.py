@@ -12,6 +12,7 @@ from edgecnn.passes.eliminate_noop import eliminate_noop
 from edgecnn.passes.fold_batch_norm import fold_batch_norm
 from edgecnn.passes.fold_channel_affine import fold_channel_affine
 from edgecnn.passes.fold_constants import fold_constants
+from edgecnn.passes.fold_layer_scale import fold_layer_scale
 from edgecnn.passes.fold_qdq import fold_qdq
 from edgecnn.passes.fold_qdq_ops import fold_qdq_ops
 from edgecnn.passes.fuse_activation import fuse_activation
@@ -35,6 +36,7 @@ PIPELINE: tuple[tuple[str, GraphPass], ...] = (
     # affine maps first (BN, then Caffe's Scale as Mul/Add), so the activation lands on the final conv
     ("fold_batch_norm", fold_batch_norm),
     ("fold_channel_affine", fold_channel_affine),
+    ("fold_layer_scale", fold_layer_scale),  # ConvNeXt's per-column Mul into the MatMul before it
     ("fuse_gelu", fuse_gelu),  # the Erf form as one Gelu node
     ("fuse_activation", fuse_activation),
     ("fuse_residual", fuse_residual),  # conv + Add (+ activation): after fuse_activation took plain ones
