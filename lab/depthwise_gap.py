@@ -56,9 +56,14 @@ def activation_chains(model: onnx.ModelProto) -> dict[str, list[str]]:
     return chains
 
 
+ORT_SUFFIXES = ("", "_nchwc", "/QuickGeluFusion/")
+"""onnxruntime's names for an ONNX node: its own, after the NCHWc layout pass, and (for SiLU's Mul)
+the QuickGelu node its Sigmoid and Mul are fused into."""
+
+
 def ort_time(names: list[str], times: dict[str, float]) -> float:
-    """The summed median ms of the onnxruntime nodes among ``names`` (``_nchwc`` suffix or not)."""
-    return sum(times.get(n, 0.0) + times.get(f"{n}_nchwc", 0.0) for n in names)
+    """The summed median ms of the onnxruntime nodes among ``names`` (under any ORT_SUFFIXES)."""
+    return sum(times.get(n + suffix, 0.0) for n in names for suffix in ORT_SUFFIXES)
 
 
 def alternate_with_ort(

@@ -19,13 +19,11 @@ from collections import defaultdict
 from typing import Any
 
 from common import load_model, machine_line, model_input, time_steps
-from depthwise_gap import activation_chains, alternate_with_ort
+from depthwise_gap import ORT_SUFFIXES, activation_chains, alternate_with_ort
 from edgecnn.bench.zoo import build_model
 from edgecnn.kernels.cpu.conv.setup import conv_setup
 
 CONV_OPS = ("Conv", "FusedConv", "FusedConvAdd")
-SUFFIXES = ("", "_nchwc", "/QuickGeluFusion/")
-"""onnxruntime's names for a node: itself, after its NCHWc layout pass, SiLU's Sigmoid and Mul fused."""
 
 
 def step_kind(plan: Any, step: Any, first_conv: str) -> str:
@@ -71,7 +69,7 @@ def measure(model_name: str, threads: int, rounds: int) -> dict[str, list[float]
     for step in plan.steps:
         node = step.node
         bases = [b for part in node.name.split("+") for b in chains.get(part, [part])]
-        names = [base + suffix for base in bases for suffix in SUFFIXES]
+        names = [base + suffix for base in bases for suffix in ORT_SUFFIXES]
         theirs = sum(ort_ms.get(n, 0.0) for n in set(names) if n not in matched)
         matched.update(names)
         row = totals[step_kind(plan, step, first_conv)]
