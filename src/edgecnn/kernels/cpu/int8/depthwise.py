@@ -435,13 +435,10 @@ class Int8DepthwiseKernel(Int8ConvKernel):
         self.small = macs < active_cpu_tuning().conv_gemm_grain
         self.lanes = CHANNEL_LANES if out_h * out_w <= SMALL_PLANE else 0
         if self.lanes:
-            # buffer rows (int16), sums (int32) and tiled weights (int32) within two BAND_BYTES
-            per_row = (span * 2 * sh + out_w * 4) * self.lanes
-            fixed = (((kh - 1) * dh + 1) * span * 2 + kh * kw * out_w * 4) * self.lanes
-            fit = max(1, (2 * BAND_BYTES - fixed) // per_row + 1)
             blocks = -(-channels // self.lanes)
             bands = -(-threads * TASKS_PER_THREAD // (self.out_shape[0] * blocks))
-            self.band_rows = max(1, min(out_h, fit, -(-out_h // bands)))
+            # no L1 bound on the band: the plane is small, and every band builds its tiles anew
+            self.band_rows = max(1, min(out_h, -(-out_h // bands)))
             taps = np.zeros((blocks * self.lanes, kh * kw), np.int32)
             taps[:channels] = self.taps
             self.block_taps = np.ascontiguousarray(taps.reshape(blocks, self.lanes, -1).transpose(0, 2, 1))
