@@ -175,6 +175,7 @@ print(json.dumps([before, after, choice.name]))
         "edgecnn.kernels.cpu.system",
         "edgecnn.kernels.cpu.system.affinity",
         "edgecnn.kernels.cpu.system.compile_notice",
+        "edgecnn.kernels.cpu.system.kernel_cache",
         "edgecnn.kernels.cpu.system.numba_start",
         "edgecnn.kernels.cpu.system.startup",
         "edgecnn.kernels.cpu.system.threads",

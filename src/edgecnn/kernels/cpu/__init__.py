@@ -14,20 +14,24 @@ Entry points called from Python are compiled with ``nogil=True``: the batch-spli
 (runtime/batch.py) calls them from several Python threads at once, which the GIL would serialise.
 
 Importing this package changes nothing in the process beyond importing numba's array functions
-(numba_start.py, as numba itself would, without SciPy). ``initialize_cpu_runtime(bind_threads)``
+(numba_start.py, as numba itself would, without SciPy) and the cache locators of edgecnn's own
+compiled functions (below). ``initialize_cpu_runtime(bind_threads)``
 (system/startup.py) is the one explicit start-up: TBB for numba's pool, OpenMP's wait policy,
 workers bound to cores, the compile notice; the first CPU plan calls it, before any kernel runs.
 
 Runs should be wrapped in ``cpu_threads(options.threads)`` (system/threads.py): it gives numba's pool the
 model's thread budget and holds BLAS to one thread, since the GEMMs run on numba's threads.
 
-Developing: numba's on-disk cache (``__pycache__/*.nbi, *.nbc``) is invalidated only when the file
-defining a compiled function changes, not when a helper it calls (``activate``, ``gemm_into``...)
-changes in another file; delete those cache files after editing a helper.
+numba's on-disk cache (``__pycache__/*.nbi, *.nbc``) would be invalidated only when the file
+defining a compiled function changes, not when a helper it inlines (``activate``, ``gemm_into``...)
+changes in another file; ``kernel_cache.install`` (system/kernel_cache.py), called here before any
+kernel module is imported, stamps the kernels' cache entries with their compiled imports too.
 """
 
+from edgecnn.kernels.cpu.system import kernel_cache
 from edgecnn.kernels.cpu.system.numba_start import import_arraymath_deferring_scipy
 
+kernel_cache.install()  # before any kernel is decorated: numba picks a function's locator then
 import_arraymath_deferring_scipy()  # before anything compiles or loads a kernel
 
 from edgecnn.kernels.cpu.selection import kernel_modules  # noqa: E402

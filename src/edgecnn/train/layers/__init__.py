@@ -1,3 +1,7 @@
 """Backward passes per operator family; importing this package registers them all."""
 
-from edgecnn.train.layers import activation, conv, dense, norm, pool, shape  # noqa: F401
+from edgecnn.kernels.cpu.system import kernel_cache
+
+kernel_cache.install()  # before the layers' compiled kernels are decorated
+
+from edgecnn.train.layers import activation, conv, dense, norm, pool, shape  # noqa: E402, F401
