@@ -10,7 +10,7 @@ and the window's sum of d**2 is an integer that float32 holds exactly (for sizes
 LARGEST_SIZE), kept as a running sum down the channels (the square entering the window added, the
 one leaving it taken off). The rest is float32 (pow in float64 where beta is not 0.75, Caffe's,
 GoogLeNet's and AlexNet's, which takes two square roots), rounded half to even, plus y's zero
-point, saturated. That is a few float32 roundings (below 1e-6 relative) from the reference's float
+point, saturated (``loops.saturated``). That is a few float32 roundings (below 1e-6 relative) from the reference's float
 LRN (float64 sums, quotient rounded to float32), so a code differs from the reference's, by one,
 only where the exact quotient lies that close to a half-way point: where float LRNs round
 differently (onnxruntime's float32 LRN differs from the reference in such places too).
@@ -27,7 +27,8 @@ import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu.int8.eltwise import ROUNDING, ROUNDING_LIMIT, concrete_8bit, scalar_constants
+from edgecnn.kernels.cpu.int8.eltwise import concrete_8bit, scalar_constants
+from edgecnn.kernels.cpu.int8.loops import saturated
 from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.threads import call, current_threads, is_small
 from edgecnn.ops.norm import LRNAttrs
@@ -44,12 +45,6 @@ below 2**24, exact in float32."""
 def _centered(code: np.integer, zero: np.float32) -> np.float32:
     """code - zero point, exact in float32 (16 lanes where int64 differences would give 8)."""
     return np.float32(code) - zero
-
-
-@numba.njit(inline="always", cache=True)
-def _rounded(t: np.float32) -> np.float32:
-    """t rounded half to even (|t| <= ROUNDING_LIMIT): adding and subtracting 1.5 * 2**23."""
-    return (t + ROUNDING) - ROUNDING
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
@@ -70,8 +65,8 @@ def _band(
     zero, scale = np.float32(params[0]), np.float32(params[1])
     gain = np.float32(params[2] * np.float64(scale) * np.float64(scale))  # alpha / size * scale**2
     bias, beta = np.float32(params[3]), params[4]
-    ratio, y_zero = np.float32(np.float64(scale) / params[5]), np.float32(params[6])  # x's scale / y's
-    low, high = np.float32(params[7]), np.float32(params[8])
+    ratio = np.float32(np.float64(scale) / params[5])  # x's scale / y's
+    y_zero, low, high = int(params[6]), int(params[7]), int(params[8])
     before = (size - 1) // 2
     after = size - 1 - before
     n = np.uint64(width)
@@ -103,8 +98,7 @@ def _band(
             for i in range(n):
                 factors[i] = np.float32(np.float64(ratio) / np.float64(bias + gain * window[i]) ** beta)
         for i in range(n):
-            t = min(max(_centered(x[row + i], zero) * factors[i], -ROUNDING_LIMIT), ROUNDING_LIMIT)
-            out[row + i] = np.int32(min(max(_rounded(t) + y_zero, low), high))
+            out[row + i] = np.int32(saturated(_centered(x[row + i], zero) * factors[i], y_zero, low, high))
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
