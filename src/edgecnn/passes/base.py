@@ -1,4 +1,4 @@
-"""What every pass returns."""
+"""What every pass returns, and the naming of the tensors passes add."""
 
 from __future__ import annotations
 
@@ -13,3 +13,13 @@ class PassResult:
 
     graph: Graph
     changes: list[str] = field(default_factory=list)
+
+
+def fresh_name(taken: set[str], base: str) -> str:
+    """``base``, or ``base_2``, ``base_3``... : the first not in ``taken``, which it joins."""
+    name, index = base, 1
+    while name in taken:
+        index += 1
+        name = f"{base}_{index}"
+    taken.add(name)
+    return name

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from edgecnn.ir.graph import Graph, Node
-from edgecnn.passes.base import PassResult
+from edgecnn.passes.base import PassResult, fresh_name
 
 
 class _Folder:
@@ -50,11 +50,8 @@ class _Folder:
         return None
 
     def fresh(self, base: str, value: np.ndarray) -> str:
-        name, index = base, 1
-        while name in self.taken:
-            index += 1
-            name = f"{base}_{index}"
-        self.taken.add(name)
+        """A new constant ``value`` under an unused name derived from ``base``."""
+        name = fresh_name(self.taken, base)
         self.graph.initializers[name] = value
         return name
 

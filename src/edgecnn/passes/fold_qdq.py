@@ -32,7 +32,7 @@ import numpy as np
 from edgecnn.ir.graph import Graph, Node
 from edgecnn.ops.quant import QUANT_DTYPES, Int8GemmAttrs
 from edgecnn.ops.registry import NoAttrs
-from edgecnn.passes.base import PassResult
+from edgecnn.passes.base import PassResult, fresh_name
 
 FOLDED_OP = {"Conv": "QLinearConv", "MatMul": "QLinearMatMul", "Gemm": "Int8Gemm"}
 BIAS_RTOL = 4 * float(np.finfo(np.float32).eps)
@@ -154,12 +154,7 @@ class QdqFolder:
         return name
 
     def fresh(self, base: str) -> str:
-        name, index = base, 1
-        while name in self.taken:
-            index += 1
-            name = f"{base}_{index}"
-        self.taken.add(name)
-        return name
+        return fresh_name(self.taken, base)
 
     def fold(self, node: Node) -> tuple[Node, list[Node]] | None:
         """(the integer node replacing ``node``, [the QuantizeLinear it absorbs]), or None."""
