@@ -84,13 +84,17 @@ class Model:
         return specs, (declared, inferred) if concrete else None
 
     # ------------------------------------------------------------------- run
-    def run(self, feeds: Any, outputs: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    def run(
+        self, feeds: Any, outputs: Sequence[str] | None = None, threads: int | None = None
+    ) -> dict[str, np.ndarray]:
         """Run the model. ``feeds``: {input name: array}, or an array for a one-input model.
 
-        ``outputs`` may name graph outputs or any intermediate tensor (for debugging).
+        ``outputs`` may name graph outputs or any intermediate tensor (for debugging). ``threads``
+        caps this run's CPU threads below the model's own (e.g. 1 for each of several inputs run
+        side by side from several Python threads); the values do not depend on it.
         """
         plan, inputs = self._prepared(feeds, outputs)
-        return dict(zip(plan.wanted, run_plan(plan, inputs)))
+        return dict(zip(plan.wanted, run_plan(plan, inputs, threads=threads)))
 
     def __call__(self, *arrays: Any) -> np.ndarray | tuple[np.ndarray, ...]:
         """``model(x)`` -> output array (a tuple when the model has several outputs)."""

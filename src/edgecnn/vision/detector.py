@@ -167,18 +167,6 @@ def read_labels_file(path: str | Path) -> list[str]:
         raise InputError(f"cannot read labels file {path}: {exc}") from None
 
 
-def run_network(net: Model, feeds: Any, threads: int | None = None) -> dict[str, np.ndarray]:
-    """``net.run(feeds)`` on at most ``threads`` threads (None: the model's own budget). One thread
-    per image lets several images be inferred side by side (edgecnn.vision.pipeline.FramesInFlight)
-    with the same results: a run's values do not depend on how many threads share its layers."""
-    if threads is None:
-        return net.run(feeds)
-    from edgecnn.runtime.executor import execute
-
-    checked = net.check_feeds(feeds)
-    return execute(net.plan_for(checked), checked, threads=threads)
-
-
 class Detector(abc.ABC):
     """A model that finds objects in images. Build one with :meth:`load` or :meth:`faces`."""
 
@@ -326,7 +314,7 @@ class YoloDetector(Detector):
         for group in groups:
             # one image needs no copy: concatenating writes its whole tensor again on inference's thread
             tensor = group[0].tensor if len(group) == 1 else np.concatenate([p.tensor for p in group])
-            outputs = run_network(self.net, {self.net.inputs[0].name: tensor}, threads)
+            outputs = self.net.run({self.net.inputs[0].name: tensor}, threads=threads)
             results.extend(
                 NetworkOutput({name: value[k : k + 1] for name, value in outputs.items()}, item.placement)
                 for k, item in enumerate(group)

@@ -27,7 +27,6 @@ from edgecnn.vision.detector import (
     Inferred,
     Prepared,
     check_thresholds,
-    run_network,
     to_detections,
 )
 
@@ -165,7 +164,7 @@ class FaceDetector(Detector):
         threads (None: the model's own)."""
         scores = []
         for batch in pyramid.batches(self.batch_size):
-            (logits,) = run_network(self.net, batch, threads).values()
+            (logits,) = self.net.run(batch, threads=threads).values()
             logits = np.asarray(logits, np.float64)
             shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
             scores.append(shifted[:, FACE_CLASS] / shifted.sum(axis=1))
