@@ -13,7 +13,7 @@ import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu.gemm.epilogue import ActivationKind, activate, activate_in_place, activation_args
+from edgecnn.kernels.cpu.gemm.epilogue import ActivationKind, activate_in_place, activation_args
 from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.common import is_float32, shape_of, single_output
 from edgecnn.kernels.cpu.system.threads import call, max_threads
@@ -26,20 +26,19 @@ CHUNK = 16384
 
 @numba.njit(cache=True)
 def _activate_chunk(x: np.ndarray, out: np.ndarray, kind: int, alpha: float, low: float, high: float) -> None:
-    """out = act(x). In place, kinds but ReLU run ``activate_in_place``: a loop reading ``x`` and
-    writing ``out`` vectorises behind a run-time overlap check, and ``out`` being ``x`` always
-    takes its scalar fallback."""
+    """out = act(x). The kinds but ReLU copy ``x`` to ``out`` (unless it is ``x``) and run
+    ``activate_in_place`` there: one loop per kind, in vector code. A loop reading ``x`` and
+    writing ``out`` would vectorise only behind a run-time overlap check that ``out`` being ``x``
+    always fails, and ``activate`` per element branches on the kind and stays scalar."""
     if kind == 1:
         zero = np.float32(0.0)
         for i in range(x.shape[0]):
             v = x[i]
             out[i] = zero if v <= zero else v  # NaN stays NaN
     else:
-        if x.ctypes.data == out.ctypes.data:
-            activate_in_place(out, np.uint64(0), np.uint64(out.shape[0]), kind, alpha, low, high)
-        else:
-            for i in range(x.shape[0]):
-                out[i] = activate(x[i], kind, alpha, low, high)
+        if x.ctypes.data != out.ctypes.data:
+            out[:] = x  # a chunk: in cache for the pass that follows
+        activate_in_place(out, np.uint64(0), np.uint64(out.shape[0]), kind, alpha, low, high)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
