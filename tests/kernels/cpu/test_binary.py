@@ -8,7 +8,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgecnn.kernels.cpu.binary import collapse
+from edgecnn.kernels.cpu.binary import OPS, binary_rows_serial, collapse
+from edgecnn.kernels.cpu.gemm.microkernel import LANES
 from edgecnn.ops.registry import NoAttrs
 from edgecnn.testing import assert_matches, reference_run
 from kernels.support import fast_run, tuned
@@ -71,6 +72,33 @@ def test_squeeze_excite_gate_and_odd_sizes() -> None:
     actual, kernel = fast_run("Mul", NoAttrs(), [x, gate], (), 2)
     assert kernel == "binary"
     assert np.array_equal(actual, x * gate)
+
+
+def test_rows_around_the_vector_width_in_place_and_not() -> None:
+    """Rows of whole vectors, of a masked tail only, and of both (the gate of a 7x7 map: 49), each
+    op with the broadcast value on either side and with two full inputs, into a fresh array and
+    in place; nothing is written past the output's end."""
+    rng = np.random.default_rng(5)
+    numpy_ops = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide}
+    for inner in (1, LANES - 1, LANES, LANES + 1, 2 * LANES + 3, 49):
+        full = rng.standard_normal((2, 3, inner)).astype(np.float32)
+        other = (rng.random((2, 3, inner)) + 0.5).astype(np.float32)
+        scale = (rng.random((2, 3, 1)) + 0.5).astype(np.float32)
+        for name, op in OPS.items():
+            for a, b in ((full, scale), (scale, full), (full, other)):
+                layout = collapse(full.shape, a.shape, b.shape)
+                assert layout is not None
+                sizes, sa, sb = layout
+                expected = numpy_ops[name](a, b).reshape(-1)
+                guarded = np.full(full.size + LANES, 7.0, np.float32)
+                binary_rows_serial(op, a.reshape(-1), sa, b.reshape(-1), sb, guarded[: full.size], sizes)
+                assert np.array_equal(guarded[: full.size], expected), (inner, name)
+                assert np.all(guarded[full.size :] == 7.0)
+                target = (a if a.shape == full.shape else b).copy().reshape(-1)
+                x = target if a.shape == full.shape else a.reshape(-1)
+                y = b.reshape(-1) if a.shape == full.shape else target
+                binary_rows_serial(op, x, sa, y, sb, target, sizes)
+                assert np.array_equal(target, expected), (inner, name, "in place")
 
 
 def test_collapse_merges_what_steps_as_one() -> None:

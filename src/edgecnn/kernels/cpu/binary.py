@@ -13,12 +13,20 @@ runs it). The arithmetic is float32 IEEE, as numpy's: x / 0 is inf or NaN, never
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.core.base import BaseContext
+from numba.core.typing import Signature
+from numba.extending import intrinsic
 
 from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu.gemm.microkernel import LANES
 from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.common import is_float32, shape_of, single_output
 from edgecnn.kernels.cpu.system.threads import current_threads, is_small, worker_share
@@ -65,55 +73,158 @@ def collapse(
     )
 
 
-@numba.njit(inline="always", cache=True, error_model="numpy")
-def _both(op: int, x: np.ndarray, y: np.ndarray, o: np.ndarray) -> None:
-    """o = x op y over one row; a loop per op, so that each compiles to vector code."""
-    if op == 0:
-        for i in range(o.shape[0]):
-            o[i] = x[i] + y[i]
-    elif op == 1:
-        for i in range(o.shape[0]):
-            o[i] = x[i] - y[i]
-    elif op == 2:
-        for i in range(o.shape[0]):
-            o[i] = x[i] * y[i]
-    else:
-        for i in range(o.shape[0]):
-            o[i] = x[i] / y[i]
+INSTRUCTIONS = ("fadd", "fsub", "fmul", "fdiv")
+"""LLVM's instruction per entry of OPS."""
+
+
+def _vector_typer(
+    typingctx: Any,
+    op: types.Type,
+    tail: types.Type,
+    out: types.Type,
+    out_at: types.Type,
+    a: types.Type,
+    a_at: types.Type,
+    b: types.Type,
+    b_at: types.Type,
+    count: types.Type,
+) -> tuple[Signature, Callable[..., ir.Value]] | None:
+    """out[out_at + i] = a[a_at + i] op b[b_at + i] for the LANES values i (``tail``: the first
+    ``count`` of them, with masked loads and stores), ``op`` a constant index of OPS; ``a`` or
+    ``b`` may be a float32 value instead, taken for every lane (its offset is then ignored). One
+    vector instruction per row step where numba's loop vectoriser, with four vectors per
+    iteration, left a row shorter than 64 floats (a 7x7 map) to its scalar remainder."""
+    if not isinstance(op, types.IntegerLiteral) or not isinstance(tail, types.BooleanLiteral):
+        return None
+    instruction, masked = INSTRUCTIONS[op.literal_value], bool(tail.literal_value)
+
+    def codegen(
+        context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]
+    ) -> ir.Value:
+        vector = ir.VectorType(ir.FloatType(), LANES)
+        every_lane = ir.Constant(ir.VectorType(ir.IntType(32), LANES), None)
+        word = ir.IntType(32)
+
+        def splat(value: ir.Value, like: ir.VectorType) -> ir.Value:
+            single = builder.insert_element(ir.Constant(like, None), value, ir.Constant(word, 0))
+            return builder.shuffle_vector(single, single, every_lane)
+
+        lane = ir.VectorType(args[8].type, LANES)
+        mask = builder.icmp_unsigned("<", ir.Constant(lane, list(range(LANES))), splat(args[8], lane))
+
+        def pointer(kind: types.Type, value: ir.Value, at: ir.Value) -> ir.Value:
+            data = context.make_array(kind)(context, builder, value).data
+            return builder.bitcast(builder.gep(data, [at]), vector.as_pointer())
+
+        def operand(kind: types.Type, value: ir.Value, at: ir.Value) -> ir.Value:
+            if not isinstance(kind, types.Array):
+                return splat(value, vector)
+            at_vector = pointer(kind, value, at)
+            if not masked:
+                return builder.load(at_vector, align=4)
+            load = cgutils.get_or_insert_function(
+                builder.module,
+                ir.FunctionType(vector, [at_vector.type, word, mask.type, vector]),
+                f"llvm.masked.load.v{LANES}f32.p0",
+            )
+            return builder.call(load, [at_vector, ir.Constant(word, 4), mask, ir.Constant(vector, None)])
+
+        x = operand(sig.args[4], args[4], args[5])
+        y = operand(sig.args[6], args[6], args[7])
+        result = getattr(builder, instruction)(x, y)
+        target = pointer(sig.args[2], args[2], args[3])
+        if masked:
+            store = cgutils.get_or_insert_function(
+                builder.module,
+                ir.FunctionType(ir.VoidType(), [vector, target.type, word, mask.type]),
+                f"llvm.masked.store.v{LANES}f32.p0",
+            )
+            builder.call(store, [result, target, ir.Constant(word, 4), mask])
+        else:
+            builder.store(result, target, align=4)
+        return context.get_dummy_value()
+
+    return types.void(op, tail, out, out_at, a, a_at, b, b_at, count), codegen
+
+
+vector_op = cast("Callable[..., None]", intrinsic(_vector_typer))
 
 
 @numba.njit(inline="always", cache=True, error_model="numpy")
-def _right(op: int, x: np.ndarray, v: np.float32, o: np.ndarray) -> None:
-    """o = x op v over one row."""
-    if op == 0:
-        for i in range(o.shape[0]):
-            o[i] = x[i] + v
-    elif op == 1:
-        for i in range(o.shape[0]):
-            o[i] = x[i] - v
-    elif op == 2:
-        for i in range(o.shape[0]):
-            o[i] = x[i] * v
-    else:
-        for i in range(o.shape[0]):
-            o[i] = x[i] / v
+def _span(
+    op: int, out: np.ndarray, to: np.uint64, a: Any, at: np.uint64, b: Any, bt: np.uint64, count: np.uint64
+) -> None:
+    """out[to + i] = a[at + i] op b[bt + i] for i < count (``op`` a constant; ``a`` or ``b`` may be
+    a float32 value): whole vectors, then one masked vector for the rest."""
+    full = count - count % np.uint64(LANES)
+    for j in range(np.uint64(0), full, np.uint64(LANES)):
+        vector_op(op, False, out, to + j, a, at + j, b, bt + j, count)
+    if full < count:
+        vector_op(op, True, out, to + full, a, at + full, b, bt + full, count - full)
 
 
 @numba.njit(inline="always", cache=True, error_model="numpy")
-def _left(op: int, v: np.float32, y: np.ndarray, o: np.ndarray) -> None:
-    """o = v op y over one row."""
-    if op == 0:
-        for i in range(o.shape[0]):
-            o[i] = v + y[i]
-    elif op == 1:
-        for i in range(o.shape[0]):
-            o[i] = v - y[i]
-    elif op == 2:
-        for i in range(o.shape[0]):
-            o[i] = v * y[i]
+def _form_rows(
+    op: int,
+    form: int,
+    a: np.ndarray,
+    sa: tuple[int, int, int],
+    b: np.ndarray,
+    sb: tuple[int, int, int],
+    out: np.ndarray,
+    middle: int,
+    inner: int,
+    first: int,
+    end: int,
+) -> None:
+    """Rows [first, end) of the (outer * middle, inner) output, ``op`` and ``form`` constants: both
+    inputs advance along the row (form 0), only a (1), only b (2), neither (3: one value). The
+    row's outer and middle indices are counted, not divided out of its number."""
+    count = np.uint64(inner)
+    i0 = first // middle
+    i1 = first - i0 * middle
+    for r in range(first, end):
+        ao = np.uint64(i0 * sa[0] + i1 * sa[1])
+        bo = np.uint64(i0 * sb[0] + i1 * sb[1])
+        to = np.uint64(r) * count
+        if form == 0:
+            _span(op, out, to, a, ao, b, bo, count)
+        elif form == 1:
+            _span(op, out, to, a, ao, b[bo], bo, count)
+        elif form == 2:
+            _span(op, out, to, a[ao], ao, b, bo, count)
+        else:
+            _span(op, out, to, a[ao], ao, b[bo], bo, np.uint64(1))
+            out[to + 1 : to + count] = out[to]
+        i1 += 1
+        if i1 == middle:
+            i0, i1 = i0 + 1, 0
+
+
+@numba.njit(inline="always", cache=True, error_model="numpy")
+def _op_rows(
+    op: int,
+    a: np.ndarray,
+    sa: tuple[int, int, int],
+    b: np.ndarray,
+    sb: tuple[int, int, int],
+    out: np.ndarray,
+    middle: int,
+    inner: int,
+    first: int,
+    end: int,
+) -> None:
+    """``_form_rows`` with the inputs' form made a constant, one branch per call: a branch per row
+    kept numba from pairing each row's reference counting of the arrays and left two calls of its
+    runtime per row, as costly as a 7x7 gate's row."""
+    if sa[2] == 1 and sb[2] == 1:
+        _form_rows(op, 0, a, sa, b, sb, out, middle, inner, first, end)
+    elif sa[2] == 1:
+        _form_rows(op, 1, a, sa, b, sb, out, middle, inner, first, end)
+    elif sb[2] == 1:
+        _form_rows(op, 2, a, sa, b, sb, out, middle, inner, first, end)
     else:
-        for i in range(o.shape[0]):
-            o[i] = v / y[i]
+        _form_rows(op, 3, a, sa, b, sb, out, middle, inner, first, end)
 
 
 @numba.njit(inline="always", cache=True, error_model="numpy")
@@ -129,23 +240,15 @@ def _rows(
     first: int,
     end: int,
 ) -> None:
-    """Rows [first, end) of the (outer * middle, inner) output; a row's inputs advance by their
-    innermost stride (1, or 0 for a broadcast value), a branch taken once per row."""
-    for r in range(first, end):
-        i0 = r // middle
-        i1 = r - i0 * middle
-        ao = i0 * sa[0] + i1 * sa[1]
-        bo = i0 * sb[0] + i1 * sb[1]
-        o = out[r * inner : (r + 1) * inner]
-        if sa[2] == 1 and sb[2] == 1:
-            _both(op, a[ao : ao + inner], b[bo : bo + inner], o)
-        elif sa[2] == 1:
-            _right(op, a[ao : ao + inner], b[bo], o)
-        elif sb[2] == 1:
-            _left(op, a[ao], b[bo : bo + inner], o)
-        else:
-            _right(op, a[ao : ao + 1], b[bo], o[:1])
-            o[1:] = o[0]
+    """``_op_rows`` with the op made a constant, one branch per call."""
+    if op == 0:
+        _op_rows(0, a, sa, b, sb, out, middle, inner, first, end)
+    elif op == 1:
+        _op_rows(1, a, sa, b, sb, out, middle, inner, first, end)
+    elif op == 2:
+        _op_rows(2, a, sa, b, sb, out, middle, inner, first, end)
+    else:
+        _op_rows(3, a, sa, b, sb, out, middle, inner, first, end)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True, error_model="numpy")

@@ -33,9 +33,13 @@ SHAPE_DEPENDENT = (
     "tests/kernels/cpu/conv/test_conv.py",
     "tests/kernels/cpu/conv/test_pixel_rows.py",
     "tests/kernels/cpu/conv/test_direct_rows.py",
+    "tests/kernels/cpu/conv/test_depthwise_lanes.py",
     "tests/kernels/cpu/conv/test_gemv.py::test_matches_the_reference",
     "tests/kernels/cpu/conv/test_gemv.py::test_every_activation_on_odd_channels",
     "tests/kernels/cpu/conv/test_gemv.py::test_panels_hold_each_channel_depth_major",
+    "tests/kernels/cpu/test_binary.py::test_rows_around_the_vector_width_in_place_and_not",
+    "tests/kernels/cpu/pool/test_pool.py::test_global_average_of_planes_around_the_vector_width",
+    "tests/kernels/cpu/test_fastmath.py",
 )
 
 pytestmark = pytest.mark.skipif(not WIDE, reason="numba compiles for AVX2 here: the suite runs its blocks")

@@ -10,6 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from edgecnn.kernels.cpu.gemm.microkernel import LANES
+from edgecnn.kernels.cpu.pool.loops import global_pool_serial
 from edgecnn.kernels.cpu.tuning_record import DEFAULT_CPU_TUNING
 from edgecnn.ops.common import AutoPad
 from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs
@@ -131,3 +133,19 @@ def test_global_pools_share_planes_and_propagate_nan(threads: int) -> None:
         assert kernel == "global_pool"
         assert np.isnan(actual[0, 3]).all() and not np.isnan(np.delete(actual, 3, axis=1)).any()
         assert_matches(actual, reference_run(op, NoAttrs(), [x], ()), np.abs(np.nan_to_num(x)).max())
+
+
+def test_global_average_of_planes_around_the_vector_width() -> None:
+    """Planes of a masked partial vector only, of whole vectors, of both (7x7 and 14x14 maps): each
+    mean is the float64 sum of its plane (to float32 rounding), and an infinity or a NaN in a
+    plane's last, partial vector reaches its mean and no other plane's."""
+    rng = np.random.default_rng(11)
+    for size in (1, LANES - 1, LANES, LANES + 1, 49, 196):
+        planes = (rng.standard_normal((5, size)) * 1e3).astype(np.float32)
+        planes[1, -1] = np.inf
+        planes[3, -1] = np.nan
+        means = np.empty(5, np.float32)
+        global_pool_serial(planes, False, means)
+        expected = planes.astype(np.float64).mean(axis=1).astype(np.float32)
+        np.testing.assert_allclose(means, expected, rtol=1e-6, atol=1e-3)
+        assert means[1] == np.inf and np.isnan(means[3]) and np.isfinite(np.delete(means, [1, 3])).all()

@@ -36,6 +36,7 @@ import numpy as np
 
 from edgecnn.kernels.cpu.conv.im2col import valid_range
 from edgecnn.kernels.cpu.gemm.epilogue import activate
+from edgecnn.kernels.cpu.pool.plane_sum import plane_sum
 from edgecnn.kernels.cpu.system.threads import worker_share
 from edgecnn.kernels.cpu.system.twins import parallel_and_serial
 
@@ -670,23 +671,22 @@ waited for the previous one. No flag assumes away NaN or inf, so max still propa
 
 @numba.njit(inline="always", cache=True, fastmath=_SUMS)
 def _global_planes(planes: np.ndarray, is_max: bool, out: np.ndarray, first: int, end: int) -> None:
-    """out[p] = mean (accumulated in float64) or max (NaN-propagating) of planes[p], first <= p < end:
-    one vectorised pass per plane."""
+    """out[p] = mean (accumulated in float64, ``plane_sum``) or max (NaN-propagating) of planes[p],
+    first <= p < end: one vectorised pass per plane."""
     size = planes.shape[1]
+    if not is_max:
+        flat = planes.reshape(-1)
+        for p in range(first, end):
+            out[p] = plane_sum(flat, np.uint64(p) * np.uint64(size), np.uint64(size)) / size
+        return
     for p in range(first, end):
         row = planes[p]
-        if is_max:
-            best = -np.inf
-            for i in range(size):
-                v = row[i]
-                if v > best or v != v:
-                    best = v
-            out[p] = best
-        else:
-            total = 0.0
-            for i in range(size):
-                total += row[i]
-            out[p] = total / size
+        best = -np.inf
+        for i in range(size):
+            v = row[i]
+            if v > best or v != v:
+                best = v
+        out[p] = best
 
 
 @numba.njit(parallel=True, nogil=True, cache=True, fastmath=_SUMS)
