@@ -272,9 +272,8 @@ def stage_costs(
     x264's threads work ahead of the calls), so their figures are the pass's totals per frame."""
     from edgecnn.cli.detect_cmd import frame_record
     from edgecnn.vision import Detector
-    from edgecnn.vision.draw import draw_detections
-    from edgecnn.vision.sources import Frame, open_sources
-    from edgecnn.vision.video import VideoWriter
+    from edgecnn.vision.sources import Frame, VideoPicture, open_sources
+    from edgecnn.vision.video import VideoWriter, annotate
 
     detector = Detector.load(cfg, weights=str(weights), threads=threads, score_threshold=score or 0.25)
     costs: dict[str, list[tuple[float, float, float]]] = {}
@@ -302,11 +301,8 @@ def stage_costs(
             costs["inference on one thread (a stream's)"].pop()
         found = timed("head decoding + NMS (finish)", detector.finish, inferred)
         timed("JSON line", lambda f, d: json.dumps(frame_record(f, d)), frame, found)
-        annotated.append(
-            timed(
-                "drawing (full-size RGB image made)", lambda f, d: draw_detections(f.image, d), frame, found
-            )
-        )
+        assert isinstance(frame.picture, VideoPicture)
+        annotated.append(timed("drawing (on a copy of the YUV planes)", annotate, frame.picture, found))
     with tempfile.TemporaryDirectory() as tmp:
 
         def encode() -> None:

@@ -111,5 +111,5 @@ def test_codecs_get_one_thread_per_core_beyond_the_first(monkeypatch: pytest.Mon
     for cores, threads in ((1, 1), (2, 1), (8, 7)):
         monkeypatch.setattr(sources, "available_cores", lambda cores=cores: cores)
         assert sources.codec_threads() == threads
-        assert video.encoder_options("libx264") == {"preset": "veryfast", "threads": str(threads)}
+        assert video.encoder_options("libx264") == {"preset": "ultrafast", "threads": str(threads)}
     assert video.encoder_options("mpeg4") == {}

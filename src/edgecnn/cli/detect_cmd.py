@@ -30,6 +30,7 @@ from edgecnn.vision.sources import (
     Frame,
     FrameError,
     Item,
+    VideoPicture,
     expand,
     is_video,
     open_sources,
@@ -85,19 +86,25 @@ class AnnotatedWriter:
         self._videos: dict[str, Any] = {}
 
     def write(self, frame: Frame, detections: list[Detection]) -> None:
-        annotated = draw_detections(frame.image, detections)
         if frame.timestamp is None and not frame.source.startswith("camera:"):
-            annotated.save(self.directory / Path(frame.source).name)
+            draw_detections(frame.image, detections).save(self.directory / Path(frame.source).name)
             return
-        if frame.source not in self._videos:
-            from edgecnn.vision.video import VideoWriter
+        from edgecnn.vision.video import VideoWriter, annotate
 
+        if frame.source not in self._videos:
             stem = (
                 Path(frame.source).stem
                 if not frame.source.startswith("camera:")
                 else frame.source.replace(":", "_")
             )
             self._videos[frame.source] = VideoWriter(self.directory / f"{stem}.mp4")
+        picture = frame.picture
+        # a decoded frame is drawn on in YUV, as the encoder takes it: no full-size RGB round trip
+        annotated = (
+            annotate(picture, detections)
+            if isinstance(picture, VideoPicture)
+            else draw_detections(picture, detections)
+        )
         self._videos[frame.source].write(annotated, frame.timestamp)
 
     def close(self) -> None:

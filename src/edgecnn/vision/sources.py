@@ -35,8 +35,8 @@ VIDEO_EXTRA = "pip install 'edgecnn[video]'"
 
 
 class FrameScaler:
-    """One swscale context converting a stream's frames to RGB, reused from frame to frame: building
-    the context costs more than converting a frame with it. A lock keeps it to one thread at a time."""
+    """One swscale context converting a stream's frames, reused from frame to frame: building the
+    context costs more than converting a frame with it. A lock keeps it to one thread at a time."""
 
     def __init__(self) -> None:
         from av.video.reformatter import VideoReformatter
@@ -44,15 +44,28 @@ class FrameScaler:
         self._reformatter = VideoReformatter()
         self._lock = threading.Lock()
 
-    def rgb(self, frame: Any, size: tuple[int, int]) -> np.ndarray:
-        """[height, width, 3] 8-bit RGB pixels of an ``av.VideoFrame`` scaled (bilinear) to ``size``
+    def convert(self, frame: Any, size: tuple[int, int], format: str) -> Any:
+        """A new ``av.VideoFrame``: ``frame`` in pixel ``format``, scaled (bilinear) to ``size``
         (width, height)."""
         width, height = size
         with self._lock:
-            scaled = self._reformatter.reformat(
-                frame, width=width, height=height, format="rgb24", interpolation="BILINEAR"
+            return self._reformatter.reformat(
+                frame, width=width, height=height, format=format, interpolation="BILINEAR"
             )
-            return np.asarray(scaled.to_ndarray())
+
+    def rgb(self, frame: Any, size: tuple[int, int]) -> np.ndarray:
+        """[height, width, 3] 8-bit RGB pixels of an ``av.VideoFrame`` scaled (bilinear) to ``size``
+        (width, height)."""
+        return np.asarray(self.convert(frame, size, "rgb24").to_ndarray())
+
+
+def plane_arrays(frame: Any) -> list[np.ndarray]:
+    """Views of an 8-bit planar ``av.VideoFrame``'s planes as [height, width] arrays (the rows'
+    padding cut off), writable where the frame is."""
+    return [
+        np.frombuffer(p, np.uint8, count=p.line_size * p.height).reshape(p.height, p.line_size)[:, : p.width]
+        for p in frame.planes
+    ]
 
 
 class VideoPicture:
@@ -60,8 +73,9 @@ class VideoPicture:
 
     Converting it to RGB is one swscale pass straight to the size a caller asks for, so a model's
     input needs no full-size RGB copy nor a second resize; the full-size image is made only for
-    those who ask for it (drawing the detections). ``scalers`` (for other sizes, for the full
-    size) are shared by the frames of one stream, one of each per thread that converts."""
+    those who ask for it, and an annotated video is drawn on a copy of the YUV planes
+    (:meth:`yuv420`). ``scalers`` (for other sizes, for the full size) are shared by the frames of
+    one stream, one of each per thread that converts."""
 
     def __init__(self, frame: Any, scalers: tuple[FrameScaler, FrameScaler] | None = None) -> None:
         self.frame = frame  # an av.VideoFrame
@@ -81,6 +95,20 @@ class VideoPicture:
         from PIL import Image
 
         return Image.fromarray(self._full.rgb(self.frame, self.size))
+
+    def yuv420(self) -> Any:
+        """A new ``av.VideoFrame`` of this picture in 8-bit YUV 4:2:0, the pixel format of H.264
+        files, for drawing on and encoding: a copy of the decoder's planes (converted first if the
+        decoder's format differs), with an odd last row or column cut off (4:2:0 needs even sides)."""
+        av = import_av()
+        width, height = self.size
+        source = self.frame
+        if source.format.name != "yuv420p":
+            source = self._full.convert(source, self.size, "yuv420p")
+        copy = av.VideoFrame(width - width % 2, height - height % 2, "yuv420p")
+        for target, plane in zip(plane_arrays(copy), plane_arrays(source)):
+            target[...] = plane[: target.shape[0], : target.shape[1]]
+        return copy
 
 
 @dataclass(frozen=True)
