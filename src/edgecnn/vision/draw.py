@@ -151,7 +151,8 @@ def _paste(plane: np.ndarray, x: int, y: int, patch: np.ndarray) -> None:
 
 def outline(box: Rect, width: int) -> list[Rect]:
     """The four sides of a box outline ``width`` pixels thick, inside ``box`` (x1, y1, x2, y2
-    with the ends included, as Pillow's rectangles)."""
+    with the ends included): Pillow's rectangle, which draws boxes narrower than twice the width
+    past their ends, where this fills them."""
     x1, y1, x2, y2 = box
     return [
         (x1, y1, x2 + 1, y1 + width),
