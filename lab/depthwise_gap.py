@@ -10,6 +10,10 @@ without its layout transformer's ``_nchwc`` suffix), then the squeeze-and-excita
 (GlobalAveragePool, the gate Mul) summed per kind.
 
     .venv/bin/python lab/depthwise_gap.py --models efficientnet-b0,mobilenetv3-large,pp-lcnet --rounds 30
+
+With ``--kernels depthwise,depthwise_lanes`` it instead times each depthwise layer alone on every
+listed kernel that can run it: process CPU time on one thread, the kernels' calls interleaved
+(``--calls`` per sample, medians of ``--rounds``), outputs checked equal to the first kernel's.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from common import load_model, machine_line, model_input, ort_options, time_steps
+from common import conv_layers, load_model, machine_line, model_input, ort_options, time_steps
 from edgecnn.bench.zoo import build_model
 from edgecnn.kernels.cpu.conv.setup import conv_setup
 
@@ -116,7 +120,7 @@ def measure(model_name: str, threads: int, rounds: int) -> tuple[list[str], dict
     for step in plan.steps:
         node, kernel = step.node, step.kernel.name
         kind = ""
-        if kernel == "depthwise":
+        if kernel.startswith("depthwise"):
             kind = "depthwise"
         elif node.op == "GlobalAveragePool":
             kind = "pool"
@@ -143,13 +147,68 @@ def measure(model_name: str, threads: int, rounds: int) -> tuple[list[str], dict
     return rows, {k: (v[0], v[1]) for k, v in totals.items()}
 
 
+def kernel_ab(model_name: str, kernels: list[str], calls: int, rounds: int) -> list[str]:
+    """Rows of per-layer CPU ms (one thread) of each of ``kernels`` on the model's depthwise layers."""
+    import time
+
+    from edgecnn.kernels.cpu import cpu_threads
+    from edgecnn.kernels.registry import candidate_kernels
+    from edgecnn.kernels.tuning_measure import example_inputs
+
+    model = build_model(model_name)
+    _, x = model_input(model)
+    rows = []
+    for node, types, values, chosen in conv_layers(load_model(model, 1), x):
+        if not chosen.startswith("depthwise"):
+            continue
+        entries = {e.name: e for e in candidate_kernels(node, types, values) if e.name in kernels}
+        steps = {name: entries[name].factory(node, types, values) for name in kernels if name in entries}
+        inputs = example_inputs(types, values)
+        outputs = {name: np.empty(step.out_shape, np.float32) for name, step in steps.items()}
+        samples: dict[str, list[float]] = defaultdict(list)
+        with cpu_threads(1):
+            for name, step in steps.items():
+                step.run_into(outputs[name], *inputs)
+            for _ in range(rounds):
+                for name, step in steps.items():
+                    start = time.process_time()
+                    for _ in range(calls):
+                        step.run_into(outputs[name], *inputs)
+                    samples[name].append((time.process_time() - start) / calls * 1e3)
+        first = outputs[next(iter(steps))]
+        agree = all(np.allclose(o, first, rtol=1e-4, atol=1e-4) for o in outputs.values())
+        s = conv_setup(node, types)
+        assert s is not None
+        act = getattr(node.attrs, "activation", "") or "-"
+        times = " | ".join(f"{statistics.median(samples[k]):.4f}" if k in samples else "-" for k in kernels)
+        rows.append(
+            f"| {node.name} | {s.out_channels} | {s.kernel[0]}x{s.kernel[1]}/{s.strides[0]} | "
+            f"{s.out[0]}x{s.out[1]} | {act} | {chosen} | {times} | {'yes' if agree else 'NO'} |"
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="efficientnet-b0,mobilenetv3-large,pp-lcnet")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--summary", action="store_true", help="only the totals per kind")
+    parser.add_argument("--kernels", default="", help="comma-separated depthwise kernels to time alone")
+    parser.add_argument("--calls", type=int, default=20, help="calls per sample with --kernels")
     args = parser.parse_args()
+    if args.kernels:
+        kernels = args.kernels.split(",")
+        print(machine_line(1))
+        for model_name in args.models.split(","):
+            print(f"\n#### {model_name} (CPU ms per call, 1 thread, medians of {args.rounds})\n")
+            print(
+                f"| layer | channels | kernel/stride | output | activation | chosen | {' | '.join(kernels)} | same |"
+            )
+            print("|---|---:|---|---|---|---|" + "---:|" * len(kernels) + "---|")
+            print("\n".join(kernel_ab(model_name, kernels, args.calls, args.rounds)))
+        print("\n" + machine_line(1))
+        return
     print(machine_line(args.threads))
     for model_name in args.models.split(","):
         rows, totals = measure(model_name, args.threads, args.rounds)

@@ -88,7 +88,13 @@ def int8_inputs(x: np.ndarray, w: np.ndarray, bias: np.ndarray) -> list[Any]:
 
 CASES: list[Case] = [
     case("Conv", ConvAttrs(pads=(1, 1)), [floats(2, 4, 37), floats(6, 4, 3)], (1,)),
-    case("Conv", ConvAttrs(pads=(1, 1, 1, 1), group=8), [floats(1, 8, 13, 13), floats(8, 1, 3, 3)], (1,)),
+    case("Conv", ConvAttrs(pads=(1, 1, 1, 1), group=8), [floats(1, 8, 13, 41), floats(8, 1, 3, 3)], (1,)),
+    case(  # a small map: depthwise_lanes, two blocks of channels on most vector widths
+        "FusedConv",
+        FusedConvAttrs(strides=(2, 2), pads=(2, 2, 2, 2), group=21, activation="silu"),
+        [floats(2, 21, 13, 13), floats(21, 1, 5, 5), floats(21)],
+        (1, 2),
+    ),
     case("Conv", ConvAttrs(pads=(1, 1, 1, 1)), [floats(1, 16, 11, 11), pruned(24, 16, 3, 3)], (1,)),
     case("Conv", ConvAttrs(pads=(1, 1, 1, 1)), [floats(1, 16, 11, 11), repeated_rows(24, 5, 16, 3, 3)], (1,)),
     case("Conv", ConvAttrs(), [floats(2, 16, 9, 9), floats(20, 16, 1, 1), floats(20)], (1, 2)),

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.conv import direct_rows as conv_direct_rows
 from edgecnn.kernels.cpu.conv import steps as conv_kernels
+from edgecnn.kernels.cpu.conv.depthwise_lanes import lanes_layer
 from edgecnn.kernels.cpu.conv.gemv import whole_window
 from edgecnn.kernels.cpu.conv.im2col import NO_TAP_TABLE, tap_table
 from edgecnn.kernels.cpu.conv.pixel_rows import rows_fit
@@ -109,7 +110,7 @@ def expected_kernel(case: dict[str, Any]) -> str:
     tiles = blas.AVAILABLE and not conv_kernels.micro_kernel_over_blas()
     geometry, channels = case["geometry"], case["x_shape"][1]
     if geometry.get("group", 1) == channels > 1:
-        return "depthwise"
+        return "depthwise_lanes" if lanes_layer(_setup(case)) else "depthwise"
     if whole_window(_setup(case)):
         return "gemv"  # the window covers the whole input: a matrix-vector product per image
     same = geometry.get("auto_pad", AutoPad.NOTSET) is not AutoPad.NOTSET

@@ -1,6 +1,6 @@
 """The depthwise step on every filter size, stride, padding, dilation and fused activation against
 the numpy reference (the banded pass for 5x5, 7x7 and the other non-3x3 filters, the 3x3 paths
-beside it), bands cut at every row count, and the epilogue's sigmoid and SiLU at the edges."""
+beside it; small planes with one filter per channel go to depthwise_lanes), bands cut at every row count, and the epilogue's sigmoid and SiLU at the edges."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.conv.depthwise import depthwise_conv_2d
+from edgecnn.kernels.cpu.conv.depthwise_lanes import lanes_layer
+from edgecnn.kernels.cpu.conv.setup import conv_setup
 from edgecnn.kernels.cpu.gemm.epilogue import ActivationKind, activate_in_place
 from edgecnn.kernels.cpu.system.threads import cpu_threads
 from edgecnn.ops.conv import ConvAttrs, conv
@@ -19,6 +22,10 @@ from edgecnn.testing import assert_matches, reference_run
 from kernels.support import fast_run
 
 KERNELS = [(5, 5), (7, 7), (3, 3), (5, 5), (7, 7), (1, 1), (2, 4), (4, 2), (7, 1), (1, 6), (9, 9)]
+
+
+def spec(a: np.ndarray) -> TensorType:
+    return TensorType("float32", a.shape)
 
 
 @st.composite
@@ -66,7 +73,6 @@ def test_depthwise_step_matches_reference(case: dict[str, Any]) -> None:
     inputs = [x, w] if b is None else [x, w, b]
     constants = list(range(1, len(inputs)))
     actual, kernel = fast_run("FusedConv", case["attrs"], inputs, constants, case["threads"])
-    assert kernel == "depthwise"
     expected = reference_run("FusedConv", case["attrs"], inputs, constants)
     geometry = ConvAttrs(
         kernel_shape=case["attrs"].kernel_shape,
@@ -75,6 +81,9 @@ def test_depthwise_step_matches_reference(case: dict[str, Any]) -> None:
         pads=case["attrs"].pads,
         group=case["attrs"].group,
     )
+    setup = conv_setup(Node("FusedConv", "dw", ["x", "w"], ["y"], case["attrs"]), [spec(x), spec(w)])
+    assert setup is not None
+    assert kernel == ("depthwise_lanes" if lanes_layer(setup) else "depthwise")
     magnitude = conv(geometry, np.abs(x), np.abs(w), None if b is None else np.abs(b))
     assert_matches(actual, expected, np.maximum(magnitude, 1.0))
 

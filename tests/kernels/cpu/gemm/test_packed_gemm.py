@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.conv import packed as conv_packed
+from edgecnn.kernels.cpu.conv.depthwise_lanes import lanes_layer
 from edgecnn.kernels.cpu.conv.direct import DirectConv, fill_frame
 from edgecnn.kernels.cpu.conv.gemv import whole_window
 from edgecnn.kernels.cpu.conv.setup import conv_setup
@@ -193,7 +194,8 @@ def check_packed_conv(case: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> 
     setup = conv_setup(Node("Conv", "c", ["x", "w"], ["y"], plain), types)
     assert setup is not None
     # no tuning turns these two off
-    ahead = "depthwise" if setup.depthwise else "gemv" if whole_window(setup) else None
+    depthwise = "depthwise_lanes" if lanes_layer(setup) else "depthwise"
+    ahead = depthwise if setup.depthwise else "gemv" if whole_window(setup) else None
     assert kernel == (ahead or "packed_gemm")
     expected = reference_run(op, attrs, inputs, constants)
     magnitude = conv(plain, np.abs(x), np.abs(w), None if b is None else np.abs(b)).max()
