@@ -1,7 +1,8 @@
 """The GEMV convolution (conv/gemv.py) against the numpy reference: random whole-window layers
 (1x1 on 1x1 maps and windows as large as their input) across the panel edges, odd channel counts,
-every activation, batches of 1 to 3, one and two threads with the serial and the parallel build;
-which layers the rule takes; and a real squeeze-and-excitation network against onnxruntime."""
+every activation, batches of 1 to 9 (groups of four images and the rest), one and two threads with
+the serial and the parallel build; which layers the rule takes; and a real squeeze-and-excitation
+network against onnxruntime."""
 
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def _run(
 def layers(draw: st.DrawFn) -> dict[str, Any]:
     window = draw(st.sampled_from([(1, 1), (1, 1), (2, 3), (3, 3)]))
     return {
-        "x_shape": (draw(st.integers(1, 3)), draw(st.integers(1, 2 * PANEL + 5)), *window),
+        "x_shape": (draw(st.integers(1, 9)), draw(st.integers(1, 2 * PANEL + 5)), *window),
         "out_channels": draw(st.integers(1, 2 * PANEL + 3)),
         "activation": draw(st.sampled_from(ACTIVATIONS)),
         "bias": draw(st.booleans()),
@@ -79,9 +80,10 @@ def test_matches_the_reference(case: dict[str, Any], parallel: bool) -> None:
 
 
 @pytest.mark.parametrize("activation", ACTIVATIONS)
-@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("batch", [1, 6])
 def test_every_activation_on_odd_channels(activation: str, batch: int, retune: Retune) -> None:
-    """Odd depths (a remainder after the four-value steps) and a cut last panel, on two threads."""
+    """Odd depths (a remainder after the four-value steps) and a cut last panel, on two threads;
+    one image, and a group of four images then two alone."""
     retune(conv_gemm_grain=0)
     _run((batch, 4 * 37 + 3, 1, 1), PANEL + 7, activation, True, 2, batch)
 
@@ -121,7 +123,7 @@ def test_rule_takes_whole_window_layers_only(
     )
 
 
-@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("batch", [1, 5])
 def test_efficientnet_matches_onnxruntime(tmp_path: Path, batch: int) -> None:
     """EfficientNet-B0 (width 0.25, 64x64): every SE block's squeeze and excite layers run here (SiLU
     and the Sigmoid gate fused), and the network's output stays onnxruntime's."""
