@@ -45,8 +45,13 @@ CELL_BLOCK = 4
 each tap's weight vector is loaded once per block, a quarter of a load per multiply-add."""
 
 SMALL_ROW = 2 * LANES
-"""Widest output row that runs channels-last: below two vectors a plane-by-plane row spends most
-of each tap's loop in its scalar remainder or in positions computed and dropped."""
+"""Output rows narrower than this run channels-last: below two vectors a plane-by-plane row spends
+most of each tap's loop in its scalar remainder or in positions computed and dropped."""
+
+FLAT_PLANE = 4 * LANES
+"""Output planes from which a 3x3 stride-1 layer stays plane by plane: depthwise.py runs it as one
+flat pass over the plane with its nine taps in registers, which fills its vectors once the plane
+is four of them long, and needs neither of this kernel's two transposes."""
 
 
 def _data(
@@ -375,8 +380,11 @@ def can_run_in_lanes(
 
 def lanes_layer(setup: ConvSetup) -> bool:
     """Whether ``when_lanes`` picks a compiled layer: depthwise, one filter per input channel,
-    output rows narrower than SMALL_ROW."""
-    return setup.depthwise and setup.out_channels == setup.in_channels and setup.out[1] < SMALL_ROW
+    output rows narrower than SMALL_ROW, and, for a 3x3 filter at stride 1, a plane smaller than
+    FLAT_PLANE."""
+    flat = setup.kernel == (3, 3) and setup.strides == (1, 1) and setup.out[0] * setup.out[1] >= FLAT_PLANE
+    one_filter = setup.out_channels == setup.in_channels
+    return setup.depthwise and one_filter and setup.out[1] < SMALL_ROW and not flat
 
 
 def when_lanes(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
