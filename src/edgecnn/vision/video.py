@@ -28,13 +28,13 @@ CODECS = ("libx264", "h264", "mpeg4")
 def encoder_options(codec: str) -> dict[str, str]:
     """x264's options: preset ultrafast, and threads as :func:`~edgecnn.vision.sources.codec_threads`.
 
-    The encoder runs beside inference on the same cores, so its CPU per frame slows detection down
-    by about half as much (on two busy cores); the annotated video is a by-product to look at the
-    boxes. At x264's default quality (CRF 23) ultrafast needs about a third of veryfast's CPU per
-    frame for files 2-3 times the size (superfast, in between, already loses most of veryfast's
-    compression for two thirds of its CPU). Its output is plain H.264 (no CABAC, no B-frames),
-    which every player decodes. x264's default threads (1.5 per core plus lookahead) spend about a
-    third more CPU per frame than one thread."""
+    The encoder runs on the cores that inference keeps busy, so what it spends per frame is taken
+    from inference; the annotated video is a by-product to look at the boxes. At x264's default
+    quality (CRF 23) ultrafast needs about a third of veryfast's CPU per frame for files 2-3 times
+    the size (superfast, in between, already loses most of veryfast's compression for two thirds
+    of its CPU). Its output is H.264's Constrained Baseline profile (no CABAC, no B-frames), which
+    every player decodes. x264's default threads (1.5 per core plus lookahead) spend about a third
+    more CPU per frame than one thread."""
     if codec != "libx264":
         return {}
     return {"preset": "ultrafast", "threads": str(codec_threads())}
