@@ -10,9 +10,8 @@ conversion, not an addition of 1.5 * 2**23 that reassociation would cancel. Its 
 LLVM's ``fmuladd``, fused wherever the CPU has FMA whatever fastmath flags the caller has: the
 exponential is about half the work of a SiLU epilogue, and fusing halves its arithmetic.
 
-Every function is ``inline="always"``: numba's on-disk cache keys on the file of the entry
-function, so a change here must be followed by touching (or clearing the cache of) the kernels
-that inline it.
+Every function is ``inline="always"``; the kernels that inline them are recompiled after a change
+here (system/kernel_cache.py stamps their cached code with the modules they import).
 """
 
 from __future__ import annotations
