@@ -151,6 +151,6 @@ def test_zoo_model_matches_onnxruntime(name: str, tmp_path: Path) -> None:
     (input_name,) = [i.name for i in net.inputs]
     x = np.random.default_rng(5).standard_normal((2, 3, 96, 96), dtype=np.float32)
     kernels = [s.kernel.name for s in net.plan_for({input_name: x}).steps]
-    assert kernels.count("depthwise_lanes") >= 8
+    assert kernels.count("depthwise_lanes") >= 7  # the fewest: MobileNetV3 with 8-float vectors
     (expected,) = run_onnxruntime(model, {input_name: x})
     assert_matches(net(x), expected, 1.0)
