@@ -162,7 +162,7 @@ def kernel_ab(model_name: str, kernels: list[str], calls: int, rounds: int) -> l
         if not chosen.startswith("depthwise"):
             continue
         entries = {e.name: e for e in candidate_kernels(node, types, values) if e.name in kernels}
-        steps = {name: entries[name].factory(node, types, values) for name in kernels if name in entries}
+        steps: dict[str, Any] = {n: entries[n].factory(node, types, values) for n in kernels if n in entries}
         inputs = example_inputs(types, values)
         outputs = {name: np.empty(step.out_shape, np.float32) for name, step in steps.items()}
         samples: dict[str, list[float]] = defaultdict(list)
