@@ -1,10 +1,15 @@
-"""The dot-product int8 convolution (kernels/cpu/int8/dot_*.py): the saturation bound that picks
-its loop, exact integers against the numpy reference at the 8-bit extremes with both loops and both
-layouts, the compiled DequantizeLinear, and a QDQ network bit-exact with onnxruntime."""
+"""The dot-product int8 convolution (kernels/cpu/int8/dot_*.py): the saturation bound and the
+weight split with fix-ups that keep `vpmaddubsw` exact, exact integers against the numpy reference
+at the 8-bit extremes with both loops and both layouts, the compiled DequantizeLinear, QDQ networks
+bit-exact with onnxruntime and the reference, and all of it again with numba compiling for an
+AVX2-only CPU (the `vpmaddubsw` loop this machine does not take where it has VNNI)."""
 
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,22 +26,30 @@ from edgecnn.kernels.cpu.int8.dot_conv import Int8DotConvKernel  # registers the
 from edgecnn.kernels.cpu.int8.dot_gemm import pack_weights, tap_weights
 from edgecnn.kernels.cpu.int8.dot_kernel import (
     COLUMNS,
+    FIX_LIMIT,
     LANES,
     PAIR_LIMIT,
     ROWS,
     UNIT_S16,
     UNIT_U8S8,
     VECTORS,
+    VNNI,
+    WIDE,
+    FixUps,
     available,
+    bytes_split,
     dot_s16,
     dot_u8s8,
+    fix_ups,
     pairs_fit_int16,
+    split_pairs,
 )
 from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning
 from edgecnn.model import Model
 from edgecnn.ops.quant import Int8ConvAttrs, QuantizeAttrs
 from edgecnn.runtime.options import RuntimeOptions
 from edgecnn.testing import reference_run
+from kernels.cpu.gemm.test_narrow_vectors import AVX2_FEATURES, ROOT
 from kernels.support import fast_run
 from onnx_support import run_onnxruntime
 
@@ -78,13 +91,51 @@ def test_pair_limit_edges() -> None:
     assert pairs_fit_int16(np.array([[-128, 0, 127, -128]], np.int8))
 
 
+def test_split_pairs_is_exact_and_fits_for_every_pair() -> None:
+    """Every one of the 65536 pairs of int8 weights: main + fix is the pair, both fit the bound,
+    and the pairs that fit already are left whole."""
+    values = np.arange(-128, 128)
+    w = np.stack(np.meshgrid(values, values), axis=-1).reshape(-1, 2).astype(np.int8)
+    main, fix = split_pairs(w)
+    assert main.dtype == fix.dtype == np.int8
+    np.testing.assert_array_equal(main.astype(np.int16) + fix, w)
+    assert pairs_fit_int16(main) and pairs_fit_int16(fix)
+    fits = np.array([pairs_fit_int16(pair[None]) for pair in w])
+    np.testing.assert_array_equal(main[fits], w[fits])
+    assert not fix[fits].any() and fix[~fits].any(axis=1).all()
+
+
+def test_bytes_split_takes_the_int16_loop_for_many_fix_ups() -> None:
+    """Full-range weights need a fix-up in most groups: the int16 loop, unless `vpdpbusd` sums them
+    (VNNI: no fix-ups); a few large weights among small ones: the u8 x s8 loop."""
+    rng = np.random.default_rng(2)
+    dense = rng.choice([-128, 127], (8, 64)).astype(np.int8)
+    sparse = rng.integers(-20, 21, (8, 64)).astype(np.int8)
+    sparse[3, 5] = -128
+    sparse[3, 4] = -100
+    if VNNI:
+        for w in (dense, sparse):
+            main, fix = bytes_split(w) or (None, None)
+            assert main is w and fix is not None and not fix.any()
+        return
+    assert bytes_split(dense) is None
+    split = bytes_split(sparse)
+    assert split is not None and split[1].any()
+    assert fix_ups(split[1], 8, np.arange(16, dtype=np.int64)).starts.tolist() == [0, 1, 1]
+    assert FIX_LIMIT > 1 / 16  # one fixed group of sixteen per panel, on average
+
+
 @numba.njit(cache=True)
 def one_block(
-    bytes_mode: bool, vectors: int, groups: int, a: np.ndarray, b: np.ndarray, rows: np.ndarray, c: np.ndarray
-) -> None:
-    """One micro-kernel call at offset 0 (ldc = COLUMNS)."""
+    bytes_mode: bool, vectors: int, groups: int, a: np.ndarray, b: np.ndarray, rows: np.ndarray, c: np.ndarray,
+    fixes: FixUps,
+) -> None:  # fmt: skip
+    """One micro-kernel call at offset 0 (ldc = COLUMNS), the first panel's fix-ups after it."""
+    starts, units, taps = fixes
     if bytes_mode:
-        dot_u8s8(vectors, groups, a, 0, b, 0, rows, c, 0, COLUMNS)
+        dot_u8s8(
+            vectors, groups, a, 0, b, 0, rows, c, 0, COLUMNS, starts[1] - starts[0], units, taps, starts[0]
+        )
     else:
         dot_s16(vectors, groups, a, 0, b, 0, rows, c, 0, COLUMNS)
 
@@ -109,9 +160,36 @@ def test_every_block_width_sums_exactly(bytes_mode: bool) -> None:
     expected = a.astype(np.int64) @ x.astype(np.int64)
     for vectors in range(1, VECTORS + 1):
         c = np.full(ROWS * COLUMNS, -7, np.int32)
-        one_block(bytes_mode, vectors, groups, pack_weights(a, unit), b, rows, c)
+        one_block(bytes_mode, vectors, groups, pack_weights(a, unit), b, rows, c, fix_ups(None, ROWS, rows))
         sums = c.reshape(ROWS, COLUMNS)
         np.testing.assert_array_equal(sums[:, : LANES * vectors], expected[:, : LANES * vectors])
+        assert (sums[:, LANES * vectors :] == -7).all()
+
+
+def test_fix_ups_make_bytes_exact_at_the_extremes() -> None:
+    """Full-range weights (-128 and 127 beside each other: pairs that saturate `vpmaddubsw`) on
+    the u8 x s8 loop as main weights and fix-up groups: every block width equals the integer
+    product for activations at 0 and 255, a panel's fix-ups only, one panel's rows short."""
+    rng = np.random.default_rng(4)
+    groups, rows_used = 9, ROWS - 1
+    a = rng.choice([-128, 127, -127, 1, 0], (rows_used, groups * UNIT_U8S8)).astype(np.int8)
+    a[:, : 2 * UNIT_U8S8] = rng.integers(-30, 31, (rows_used, 2 * UNIT_U8S8))  # groups without fix-ups
+    x = rng.choice([0, 255, 254, 1], (groups * UNIT_U8S8, COLUMNS)).astype(np.uint8)
+    stride = 4 * COLUMNS + 20
+    b = np.zeros(groups * stride, np.uint8)
+    for g in range(groups):
+        b[g * stride : g * stride + 4 * COLUMNS] = np.ascontiguousarray(x[4 * g : 4 * g + 4].T).reshape(-1)
+    rows = np.arange(groups, dtype=np.int64) * stride
+    main, fix = split_pairs(a)
+    fixes = fix_ups(fix, rows_used, rows)
+    assert 0 < fixes.starts[1] < groups and fixes.starts.tolist() == [0, fixes.starts[1]]
+    assert not pairs_fit_int16(a) and pairs_fit_int16(main) and pairs_fit_int16(fix)
+    expected = a.astype(np.int64) @ x.astype(np.int64)
+    for vectors in range(1, VECTORS + 1):
+        c = np.full(ROWS * COLUMNS, -7, np.int32)
+        one_block(True, vectors, groups, pack_weights(main, UNIT_U8S8), b, rows, c, fixes)
+        sums = c.reshape(ROWS, COLUMNS)
+        np.testing.assert_array_equal(sums[:rows_used, : LANES * vectors], expected[:, : LANES * vectors])
         assert (sums[:, LANES * vectors :] == -7).all()
 
 
@@ -126,8 +204,10 @@ def extreme(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.
 @st.composite
 def conv_cases(draw: st.DrawFn, unpadded: bool = False) -> tuple[Int8ConvAttrs, list[Any], bool]:
     """One-group layers over odd sizes, unit or other strides, with 7-bit weights (the u8 x s8
-    loop) or full-range ones including -128 (the int16 loop), data and zero points at the ends;
-    ``unpadded``: unit strides and no padding (1x1 layers mostly), packed as one run per unit."""
+    loop), full-range ones including -128 (the int16 loop without VNNI) or a few full-range ones
+    among small ones, as trained layers have (the u8 x s8 loop and its fix-ups, or the int16 loop
+    where they would be too many), data and zero points at the ends; ``unpadded``: unit strides
+    and no padding (1x1 layers mostly), packed as one run per unit."""
     in_channels, out_channels = draw(st.integers(1, 9)), draw(st.integers(1, 11))
     kernel = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
     if unpadded:
@@ -139,10 +219,15 @@ def conv_cases(draw: st.DrawFn, unpadded: bool = False) -> tuple[Int8ConvAttrs, 
     height = draw(st.integers(max(1, spans[0] - pads[0] - pads[2]), 21))
     width = draw(st.integers(max(1, spans[1] - pads[1] - pads[3]), 37))
     x_dtype = draw(st.sampled_from(["uint8", "int8"]))
-    seven_bit = draw(st.booleans())
+    style = draw(st.sampled_from(["seven_bit", "full", "few"]))
+    seven_bit = style == "seven_bit"
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     w_shape = (out_channels, in_channels, *kernel)
     w = rng.choice([-64, 64], w_shape) if seven_bit else extreme(rng, w_shape, "int8")
+    if style == "few":
+        w = np.where(
+            rng.random(w_shape) < 0.04, rng.choice([-128, 127], w_shape), rng.integers(-30, 31, w_shape)
+        )
     w = np.where(rng.random(w_shape) < 0.5, w, rng.integers(-64, 64, w_shape)).astype(np.int8)
     info = np.iinfo(x_dtype)
     x_zp = np.array(draw(st.sampled_from([int(info.min), int(info.max), 0, 3])), dtype=x_dtype)
@@ -274,14 +359,12 @@ def residual_net(rng: np.random.Generator) -> onnx.ModelProto:
     return model
 
 
-def test_qdq_resnet_block_equals_onnxruntime(tmp_path: Path) -> None:
-    """quantize_static (QDQ, u8 activations, per-channel 7-bit weights: reduce_range, so that
-    onnxruntime's own u8 x s8 path does not saturate): every convolution runs on the u8 x s8 loop
-    and its quantised output equals onnxruntime's."""
+def quantized_block(folder: Path, rng: np.random.Generator, reduce_range: bool) -> onnx.ModelProto:
+    """residual_net quantised by quantize_static (QDQ, u8 activations, per-channel s8 weights, 7-bit
+    with ``reduce_range``), calibrated on four seeded inputs."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
-    rng = np.random.default_rng(11)
-    onnx.save(residual_net(rng), tmp_path / "float.onnx")
+    onnx.save(residual_net(rng), folder / "float.onnx")
     samples = [{"x": rng.standard_normal((1, 3, 19, 23)).astype(np.float32)} for _ in range(4)]
 
     class Reader(CalibrationDataReader):
@@ -292,16 +375,24 @@ def test_qdq_resnet_block_equals_onnxruntime(tmp_path: Path) -> None:
             return next(self.items, None)
 
     quantize_static(
-        str(tmp_path / "float.onnx"),
-        str(tmp_path / "qdq.onnx"),
+        str(folder / "float.onnx"),
+        str(folder / "qdq.onnx"),
         Reader(),
         quant_format=QuantFormat.QDQ,
         activation_type=QuantType.QUInt8,
         weight_type=QuantType.QInt8,
         per_channel=True,
-        reduce_range=True,
+        reduce_range=reduce_range,
     )
-    qdq = onnx.load(tmp_path / "qdq.onnx")
+    return onnx.load(folder / "qdq.onnx")
+
+
+def test_qdq_resnet_block_equals_onnxruntime(tmp_path: Path) -> None:
+    """quantize_static (QDQ, u8 activations, per-channel 7-bit weights: reduce_range, so that
+    onnxruntime's own u8 x s8 path does not saturate): every convolution runs on the u8 x s8 loop
+    and its quantised output equals onnxruntime's."""
+    rng = np.random.default_rng(11)
+    qdq = quantized_block(tmp_path, rng, reduce_range=True)
     model = Model(graph_from_model_proto(qdq, "qdq.onnx"), RuntimeOptions.resolve(threads=2))
     x = rng.standard_normal((1, 3, 19, 23)).astype(np.float32)
     plan = model.plan_for({"x": x})
@@ -324,3 +415,61 @@ def inputs_of(plan: Any, step: Any) -> tuple[list[Any], list[Any]]:
     return [plan.types.get(i) if i else None for i in node.inputs], [
         plan.constants.get(i) if i else None for i in node.inputs
     ]
+
+
+def test_full_range_qdq_resnet_block_equals_the_reference(tmp_path: Path) -> None:
+    """quantize_static with full-range 8-bit weights (no reduce_range): every convolution on
+    int8_dot_conv, without VNNI some on the u8 x s8 loop with fix-ups, and each quantised output
+    equal to the numpy reference's (onnxruntime's own u8 x s8 loop may saturate on such CPUs)."""
+    rng = np.random.default_rng(12)
+    graph = graph_from_model_proto(quantized_block(tmp_path, rng, reduce_range=False), "qdq.onnx")
+    model = Model(graph, RuntimeOptions.resolve(threads=2))
+    reference = Model(graph, RuntimeOptions.resolve(threads=1, device="reference"))
+    x = rng.standard_normal((1, 3, 19, 23)).astype(np.float32)
+    plan = model.plan_for({"x": x})
+    convs = [s for s in plan.steps if s.node.op in ("QLinearConv", "QLinearConvAdd")]  # Add: residual fused
+    assert len(convs) == 5 and all(s.kernel.name.startswith("int8_dot_conv") for s in convs)
+    kernels = [Int8DotConvKernel(s.node, *inputs_of(plan, s)) for s in convs]
+    assert VNNI or any(k.bytes_mode and k.fixes.units.size for k in kernels)
+    names = [s.node.outputs[0] for s in convs]
+    got, expected = model.run({"x": x}, outputs=names), reference.run({"x": x}, outputs=names)
+    for name in names:
+        np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+
+
+AVX2_TESTS = (
+    "test_split_pairs_is_exact_and_fits_for_every_pair",
+    "test_bytes_split_takes_the_int16_loop_for_many_fix_ups",
+    "test_every_block_width_sums_exactly",
+    "test_fix_ups_make_bytes_exact_at_the_extremes",
+    "test_dot_conv_equals_reference_at_the_extremes",
+    "test_layers_split_over_threads_equal_reference",
+    "test_full_range_qdq_resnet_block_equals_the_reference",
+)
+"""The tests whose code differs without VNNI and 512-bit vectors (`vpmaddubsw` and its fix-ups)."""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not (VNNI or WIDE), reason="numba compiles for an AVX2-only CPU here: the suite runs them"
+)
+def test_avx2_loops_pass_on_an_avx2_only_target(tmp_path: Path) -> None:
+    """AVX2_TESTS again in a child whose numba compiles for an AVX2-only CPU (as
+    test_narrow_vectors.py does for the float kernels), into a cache of its own."""
+    env = {
+        **os.environ,
+        "NUMBA_CPU_NAME": "haswell",
+        "NUMBA_CPU_FEATURES": AVX2_FEATURES,
+        "NUMBA_CACHE_DIR": str(tmp_path),
+    }
+    probe = "from edgecnn.kernels.cpu.int8 import dot_kernel as k; print(k.VNNI, k.WIDE, k.ROWS)"
+    shape = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert shape.stdout.split() == ["False", "False", "4"], shape.stderr
+    selected = [f"{Path(__file__).relative_to(ROOT)}::{name}" for name in AVX2_TESTS]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *selected],
+        env=env, capture_output=True, text=True, timeout=1500, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]

@@ -2,8 +2,9 @@
 
 Prepared once per plan: the weights packed into the micro-kernel's panels (in the depth order of
 the activations' layout: the image split into its stride phases, read in place) and
-the loop chosen by them (`vpdpbusd` with VNNI; else `vpmaddubsw` where no pair of weights can
-saturate int16, and the exact int16 loop where one can; see dot_kernel.py), the input zero point
+the loop chosen by them (`vpdpbusd` with VNNI; else `vpmaddubsw` on weights split so that no
+pair can saturate int16, with per-panel fix-up groups, or the int16 loop where those would cost
+more; see dot_kernel.py), the input zero point
 folded into the int32 bias with the per-channel weight sums (for int8 input, shifted by the +128
 that makes every activation unsigned). Per image: the image packed by stride phases and channel
 units, padding with the zero point, then the GEMM, whose epilogue adds the bias, applies the per-channel
@@ -28,7 +29,7 @@ from edgecnn.kernels.cpu.int8.dot_gemm import (
     tap_offsets,
     tap_weights,
 )
-from edgecnn.kernels.cpu.int8.dot_kernel import COLUMNS, UNIT_S16, UNIT_U8S8, available, bytes_exact
+from edgecnn.kernels.cpu.int8.dot_kernel import COLUMNS, UNIT_S16, UNIT_U8S8, available, bytes_split, fix_ups
 from edgecnn.kernels.cpu.int8.steps import Int8ConvKernel, W, byte_scratch, when_conv
 from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.threads import call
@@ -46,13 +47,15 @@ class Int8DotConvKernel(Int8ConvKernel):
         super().__init__(node, types, values)
         w = _weights(values)
         kh, kw, sh, sw, _, _, dh, dw = self.geometry
-        self.bytes_mode = bytes_exact(tap_weights(w, UNIT_U8S8))
+        split = bytes_split(tap_weights(w, UNIT_U8S8))
+        self.bytes_mode = split is not None
         self.unit = UNIT_U8S8 if self.bytes_mode else UNIT_S16
-        matrix = tap_weights(w, self.unit)
+        matrix = tap_weights(w, self.unit) if split is None else split[0]
         self.channel_units = groups_of(w.shape[1], self.unit)
         self.phases = phases_of((kh, kw), (sh, sw), (dh, dw))
         self.plane = phase_shape((self.out_hw[0], self.out_hw[1]), (kh, kw), (sh, sw), (dh, dw))
         self.rows = tap_offsets(self.channel_units, self.phases, self.plane, (kh, kw), (sh, sw), (dh, dw))
+        self.fixes = fix_ups(None if split is None else split[1], w.shape[0], self.rows)
         virtual = self.out_hw[0] * self.plane[1]
         # the last blocks' virtual pixels and taps read past the last plane
         self.slack = (virtual + COLUMNS - 1) // COLUMNS * COLUMNS - virtual + self.plane[1] - self.out_hw[1]
@@ -84,7 +87,7 @@ class Int8DotConvKernel(Int8ConvKernel):
                 self.offset, self.unit, quads, slack,
             )  # fmt: skip
             call(
-                gemm_dot, self.small, self.packed, self.groups, self.bytes_mode, flat, self.rows,
+                gemm_dot, self.small, self.packed, self.groups, self.bytes_mode, flat, self.rows, *self.fixes,
                 self.plane[1], self.out_hw[1], self.bias, self.multiplier, *self.epilogue_args(),
                 out[n].reshape(channels, -1), threads,
             )  # fmt: skip

@@ -276,6 +276,9 @@ def gemm_dot(
     bytes_mode: bool,  # u8 x s8 units (vpmaddubsw) else int16 units (vpmaddwd)
     columns: np.ndarray,  # flat uint8: the quad image (pack_image) and its slack
     rows: np.ndarray,  # (groups,) int64: byte offset of each depth group's tap (tap_offsets)
+    fix_starts: np.ndarray,  # the u8 x s8 loop's fix-up groups (dot_kernel.FixUps)
+    fix_units: np.ndarray,
+    fix_taps: np.ndarray,
     row_pixels: int,  # virtual pixels per output row (Wq)
     out_w: int,
     bias: np.ndarray,  # (M,) int32, zero-point correction included
@@ -331,7 +334,10 @@ def gemm_dot(
                 b_off = 4 * j
                 vectors = min(VECTORS, (q1 - j + LANES - 1) // LANES)  # narrower for the last pixels
                 if bytes_mode:
-                    dot_u8s8(vectors, groups, weights, a_off, columns, b_off, rows, block, j - q0, TILE)
+                    dot_u8s8(
+                        vectors, groups, weights, a_off, columns, b_off, rows, block, j - q0, TILE,
+                        fix_starts[panel + 1] - fix_starts[panel], fix_units, fix_taps, fix_starts[panel],
+                    )  # fmt: skip
                 else:
                     dot_s16(vectors, groups, weights, a_off, columns, b_off, rows, block, j - q0, TILE)
             finish_panel(
