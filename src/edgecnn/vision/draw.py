@@ -9,6 +9,7 @@ rendered once per text, colour and size with Pillow's font, then pasted."""
 from __future__ import annotations
 
 import colorsys
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -52,29 +53,47 @@ def _font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
 
 @dataclass(frozen=True)
 class Label:
-    """A detection's label: ``text`` in black on ``colour`` with ``margin`` pixels around it."""
+    """A detection's label: its ``words`` (e.g. ``("person ", "0.87")``) in black on ``colour``
+    with ``margin`` pixels around them."""
 
-    text: str
+    words: tuple[str, ...]
     colour: tuple[int, int, int]
     font_size: int
     margin: int
 
 
+@lru_cache(maxsize=512)
+def text_mask(text: str, font_size: int) -> np.ndarray:
+    """[ascent + descent, advance] coverage (0..255) of ``text`` rendered with Pillow's font, from
+    the line's ascender down. Rendering is the costliest part of drawing a label, and a label is
+    a class name and a score, each drawn again and again: they are rendered once, then joined."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    font = _font(font_size)
+    if isinstance(font, ImageFont.FreeTypeFont):
+        ascent, descent = font.getmetrics()
+        height = ascent + descent
+    else:  # Pillow built without FreeType: its fixed bitmap font
+        height = int(font.getbbox("Ag|")[3])
+    image = Image.new("L", (max(1, math.ceil(font.getlength(text))), height))
+    ImageDraw.Draw(image).text((0, 0), text, fill=255, font=font)
+    mask = np.array(image)
+    mask.flags.writeable = False
+    return mask
+
+
 @lru_cache(maxsize=256)
 def label_patch(label: Label) -> np.ndarray:
-    """[height, width, 3] RGB pixels of ``label``, rendered with Pillow's font; both sides even, so
-    that on a 4:2:0 frame it covers whole chroma samples. Read-only (cached)."""
-    from PIL import Image, ImageDraw
-
-    font = _font(label.font_size)
-    left, top, right, bottom = (int(v) for v in font.getbbox(label.text))
-    width = right - left + 2 * label.margin + 1
-    height = bottom - top + 2 * label.margin + 1
-    patch = Image.new("RGB", (width + width % 2, height + height % 2), label.colour)
-    ImageDraw.Draw(patch).text(
-        (label.margin - left, label.margin - top), label.text, fill=(0, 0, 0), font=font
-    )
-    pixels = np.array(patch)
+    """[height, width, 3] RGB pixels of ``label``; both sides even, so that on a 4:2:0 frame it
+    covers whole chroma samples. Read-only (cached)."""
+    mask = np.hstack([text_mask(word, label.font_size) for word in label.words])
+    width = mask.shape[1] + 2 * label.margin + 1
+    height = mask.shape[0] + 2 * label.margin + 1
+    pixels = np.empty((height + height % 2, width + width % 2, 3), np.uint8)
+    pixels[...] = label.colour
+    window = pixels[label.margin : label.margin + mask.shape[0], label.margin : label.margin + mask.shape[1]]
+    # black ink over the colour by the text's coverage, as Pillow blends text
+    window[...] = np.rint(window * ((255 - mask[:, :, None]) / 255))
     pixels.flags.writeable = False
     return pixels
 
@@ -173,7 +192,7 @@ def draw_on(canvas: Canvas, size: tuple[int, int], detections: Sequence[Detectio
         x1, y1 = box[0], box[1]
         for side in outline((x1, y1, box[2], box[3]), line):
             canvas.fill(side, colour)
-        label = Label(f"{detection.label} {detection.score:.2f}", colour, font_size, line)
+        label = Label((f"{detection.label} ", f"{detection.score:.2f}"), colour, font_size, line)
         height = label_patch(label).shape[0]
         label_y = y1 - height if y1 >= height else y1
         canvas.paste(x1 - x1 % 2, label_y - label_y % 2, label)
