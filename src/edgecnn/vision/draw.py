@@ -4,7 +4,8 @@ One routine draws on the pixel planes of either kind: a Pillow image's RGB pixel
 video frame's YUV 4:2:0 planes, so that a frame is annotated and encoded without a round trip
 through a full-size RGB image (two colour conversions of every pixel, which cost more than the
 drawing). Box outlines are filled rectangles; a label (text in black on the class colour) is
-rendered once per text, colour and size with Pillow's font, then pasted."""
+joined from its class name and score, each rendered once per size with Pillow's font, then
+pasted."""
 
 from __future__ import annotations
 
