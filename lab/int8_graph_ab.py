@@ -1,10 +1,12 @@
-"""What fold_qdq_ops is worth on a QDQ model (issue 37): the same quantize_static model planned with
-the full pipeline and without that pass (its Add, pooling and Concat then run in float32 between
-DequantizeLinear and QuantizeLinear steps), interleaved with onnxruntime on the QDQ model, by
+"""What fold_qdq_ops (or the pass ``--without`` names) is worth on a QDQ model (issue 37): the same
+quantize_static model planned with the full pipeline and without that pass (without fold_qdq_ops its
+Add, pooling and Concat run in float32 between DequantizeLinear and QuantizeLinear steps; without
+fuse_int8_residual each block's QLinearAdd is a step of its own), interleaved with onnxruntime on the QDQ model, by
 process CPU time at ``--threads`` (1: no worker spins). Prints each plan's kernel census and
 whether each output equals onnxruntime's.
 
     .venv/bin/python lab/int8_graph_ab.py --models resnet18 --rounds 10
+    .venv/bin/python lab/int8_graph_ab.py --models resnet18 resnet50 --without fuse_int8_residual
 """
 
 from __future__ import annotations
@@ -28,14 +30,14 @@ def census(net: Any, feed: dict[str, np.ndarray]) -> str:
     return ", ".join(f"{k} x{v}" for k, v in sorted(counts.items()))
 
 
-def without_pass(path: Path, threads: int) -> Any:
-    """The model loaded with every pass but fold_qdq_ops."""
+def without_pass(path: Path, threads: int, name: str) -> Any:
+    """The model loaded with every pass but ``name``."""
     import edgecnn
     import edgecnn.model
     from edgecnn.passes.pipeline import optimize, pipeline_without
 
     plain = edgecnn.model.optimize
-    edgecnn.model.optimize = partial(optimize, passes=pipeline_without("fold_qdq_ops"))  # type: ignore[assignment]
+    edgecnn.model.optimize = partial(optimize, passes=pipeline_without(name))  # type: ignore[assignment]
     try:
         return edgecnn.load(str(path), threads=threads)
     finally:
@@ -49,6 +51,7 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["resnet18"])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--without", default="fold_qdq_ops", help="the pass to leave out")
     args = parser.parse_args()
 
     import onnxruntime as ort
@@ -67,8 +70,8 @@ def main() -> None:
             qdq_path = quantized(float_path, Path(tmp), samples, spec.name)
             feed = {spec.name: rng.standard_normal(shape).astype(np.float32)}
             nets = {
-                "with fold_qdq_ops": edgecnn.load(str(qdq_path), threads=args.threads),
-                "without fold_qdq_ops": without_pass(qdq_path, args.threads),
+                f"with {args.without}": edgecnn.load(str(qdq_path), threads=args.threads),
+                f"without {args.without}": without_pass(qdq_path, args.threads, args.without),
             }
             session = ort.InferenceSession(
                 str(qdq_path), ort_options(args.threads), providers=["CPUExecutionProvider"]

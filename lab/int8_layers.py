@@ -7,7 +7,10 @@ layer on the dot-product kernel (int8_dot_conv), with the layer's own input from
 - edgecnn: the kernel's ``run_into`` alone, split into the activation layout (pack_image, every
   stride) and the GEMM with its epilogue (gemm_dot);
 - onnxruntime: a one-node QLinearConv model with the same weights, scales, zero points and bias
-  (a float-output layer gets y_scale 1, y_zero_point 0: the same GEMM, an 8-bit store).
+  (a float-output layer gets y_scale 1, y_zero_point 0: the same GEMM, an 8-bit store); a block's
+  last convolution with its residual Add in the epilogue (int8_dot_conv_add, QLinearConvAdd) against
+  QLinearConv then com.microsoft QLinearAdd (the ReLU after a ResNet block's Add is implied by its
+  output's zero point, and onnxruntime drops it: not timed).
 
 Timed by process CPU time at one thread (numba and onnxruntime), interleaved (one call of each per
 round, medians), so that other processes' load costs little; the machine's load average is printed
@@ -54,7 +57,8 @@ def elem_of(dtype: np.dtype) -> int:
 
 
 def ort_layer(node: Any, geometry: tuple, values: list[Any], x: np.ndarray) -> Any:
-    """An onnxruntime session of one QLinearConv node with ``node``'s constants."""
+    """An onnxruntime session of one QLinearConv node with ``node``'s constants, and for a
+    QLinearConvAdd the QLinearAdd of its output and the shortcut "s" after it."""
     import onnxruntime as ort
 
     x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias = values[1:9]
@@ -85,14 +89,24 @@ def ort_layer(node: Any, geometry: tuple, values: list[Any], x: np.ndarray) -> A
         group=attrs.group,
     )
     elem = elem_of(x.dtype)
+    nodes, last, feeds = [conv], "y", [helper.make_tensor_value_info("x", elem, list(x.shape))]
+    if node.op == "QLinearConvAdd":
+        for key, value in zip(("ss", "sz", "as", "az", "os", "oz"), values[10:16]):
+            consts[key] = np.asarray(value)
+        own, other = ["y", "as", "az"], ["s", "ss", "sz"]
+        pair = own + other if attrs.conv_first else other + own
+        nodes.append(helper.make_node("QLinearAdd", [*pair, "os", "oz"], ["z"], domain="com.microsoft"))
+        feeds.append(helper.make_tensor_value_info("s", elem_of(consts["oz"].dtype), None))
+        last = "z"
     graph = helper.make_graph(
-        [conv],
+        nodes,
         "layer",
-        [helper.make_tensor_value_info("x", elem, list(x.shape))],
-        [helper.make_tensor_value_info("y", elem_of(consts["yz"].dtype), None)],
+        feeds,
+        [helper.make_tensor_value_info(last, elem_of(consts["yz"].dtype), None)],
         [numpy_helper.from_array(v, k) for k, v in consts.items()],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
     model.ir_version = 8
     return ort.InferenceSession(model.SerializeToString(), ort_options(1), providers=["CPUExecutionProvider"])
 
@@ -112,11 +126,14 @@ def layers(name: str, rounds: int, folder: Path) -> None:
     net = edgecnn.load(str(qdq_path), threads=1)
     feed = {input_name: rng.standard_normal(shape).astype(np.float32)}
     plan = net.plan_for(feed)
-    steps = [s for s in plan.steps if s.kernel.name == "int8_dot_conv"]
-    data = net.run(feed, outputs=[s.node.inputs[0] for s in steps])
+    steps = [s for s in plan.steps if s.kernel.name in ("int8_dot_conv", "int8_dot_conv_add")]
+    data = net.run(feed, outputs=sorted({x for s in steps for x in (s.node.inputs[0], *s.node.inputs[9:10])}))
     timer = PartTimer(dot_conv.call)
     dot_conv.call = timer
-    print(f"\n{name}: {len(steps)} int8_dot_conv layers (CPU ms, 1 thread, median of {rounds})")
+    fused = sum(s.node.op == "QLinearConvAdd" for s in steps)
+    print(
+        f"\n{name}: {len(steps)} int8_dot_conv layers, {fused} with the residual Add (CPU ms, 1 thread, median of {rounds})"
+    )
     print(
         f"  {'layer':34s} {'shape':24s} {'pack':>6s} {'gemm':>6s} {'total':>6s} {'ort':>6s} {'ratio':>5s} GMAC/s"
     )
@@ -126,8 +143,11 @@ def layers(name: str, rounds: int, folder: Path) -> None:
         node = step.node
         types = [plan.types.get(i) if i else None for i in node.inputs]
         values = [plan.constants.get(i) if i else None for i in node.inputs]
-        kernel = dot_conv.Int8DotConvKernel(node, types, values)
+        add = node.op == "QLinearConvAdd"
+        kernel = (dot_conv.Int8DotConvAddKernel if add else dot_conv.Int8DotConvKernel)(node, types, values)
         x = data[node.inputs[0]]
+        rest = [None] * 8 + [data[node.inputs[9]]] if add else []
+        feeds = {"x": x, "s": data[node.inputs[9]]} if add else {"x": x}
         session = ort_layer(node, kernel.geometry, values, x)
         out = np.empty(kernel.out_shape, kernel.out_dtype)
         w = values[3]
@@ -137,10 +157,10 @@ def layers(name: str, rounds: int, folder: Path) -> None:
         for r in range(rounds + 1):
             timer.parts.clear()
             start = time.process_time()
-            kernel.run_into(out, x)
+            kernel.run_into(out, x, *rest)
             total = (time.process_time() - start) * 1e3
             start = time.process_time()
-            session.run(None, {"x": x})
+            session.run(None, feeds)
             ort_ms = (time.process_time() - start) * 1e3
             if r == 0:
                 continue  # warm-up
@@ -151,7 +171,7 @@ def layers(name: str, rounds: int, folder: Path) -> None:
             samples_ms["ort"].append(ort_ms)
         m = {k: float(np.median(v)) for k, v in samples_ms.items()}
         kh, kw, sh = kernel.geometry[:3]
-        kind = f"{kh}x{kw}/s{sh}"
+        kind = f"{kh}x{kw}/s{sh}" + ("+add" if add else "")
         label = f"{w.shape[1]}->{w.shape[0]} {kind} {kernel.out_hw[0]}x{kernel.out_hw[1]}"
         row = np.array([m["pack"], m["gemm"], m["total"], m["ort"]])
         totals += row

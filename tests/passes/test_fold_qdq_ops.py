@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from bench.test_compiled_steps import reference_steps
 from edgecnn.importers.onnx.reader import graph_from_model_proto
+from edgecnn.kernels.cpu.int8.dot_kernel import available as dot_available
 from edgecnn.model import Model
 from edgecnn.passes import PIPELINE
 from edgecnn.passes.fold_qdq_ops import fold_qdq_ops
@@ -183,14 +184,18 @@ def test_zoo_resnet18_runs_int8_end_to_end(tmp_path: Path) -> None:
     """ResNet-18 (an eighth of its width, 64 x 64) as quantize_static writes it (after onnxruntime's
     pre-processing folds its BatchNormalization into the convolutions): after the passes
     only the input's QuantizeLinear and the output's DequantizeLinear remain around the 8-bit
-    layers, every step runs a compiled kernel, and the output equals onnxruntime's."""
+    layers, every block's residual Add is in its last convolution's epilogue (fuse_int8_residual),
+    every step runs a compiled kernel, and the output equals onnxruntime's."""
 
     model, qdq, x = zoo_qdq("resnet18", tmp_path, 9)
     spec = qdq.graph.input[0]
     plan = model.plan_for({spec.name: x})
     ops = [step.node.op for step in plan.steps]
     assert ops.count("QuantizeLinear") == 1 and ops.count("DequantizeLinear") == 1
-    assert ops.count("QLinearAdd") == 8 and "QLinearGlobalAveragePool" in ops and "Add" not in ops
+    assert ops.count("QLinearConvAdd") == 8 and "QLinearGlobalAveragePool" in ops
+    assert "QLinearAdd" not in ops and "Add" not in ops
+    fused = {step.kernel.name for step in plan.steps if step.node.op == "QLinearConvAdd"}
+    assert fused == ({"int8_dot_conv_add"} if dot_available() else {"int8_conv_add"})
     assert not reference_steps(plan)
     (expected,) = run_onnxruntime(qdq, {spec.name: x})
     np.testing.assert_array_equal(model.run({spec.name: x})[qdq.graph.output[0].name], expected)

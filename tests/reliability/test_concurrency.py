@@ -32,6 +32,7 @@ from edgecnn.ops.fused import FusedConvAttrs
 from edgecnn.ops.norm import LayerNormalizationAttrs, LRNAttrs
 from edgecnn.ops.pool import AveragePoolAttrs, MaxPoolAttrs
 from edgecnn.ops.quant import Int8ConvAttrs, Int8GemmAttrs, QLinearAddAttrs, QuantizeAttrs
+from edgecnn.ops.quant_residual import QLinearConvAddAttrs
 from edgecnn.ops.registry import NoAttrs
 from edgecnn.ops.resize import ResizeAttrs
 from edgecnn.ops.shape import ConcatAttrs, SplitAttrs, TransposeAttrs
@@ -150,6 +151,29 @@ CASES: list[Case] = [
         Int8GemmAttrs(trans_b=True),
         int8_inputs(floats(3, 50), int8(17, 50), rng.integers(-99, 99, 17).astype(np.int32)),
         (1, 2, 3, 4, 5, 6, 7, 8),
+    ),
+    case(
+        "QLinearConvAdd",
+        QLinearConvAddAttrs(pads=(1, 1, 1, 1), relu=True, conv_first=False),
+        [
+            uint8(1, 8, 12, 12),
+            scale(0.05),
+            np.uint8(120),
+            int8(16, 8, 3, 3),
+            np.full(16, 0.02, np.float32),
+            np.zeros(16, np.int8),
+            scale(0.1),
+            np.uint8(100),
+            rng.integers(-99, 99, 16).astype(np.int32),
+            uint8(1, 16, 12, 12),
+            scale(0.07),
+            np.uint8(90),
+            scale(0.1),
+            np.uint8(100),
+            scale(0.12),
+            np.uint8(80),
+        ],
+        (1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15),
     ),
     case("QuantizeLinear", QuantizeAttrs(), [floats(4, 333), np.float32(0.02), np.int8(-3)], (1, 2)),
     case(

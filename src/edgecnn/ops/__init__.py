@@ -10,6 +10,7 @@ from edgecnn.ops import (  # noqa: F401
     norm,
     pool,
     quant,
+    quant_residual,
     reduce,
     resize,
     shape,

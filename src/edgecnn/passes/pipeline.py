@@ -17,6 +17,7 @@ from edgecnn.passes.fold_qdq import fold_qdq
 from edgecnn.passes.fold_qdq_ops import fold_qdq_ops
 from edgecnn.passes.fuse_activation import fuse_activation
 from edgecnn.passes.fuse_gelu import fuse_gelu
+from edgecnn.passes.fuse_int8_residual import fuse_int8_residual
 from edgecnn.passes.fuse_residual import fuse_residual
 
 GraphPass = Callable[[Graph], PassResult]
@@ -31,6 +32,7 @@ class PassReport:
 PIPELINE: tuple[tuple[str, GraphPass], ...] = (
     ("fold_qdq", fold_qdq),  # before fold_constants turns the weights' DequantizeLinear into floats
     ("fold_qdq_ops", fold_qdq_ops),  # then Add, pooling, Concat between them: on 8-bit data
+    ("fuse_int8_residual", fuse_int8_residual),  # QLinearConv + QLinearAdd: the Add in the epilogue
     ("fold_constants", fold_constants),
     ("eliminate_noop", eliminate_noop),
     # affine maps first (BN, then Caffe's Scale as Mul/Add), so the activation lands on the final conv

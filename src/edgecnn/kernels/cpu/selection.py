@@ -70,6 +70,13 @@ FAMILIES: dict[str, Family] = {
             ("int8_im2col_gemm", "int8.steps"),  # everything else: im2col + widening int8 GEMM
         ),
     ),
+    "int8_conv_add": Family(
+        ("QLinearConvAdd",),
+        (
+            ("int8_dot_conv_add", "int8.dot_conv"),  # the Add in the dot-product GEMM's epilogue
+            ("int8_conv_add", "int8.steps"),  # everything else: the convolution, then the Add
+        ),
+    ),
     "int8_dense": Family(("QLinearMatMul", "Int8Gemm"), (("int8_dense", "int8.steps"),)),
     "quantize": Family(("QuantizeLinear",), (("quantize_int8", "int8.steps"),)),
     "dequantize": Family(("DequantizeLinear",), (("dequantize_int8", "int8.steps"),)),

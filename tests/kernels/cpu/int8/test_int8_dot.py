@@ -390,14 +390,17 @@ def quantized_block(folder: Path, rng: np.random.Generator, reduce_range: bool) 
 def test_qdq_resnet_block_equals_onnxruntime(tmp_path: Path) -> None:
     """quantize_static (QDQ, u8 activations, per-channel 7-bit weights: reduce_range, so that
     onnxruntime's own u8 x s8 path does not saturate): every convolution runs on the u8 x s8 loop
-    and its quantised output equals onnxruntime's."""
+    and its quantised output (the residual block's sum, for the one that adds it) equals
+    onnxruntime's."""
     rng = np.random.default_rng(11)
     qdq = quantized_block(tmp_path, rng, reduce_range=True)
     model = Model(graph_from_model_proto(qdq, "qdq.onnx"), RuntimeOptions.resolve(threads=2))
     x = rng.standard_normal((1, 3, 19, 23)).astype(np.float32)
     plan = model.plan_for({"x": x})
-    convs = [s for s in plan.steps if s.node.op == "QLinearConv"]
-    assert len(convs) == 5 and all(s.kernel.name == "int8_dot_conv" for s in convs)
+    convs = [s for s in plan.steps if s.node.op in ("QLinearConv", "QLinearConvAdd")]
+    kernels = [s.kernel.name for s in convs]
+    # the block's residual Add is in its second convolution's epilogue (fuse_int8_residual)
+    assert kernels.count("int8_dot_conv") == 4 and kernels.count("int8_dot_conv_add") == 1
     assert all(Int8DotConvKernel(s.node, *inputs_of(plan, s)).bytes_mode for s in convs)
     names = [s.node.outputs[0] for s in convs]
     probe = onnx.ModelProto()

@@ -30,10 +30,19 @@ from edgecnn.kernels.cpu.int8.dot_gemm import (
     tap_weights,
 )
 from edgecnn.kernels.cpu.int8.dot_kernel import COLUMNS, UNIT_S16, UNIT_U8S8, available, bytes_split, fix_ups
-from edgecnn.kernels.cpu.int8.steps import Int8ConvKernel, W, byte_scratch, when_conv
+from edgecnn.kernels.cpu.int8.eltwise import NO_ADD
+from edgecnn.kernels.cpu.int8.steps import (
+    Int8ConvKernel,
+    W,
+    byte_scratch,
+    residual_add,
+    when_conv,
+    when_conv_add,
+)
 from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.threads import call
 from edgecnn.kernels.registry import StepFn
+from edgecnn.ops.quant_residual import SHORTCUT
 
 ALIGN = 64
 """Byte alignment of the columns in the scratch buffer (whole cache lines)."""
@@ -66,10 +75,15 @@ class Int8DotConvKernel(Int8ConvKernel):
         self.offset = 128 if self.x_dtype == np.int8 else 0
         sums = w.reshape(w.shape[0], -1).astype(np.int64).sum(axis=1)
         self.bias = np.ascontiguousarray(self.bias.astype(np.int64) - self.offset * sums, dtype=np.int32)
+        self.conv_first, self.add = True, NO_ADD
 
-    def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
-        """Writes into ``out`` (C-contiguous, the planned shape and type); the quantised input and
-        the kernel's layout share one scratch buffer."""
+    def shortcut(self, rest: Sequence[object]) -> np.ndarray | None:
+        """The tensor the epilogue adds to the output (QLinearConvAdd), or None."""
+        return None
+
+    def run_into(self, out: np.ndarray, x: np.ndarray, *rest: object) -> None:
+        """Writes into ``out`` (C-contiguous, the planned shape and type; not a shortcut's buffer);
+        the quantised input and the kernel's layout share one scratch buffer."""
         start = (self.input_bytes(x) + ALIGN - 1) // ALIGN * ALIGN
         buffer = byte_scratch(start + self.layout_bytes + ALIGN)
         q = self.quantized_input(x, buffer)
@@ -81,16 +95,31 @@ class Int8DotConvKernel(Int8ConvKernel):
         sh, sw, pad_top, pad_left = self.geometry[2:6]
         channels = out.shape[1]
         threads = 1 if self.small else numba.get_num_threads()
+        shortcut = self.shortcut(rest)
         for n in range(q.shape[0]):
+            target = out[n].reshape(channels, -1)
+            residual = target[:0] if shortcut is None else shortcut[n].reshape(channels, -1)
             call(
                 pack_image, self.small, q[n], sh, sw, pad_top, pad_left, self.phases, self.x_zp,
                 self.offset, self.unit, quads, slack,
             )  # fmt: skip
             call(
                 gemm_dot, self.small, self.packed, self.groups, self.bytes_mode, flat, self.rows, *self.fixes,
-                self.plane[1], self.out_hw[1], self.bias, self.multiplier, *self.epilogue_args(),
-                out[n].reshape(channels, -1), threads,
+                self.plane[1], self.out_hw[1], self.bias, self.multiplier, *self.epilogue_args(), target,
+                residual, self.conv_first, self.add, threads,
             )  # fmt: skip
+
+
+class Int8DotConvAddKernel(Int8DotConvKernel):
+    """QLinearConvAdd on the dot-product kernel: the shortcut added in the GEMM's epilogue, to each
+    run of 8-bit outputs while it is in L1."""
+
+    def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
+        super().__init__(node, types, values)
+        self.conv_first, self.add = residual_add(node, values)
+
+    def shortcut(self, rest: Sequence[object]) -> np.ndarray | None:
+        return np.ascontiguousarray(rest[SHORTCUT - 1])
 
 
 def _weights(values: Sequence[np.ndarray | None]) -> np.ndarray:
@@ -106,6 +135,13 @@ def when_dot_conv(
     return available() and node.attrs.group == 1 and when_conv(node, types, values)
 
 
+def when_dot_conv_add(
+    node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
+) -> bool:
+    """when_dot_conv's convolution, when_conv_add's shortcut and Add."""
+    return available() and node.attrs.group == 1 and when_conv_add(node, types, values)
+
+
 def int8_dot_conv(
     node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
 ) -> StepFn:
@@ -113,5 +149,6 @@ def int8_dot_conv(
 
 
 register("int8_dot_conv", int8_dot_conv, when=when_dot_conv)
+register("int8_dot_conv_add", Int8DotConvAddKernel, when=when_dot_conv_add)
 
-__all__ = ["Int8DotConvKernel"]
+__all__ = ["Int8DotConvAddKernel", "Int8DotConvKernel"]

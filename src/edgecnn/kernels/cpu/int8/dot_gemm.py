@@ -27,7 +27,7 @@ import numpy as np
 
 from edgecnn.kernels.cpu.gemm.epilogue import activate
 from edgecnn.kernels.cpu.int8.dot_kernel import COLUMNS, LANES, ROWS, UNIT_U8S8, VECTORS, dot_s16, dot_u8s8
-from edgecnn.kernels.cpu.int8.loops import ROUNDING, ROUNDING_LIMIT, requantized
+from edgecnn.kernels.cpu.int8.loops import ROUNDING, ROUNDING_LIMIT, add_span, requantized
 
 TILE_BLOCKS = 4
 TILE = TILE_BLOCKS * COLUMNS
@@ -293,11 +293,15 @@ def gemm_dot(
     low: float,
     high: float,
     out: np.ndarray,  # (M, OH*OW): 8-bit, or float32 if float_output
+    residual: np.ndarray,  # (M, OH*OW) 8-bit shortcut added to the 8-bit output, or no rows: none
+    conv_first: bool,  # the output is the residual Add's first operand
+    add: tuple,  # the Add's constants (eltwise.add_constants)
     threads: int,  # the threads the call runs on
 ) -> None:
     """out = requantise(W @ columns + bias), tile by tile: each task TILE virtual pixels by a run of
     panels of ROWS channels (all of them where the map has tiles enough to share between threads),
-    each panel's int32 sums finished before the next; the tile's columns stay in cache meanwhile."""
+    each panel's int32 sums finished before the next; the tile's columns stay in cache meanwhile.
+    With a residual, each run of 8-bit outputs is then QLinearAdd'ed with it where it lies."""
     channels = out.shape[0]
     out_h = out.shape[1] // out_w
     virtual = out_h * row_pixels
@@ -327,6 +331,9 @@ def gemm_dot(
                 count += 1
             q += run
         block = np.empty(ROWS * TILE, dtype=np.int32)
+        # a run's 8-bit outputs before the Add: apart from ``out``, as LLVM's overlap test
+        # would send an Add reading and writing one array to its scalar loop
+        codes = np.empty(TILE if residual.shape[0] else 0, dtype=out.dtype)
         first, last = _share(panels, chunks, task // tiles)
         for panel in range(first, last):
             a_off = panel * groups * ROWS
@@ -342,7 +349,7 @@ def gemm_dot(
                     dot_s16(vectors, groups, weights, a_off, columns, b_off, rows, block, j - q0, TILE)
             finish_panel(
                 block, runs, count, panel, bias, multiplier, y_scale, zero_point, lo, hi,
-                float_output, kind, act, out,
+                float_output, kind, act, out, residual, conv_first, add, codes,
             )  # fmt: skip
 
 
@@ -362,9 +369,14 @@ def finish_panel(
     kind: int,
     act: tuple,
     out: np.ndarray,
+    residual: np.ndarray,
+    conv_first: bool,
+    add: tuple,
+    codes: np.ndarray,
 ) -> None:
     """The epilogue of one panel's tile: bias, multiplier, activation, rounding, zero point and
-    saturation, stored run by run."""
+    saturation, stored run by run; with a residual, each run goes to ``codes`` (TILE 8-bit values)
+    instead, and its Add with the shortcut's run is stored."""
     alpha, low, high = act
     channels = out.shape[0]
     # none or ReLU: requantized's steps without a branch, its clamps merged (floor >= -LIMIT)
@@ -380,7 +392,8 @@ def finish_panel(
             # slices, not offset indices: indices the compiler knows are >= 0 let the loops vectorise;
             # the bias added in int32, as the sums are kept (int64 sums convert at half the width)
             sums = block[at : at + stored]
-            dest = target[to : to + stored]
+            final = target[to : to + stored]
+            dest = codes[:stored] if residual.shape[0] else final
             if float_output:
                 for p in range(stored):
                     v = np.float32(np.float32(np.int32(sums[p] + b)) * scale)
@@ -392,3 +405,10 @@ def finish_panel(
             else:
                 for p in range(stored):
                     dest[p] = requantized(sums[p] + b, scale, y_scale, zero_point, lo, hi, kind, act)
+            if residual.shape[0]:
+                other = residual[m, to : to + stored]
+                ratio_a, ratio_b, fixed, least_sum, most_sum = add
+                if conv_first:
+                    add_span(dest, other, ratio_a, ratio_b, fixed, least_sum, most_sum, final, 0, stored)
+                else:
+                    add_span(other, dest, ratio_a, ratio_b, fixed, least_sum, most_sum, final, 0, stored)

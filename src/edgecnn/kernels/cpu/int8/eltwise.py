@@ -16,6 +16,7 @@ import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu.int8.loops import add_span
 from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.threads import call, is_small
 from edgecnn.ops.common import normalize_axis
@@ -37,54 +38,40 @@ def scalar_constants(values: Sequence[np.ndarray | None], indices: Sequence[int]
     return all(v is not None and v.size == 1 for v in found)
 
 
-ROUNDING = np.float32(12582912.0)  # 1.5 * 2**23: adding and subtracting it rounds half to even
-ROUNDING_LIMIT = np.float32(4194304.0)  # 2**22: within it the rounding is exact; beyond, all saturates
+AddConstants = tuple[float, float, float, np.float32, np.float32]
+"""QLinearAdd's (ratio_a, ratio_b, fixed, low, high) as the compiled loop takes them (loops.add_span):
+the ratios and the constant term float32 values (held in float64), the clamps float32."""
 
 
-@numba.njit(nogil=True, cache=True)
-def _add_span(
-    a: np.ndarray,
-    b: np.ndarray,
-    ratio_a: np.float64,
-    ratio_b: np.float64,
-    fixed: np.float64,
-    low: np.float32,
-    high: np.float32,
-    out: np.ndarray,
-    start: int,
-    count: int,
-) -> None:
-    """``count`` elements of qlinear_add_into from ``start``; unsigned offsets keep the loop free of
-    negative-index checks, so it vectorises."""
-    first = np.uint64(start)
-    for i in range(np.uint64(count)):
-        t = np.float32(np.float64(b[first + i]) * ratio_b + fixed)
-        v = np.float32(np.float64(a[first + i]) * ratio_a + np.float64(t))
-        v = min(max(v, -ROUNDING_LIMIT), ROUNDING_LIMIT)
-        out[first + i] = np.int32(min(max((v + ROUNDING) - ROUNDING, low), high))
+def add_constants(
+    a_scale: np.ndarray,
+    a_zp: np.ndarray,
+    b_scale: np.ndarray,
+    b_zp: np.ndarray,
+    y_scale: np.ndarray,
+    y_zp: np.ndarray,
+    relu: bool,
+) -> AddConstants:
+    """The constants of QLinearAdd(a, b) -> y (clamped at y's zero point where ``relu``), computed
+    as the reference does (ops.quant.add_parameters)."""
+    ratio_a, ratio_b, fixed = add_parameters(a_scale, a_zp, b_scale, b_zp, y_scale, y_zp)
+    info = np.iinfo(y_zp.dtype)
+    low = int(y_zp.reshape(())) if relu else int(info.min)
+    return float(ratio_a), float(ratio_b), float(fixed), np.float32(low), np.float32(info.max)
+
+
+NO_ADD: AddConstants = (0.0, 0.0, 0.0, np.float32(0.0), np.float32(0.0))
+"""The constants passed where no Add is applied."""
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def qlinear_add_into(
-    a: np.ndarray,
-    b: np.ndarray,
-    ratio_a: float,
-    ratio_b: float,
-    fixed: float,
-    lo: int,
-    hi: int,
-    floor: int,
-    out: np.ndarray,
-) -> None:
-    """out = clamp(rint(fma(a, ratio_a, fma(b, ratio_b, fixed))), max(lo, floor), hi) over flat
-    arrays; each fma is one float32 rounding of a float64 sum that is exact (see the reference)."""
-    ra, rb = np.float64(np.float32(ratio_a)), np.float64(np.float32(ratio_b))
-    base = np.float64(np.float32(fixed))
-    low, high = np.float32(max(lo, floor)), np.float32(hi)
+def qlinear_add_into(a: np.ndarray, b: np.ndarray, constants: tuple, out: np.ndarray) -> None:
+    """out = QLinearAdd(a, b) over flat arrays (loops.add_span), in parallel chunks."""
+    ratio_a, ratio_b, fixed, low, high = constants
     n = a.shape[0]
     for block in numba.prange((n + CHUNK - 1) // CHUNK):
         start = block * CHUNK
-        _add_span(a, b, ra, rb, base, low, high, out, start, min(n, start + CHUNK) - start)
+        add_span(a, b, ratio_a, ratio_b, fixed, low, high, out, start, min(n, start + CHUNK) - start)
 
 
 def when_add(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
@@ -109,11 +96,8 @@ class QLinearAddKernel:
         )
         assert a_scale is not None and a_zp is not None and b_scale is not None and b_zp is not None
         assert y_scale is not None and y_zp is not None
-        ratio_a, ratio_b, fixed = add_parameters(a_scale, a_zp, b_scale, b_zp, y_scale, y_zp)
-        info = np.iinfo(y_zp.dtype)
-        zero = int(y_zp.reshape(()))
-        floor = zero if node.attrs.activation == "relu" else int(info.min)
-        self.args = (float(ratio_a), float(ratio_b), float(fixed), int(info.min), int(info.max), floor)
+        relu = node.attrs.activation == "relu"
+        self.constants = add_constants(a_scale, a_zp, b_scale, b_zp, y_scale, y_zp, relu)
         a_type = types[0]
         assert a_type is not None
         self.shape, self.dtype = a_type.dims, y_zp.dtype
@@ -128,7 +112,7 @@ class QLinearAddKernel:
         """Writes into ``out`` (C-contiguous, the inputs' shape and type)."""
         b = rest[2]
         flat_a, flat_b = np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1)
-        call(qlinear_add_into, self.small, flat_a, flat_b, *self.args, out.reshape(-1))
+        call(qlinear_add_into, self.small, flat_a, flat_b, self.constants, out.reshape(-1))
 
 
 @numba.njit(nogil=True, cache=True)

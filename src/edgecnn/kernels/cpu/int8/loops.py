@@ -32,6 +32,31 @@ def saturated(v: F32, zero_point: int, lo: int, hi: int) -> float:
     return min(max(q, np.float32(lo)), np.float32(hi))
 
 
+@numba.njit(nogil=True, cache=True)
+def add_span(
+    a: np.ndarray,
+    b: np.ndarray,
+    ratio_a: np.float64,
+    ratio_b: np.float64,
+    fixed: np.float64,
+    low: np.float32,
+    high: np.float32,
+    out: np.ndarray,
+    start: int,
+    count: int,
+) -> None:
+    """QLinearAdd of ``count`` elements from ``start`` (eltwise.qlinear_add_into; the residual
+    epilogue of dot_gemm.py): out = clamp(rint(fma(a, ratio_a, fma(b, ratio_b, fixed))), low, high),
+    each fma one float32 rounding of an exact float64 sum. Unsigned offsets keep the loop free of
+    negative-index checks, so it vectorises; ``out`` may be ``a`` or ``b``."""
+    first = np.uint64(start)
+    for i in range(np.uint64(count)):
+        t = np.float32(np.float64(b[first + i]) * ratio_b + fixed)
+        v = np.float32(np.float64(a[first + i]) * ratio_a + np.float64(t))
+        v = min(max(v, -ROUNDING_LIMIT), ROUNDING_LIMIT)
+        out[first + i] = np.int32(min(max((v + ROUNDING) - ROUNDING, low), high))
+
+
 @numba.njit(nogil=True, cache=True, error_model="numpy")
 def _quantize_span(
     x: np.ndarray, s: np.float32, zero_point: int, lo: int, hi: int, out: np.ndarray, start: int, count: int

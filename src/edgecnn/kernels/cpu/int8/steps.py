@@ -20,6 +20,13 @@ import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType, concrete_dims
 from edgecnn.kernels.cpu.gemm.epilogue import activation_args
+from edgecnn.kernels.cpu.int8.eltwise import (
+    AddConstants,
+    add_constants,
+    concrete_8bit,
+    qlinear_add_into,
+    scalar_constants,
+)
 from edgecnn.kernels.cpu.int8.loops import conv_int8, dense_int8, dequantize_into, quantize_into
 from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.common import scratch
@@ -28,6 +35,12 @@ from edgecnn.kernels.cpu.tuning_record import active_cpu_tuning
 from edgecnn.kernels.registry import StepFn
 from edgecnn.ops.conv import conv_geometry
 from edgecnn.ops.quant import QUANT_DTYPES, output_multiplier
+from edgecnn.ops.quant_residual import (
+    CONV_INPUTS,
+    OUT_ZP,
+    SHORTCUT,
+    SHORTCUT_SCALE,
+)
 from edgecnn.ops.spatial import output_dims
 
 X, X_SCALE, X_ZP, W, W_SCALE, W_ZP, Y_SCALE, Y_ZP, BIAS = range(9)
@@ -156,9 +169,9 @@ class Int8ConvKernel(QuantizedLayer):
         self.columns = (rows, self.out_hw[0] * self.out_hw[1])
         self.small = x_shape[0] * w.shape[0] * rows * self.columns[1] < active_cpu_tuning().gemm_grain
 
-    def __call__(self, x: np.ndarray, *_: object) -> np.ndarray:
+    def __call__(self, x: np.ndarray, *rest: object) -> np.ndarray:
         out = np.empty(self.out_shape, dtype=self.out_dtype)
-        self.run_into(out, x)
+        self.run_into(out, x, *rest)
         return out
 
     def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
@@ -210,6 +223,52 @@ class Int8DenseKernel(QuantizedLayer):
 def when_conv(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
     w = _value(values, W)
     return quantized_layer(node, types, values, 4) and w is not None and w.ndim == 4
+
+
+def when_conv_add(
+    node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]
+) -> bool:
+    """A QLinearConvAdd whose convolution when_conv takes, with an 8-bit shortcut of the output's
+    type (its shape is the output's: the op's inference checks it) and per-tensor Add parameters."""
+    shortcut = types[SHORTCUT] if len(types) > SHORTCUT else None
+    zero = _value(values, OUT_ZP)
+    return (
+        when_conv(node, types[:CONV_INPUTS], values[:CONV_INPUTS])
+        and concrete_8bit(shortcut)
+        and zero is not None
+        and shortcut is not None
+        and shortcut.dtype == zero.dtype
+        and scalar_constants(values, range(SHORTCUT_SCALE, OUT_ZP + 1))
+    )
+
+
+def residual_add(node: Node, values: Sequence[np.ndarray | None]) -> tuple[bool, AddConstants]:
+    """(whether the convolution's output is the Add's first operand, the Add's constants) of a
+    QLinearConvAdd."""
+    params = [values[i] for i in range(SHORTCUT_SCALE, OUT_ZP + 1)]
+    if any(p is None for p in params):
+        raise ValueError("QLinearConvAdd's Add parameters must be constants")
+    s_scale, s_zp, c_scale, c_zp, y_scale, y_zp = (p for p in params if p is not None)
+    first = bool(node.attrs.conv_first)
+    a, b = ((c_scale, c_zp), (s_scale, s_zp)) if first else ((s_scale, s_zp), (c_scale, c_zp))
+    return first, add_constants(*a, *b, y_scale, y_zp, bool(node.attrs.relu))
+
+
+class Int8ConvAddKernel(Int8ConvKernel):
+    """QLinearConvAdd where the dot-product kernel does not apply: the convolution, then the Add in
+    place over its output (two passes; int8_dot_conv_add adds in the epilogue)."""
+
+    def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
+        super().__init__(node, types, values)
+        self.conv_first, self.add = residual_add(node, values)
+
+    def run_into(self, out: np.ndarray, x: np.ndarray, *rest: object) -> None:
+        """Writes into ``out`` (C-contiguous, the planned shape and type; not the shortcut's buffer)."""
+        super().run_into(out, x)
+        flat = out.reshape(-1)
+        shortcut = np.ascontiguousarray(rest[SHORTCUT - 1]).reshape(-1)
+        a, b = (flat, shortcut) if self.conv_first else (shortcut, flat)
+        call(qlinear_add_into, is_small(flat.size), a, b, self.add, flat)
 
 
 def when_dense(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
@@ -311,8 +370,9 @@ def quantize(node: Node, types: Sequence[TensorType | None], values: Sequence[np
 
 
 register("int8_im2col_gemm", int8_conv, when=when_conv)
+register("int8_conv_add", Int8ConvAddKernel, when=when_conv_add)
 register("int8_dense", int8_dense, when=when_dense)
 register("quantize_int8", quantize, when=when_quantize)
 register("dequantize_int8", DequantizeKernel, when=when_dequantize)
 
-__all__ = ["DequantizeKernel", "Int8ConvKernel", "Int8DenseKernel", "QuantizeKernel"]
+__all__ = ["DequantizeKernel", "Int8ConvAddKernel", "Int8ConvKernel", "Int8DenseKernel", "QuantizeKernel"]
