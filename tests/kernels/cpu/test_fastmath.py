@@ -14,7 +14,7 @@ import pytest
 
 from edgecnn.kernels.cpu.conv.tiled_gemm import rows_epilogue
 from edgecnn.kernels.cpu.fastmath import LOWEST, exp_nonpositive, sigmoid
-from edgecnn.kernels.cpu.gemm.epilogue import ActivationKind, add_activation_
+from edgecnn.kernels.cpu.gemm.epilogue import ActivationKind, activate_in_place, add_activation_
 from edgecnn.kernels.cpu.gemm.microkernel import target_features
 
 
@@ -87,6 +87,26 @@ def test_gemm_epilogue_sigmoid_and_silu_match_float64() -> None:
         out = x.copy()
         add_activation_(out, np.zeros_like(x), False, int(kind), 0.0, 0.0, 0.0)
         np.testing.assert_allclose(out, expected.astype(np.float32), rtol=6e-7, atol=1e-35)
+
+
+def test_bias_in_the_activation_pass_equals_a_separate_add() -> None:
+    """``rows_epilogue`` adds each row's bias inside the activation's loop (``activate_in_place``'s
+    offset): bit for bit the bias added first, on rows of a 7x7 map; without an offset the values
+    are left as they are, -0.0 included (LeakyRelu keeps it)."""
+    rng = np.random.default_rng(2)
+    block = (rng.standard_normal((3, 49)) * 4).astype(np.float32)
+    block[0, :3] = [np.nan, np.inf, -np.inf]
+    bias = rng.standard_normal(3).astype(np.float32)
+    for kind in ActivationKind:
+        if kind in (ActivationKind.NONE, ActivationKind.RELU, ActivationKind.CLIP):
+            continue  # rows_epilogue's own loops
+        fused, separate = block.copy(), (block + bias[:, None]).reshape(-1)
+        rows_epilogue(fused, 0, 3, 0, 49, bias, True, int(kind), 0.2, 0.1, 0.9)
+        activate_in_place(separate, np.uint64(0), np.uint64(separate.size), int(kind), 0.2, 0.1, 0.9)
+        np.testing.assert_array_equal(fused.reshape(-1), separate, err_msg=kind.name)
+    zeros = np.array([-0.0, 0.0, -1.0], np.float32)
+    activate_in_place(zeros, np.uint64(0), np.uint64(3), int(ActivationKind.LEAKY_RELU), 0.5, 0.0, 0.0)
+    assert np.signbit(zeros[0]) and not np.signbit(zeros[1]) and zeros[2] == -0.5
 
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="reads x86 assembly")

@@ -51,10 +51,8 @@ def rows_epilogue(
             for p in range(p1 - p0):
                 v = row[p] + b
                 row[p] = v if v != v else min(max(v, lo), hi)
-        else:  # the bias, then the activation in a loop of its own, which vectorises
-            for p in range(p1 - p0):
-                row[p] = row[p] + b
-            activate_in_place(row, np.uint64(0), np.uint64(p1 - p0), kind, alpha, low, high)
+        else:  # the bias in the activation's own loop, which vectorises
+            activate_in_place(row, np.uint64(0), np.uint64(p1 - p0), kind, alpha, low, high, b)
 
 
 @numba.njit(cache=True)
