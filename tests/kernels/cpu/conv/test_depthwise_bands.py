@@ -1,6 +1,7 @@
 """The depthwise step on every filter size, stride, padding, dilation and fused activation against
 the numpy reference (the banded pass for 5x5, 7x7 and the other non-3x3 filters, the 3x3 paths
-beside it; small planes with one filter per channel go to depthwise_lanes), bands cut at every row count, and the epilogue's sigmoid and SiLU at the edges."""
+beside it; the layers depthwise_lanes.lanes_layer picks go there), bands cut at every row count,
+and the epilogue's sigmoid and SiLU at the edges."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Float depthwise convolution with the channels in the vector lanes, for small planes.
+"""Float depthwise convolution with the channels in the vector lanes: small planes, large filters.
 
 On a 7x7 or 14x14 map a plane-by-plane kernel (depthwise.py) runs rows of 7 or 14 floats on
 8- or 16-float vectors: most of each tap's loop is its remainder, and the per-plane work (the
@@ -45,8 +45,9 @@ CELL_BLOCK = 4
 each tap's weight vector is loaded once per block, a quarter of a load per multiply-add."""
 
 SMALL_ROW = 2 * LANES
-"""Output rows narrower than this run channels-last: below two vectors a plane-by-plane row spends
-most of each tap's loop in its scalar remainder or in positions computed and dropped."""
+"""3x3 layers with output rows narrower than this run channels-last: below two vectors a
+plane-by-plane row spends most of each tap's loop in its scalar remainder or in positions computed
+and dropped."""
 
 FLAT_PLANE = 4 * LANES
 """Output planes from which a 3x3 stride-1 layer stays plane by plane: depthwise.py runs it as one
@@ -334,7 +335,7 @@ def depthwise_lanes(
 
 
 class DepthwiseLanes(ConvKernel):
-    """A depthwise layer on small planes (``when_lanes``), channels in the vector lanes: the
+    """A depthwise layer (``when_lanes``), channels in the vector lanes: the
     filters and bias packed once into blocks of LANES channels (zeros past the last)."""
 
     def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
@@ -379,12 +380,16 @@ def can_run_in_lanes(
 
 
 def lanes_layer(setup: ConvSetup) -> bool:
-    """Whether ``when_lanes`` picks a compiled layer: depthwise, one filter per input channel,
-    output rows narrower than SMALL_ROW, and, for a 3x3 filter at stride 1, a plane smaller than
-    FLAT_PLANE."""
-    flat = setup.kernel == (3, 3) and setup.strides == (1, 1) and setup.out[0] * setup.out[1] >= FLAT_PLANE
-    one_filter = setup.out_channels == setup.in_channels
-    return setup.depthwise and one_filter and setup.out[1] < SMALL_ROW and not flat
+    """Whether ``when_lanes`` picks a compiled layer: depthwise with one filter per input channel,
+    and a filter other than 3x3 (depthwise.py's banded pass loads and stores its sums once per
+    filter row, here they stay in registers over every tap), or a 3x3 filter on output rows
+    narrower than SMALL_ROW, at stride 1 only on planes smaller than FLAT_PLANE."""
+    if not (setup.depthwise and setup.out_channels == setup.in_channels):
+        return False
+    if setup.kernel != (3, 3):
+        return True
+    flat = setup.strides == (1, 1) and setup.out[0] * setup.out[1] >= FLAT_PLANE
+    return setup.out[1] < SMALL_ROW and not flat
 
 
 def when_lanes(node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]) -> bool:
