@@ -33,7 +33,7 @@ FAMILIES: dict[str, Family] = {
         ("Conv", "FusedConv"),
         (
             ("conv_1d", "conv.conv1d"),  # (N, C, L) inputs: taps along the row, read in place
-            ("depthwise_lanes", "conv.depthwise_lanes"),  # depthwise, small maps: channels in the lanes
+            ("depthwise_lanes", "conv.depthwise_lanes"),  # depthwise, small maps or large filters: NHWC-like
             ("depthwise", "conv.steps"),  # one filter per channel: the direct depthwise loop
             ("sparse_conv", "sparse.steps"),  # pruned weights: only the nonzero taps
             # repeated filters (pruned weights keep sparse_conv): run the distinct ones, copy rows
