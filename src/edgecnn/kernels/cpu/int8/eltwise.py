@@ -38,9 +38,8 @@ def scalar_constants(values: Sequence[np.ndarray | None], indices: Sequence[int]
     return all(v is not None and v.size == 1 for v in found)
 
 
-AddConstants = tuple[float, float, float, np.float32, np.float32]
-"""QLinearAdd's (ratio_a, ratio_b, fixed, low, high) as the compiled loop takes them (loops.add_span):
-the ratios and the constant term float32 values (held in float64), the clamps float32."""
+AddConstants = tuple[np.float32, np.float32, np.float32, np.float32, np.float32]
+"""QLinearAdd's (ratio_a, ratio_b, fixed, low, high) as the compiled loop takes them (loops.add_span)."""
 
 
 def add_constants(
@@ -57,10 +56,10 @@ def add_constants(
     ratio_a, ratio_b, fixed = add_parameters(a_scale, a_zp, b_scale, b_zp, y_scale, y_zp)
     info = np.iinfo(y_zp.dtype)
     low = int(y_zp.reshape(())) if relu else int(info.min)
-    return float(ratio_a), float(ratio_b), float(fixed), np.float32(low), np.float32(info.max)
+    return np.float32(ratio_a), np.float32(ratio_b), np.float32(fixed), np.float32(low), np.float32(info.max)
 
 
-NO_ADD: AddConstants = (0.0, 0.0, 0.0, np.float32(0.0), np.float32(0.0))
+NO_ADD: AddConstants = (np.float32(0.0),) * 5
 """The constants passed where no Add is applied."""
 
 

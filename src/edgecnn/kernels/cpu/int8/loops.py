@@ -10,10 +10,19 @@ run, with their int8 rounding, on any CPU.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core.base import BaseContext
+from numba.core.types import Type
+from numba.core.typing import Signature
+from numba.core.typing.context import BaseContext as TypingContext
 
 from edgecnn.kernels.cpu.gemm.epilogue import F32, activate
+from edgecnn.kernels.cpu.gemm.microkernel import Codegen, _intrinsic
 
 ROW_BLOCK = 4
 COLUMN_BLOCK = 256
@@ -32,13 +41,29 @@ def saturated(v: F32, zero_point: int, lo: int, hi: int) -> float:
     return min(max(q, np.float32(lo)), np.float32(hi))
 
 
+@_intrinsic
+def fma32(typingctx: TypingContext, x: Type, y: Type, z: Type) -> tuple[Signature, Codegen]:
+    """float32 x * y + z rounded once (``llvm.fma.f32``: the FMA instruction where the CPU has it,
+    an exact library call where not; a loop of them vectorises)."""
+    signature = types.float32(types.float32, types.float32, types.float32)
+
+    def codegen(
+        context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]
+    ) -> ir.Value:
+        f32 = ir.FloatType()
+        fma = builder.module.declare_intrinsic("llvm.fma", [f32], ir.FunctionType(f32, [f32, f32, f32]))
+        return builder.call(fma, args)
+
+    return signature, codegen
+
+
 @numba.njit(nogil=True, cache=True)
 def add_span(
     a: np.ndarray,
     b: np.ndarray,
-    ratio_a: np.float64,
-    ratio_b: np.float64,
-    fixed: np.float64,
+    ratio_a: np.float32,
+    ratio_b: np.float32,
+    fixed: np.float32,
     low: np.float32,
     high: np.float32,
     out: np.ndarray,
@@ -46,13 +71,14 @@ def add_span(
     count: int,
 ) -> None:
     """QLinearAdd of ``count`` elements from ``start`` (eltwise.qlinear_add_into; the residual
-    epilogue of dot_gemm.py): out = clamp(rint(fma(a, ratio_a, fma(b, ratio_b, fixed))), low, high),
-    each fma one float32 rounding of an exact float64 sum. Unsigned offsets keep the loop free of
-    negative-index checks, so it vectorises; ``out`` may be ``a`` or ``b``."""
+    epilogue of dot_gemm.py): out = clamp(rint(fma(a, ratio_a, fma(b, ratio_b, fixed))), low, high)
+    in float32, as onnxruntime computes it. Unsigned offsets keep the loop free of negative-index
+    checks, so it vectorises; ``out`` must not overlap ``a`` or ``b`` (LLVM's overlap test would
+    send the loop to its scalar form)."""
     first = np.uint64(start)
     for i in range(np.uint64(count)):
-        t = np.float32(np.float64(b[first + i]) * ratio_b + fixed)
-        v = np.float32(np.float64(a[first + i]) * ratio_a + np.float64(t))
+        t = fma32(np.float32(b[first + i]), ratio_b, fixed)
+        v = fma32(np.float32(a[first + i]), ratio_a, t)
         v = min(max(v, -ROUNDING_LIMIT), ROUNDING_LIMIT)
         out[first + i] = np.int32(min(max((v + ROUNDING) - ROUNDING, low), high))
 
