@@ -5,8 +5,9 @@ QDQ, per-channel s8 weights, u8 activations); then at 1 thread, by process CPU t
 (one call of each per round, medians):
 
 - per depthwise layer of the int8 plan: int8_depthwise (its layout: "planes" plane by plane,
-  "lanes" channels-last) and int8_im2col_gemm built from the same planned node (outputs
-  compared), and onnxruntime running that one QLinearConv node alone;
+  "lanes" channels-last, "same"/"phased" the float32 plane passes) and int8_im2col_gemm built
+  from the same planned node (outputs compared), and onnxruntime running that one QLinearConv
+  node alone;
 - the whole model: edgecnn float32, edgecnn int8, onnxruntime int8; edgecnn int8 with the old
   depthwise kernel is estimated as the int8 run plus the per-layer differences.
 
@@ -161,7 +162,7 @@ def main() -> None:
             assert w is not None
             print(
                 f"  {node.name:34s} {tuple(data.shape[1:])!s:16s} s{new.geometry[2]} "
-                f"{'lanes' if new.lanes else 'planes':6s} "
+                f"{new.flat or ('lanes' if new.lanes else 'planes'):6s} "
                 f"old {ms['old']:7.3f}  new {ms['new']:7.3f}  ort {ms['ort']:7.3f} ms "
                 f"({ms['old'] / ms['new']:5.1f}x old, {ms['new'] / ms['ort']:4.2f}x ort; equal ort {equal})"
                 + (f"  before {ms['before']:7.3f} ms" if before_kernel is not None else "")

@@ -1,6 +1,6 @@
 """The direct int8 depthwise kernel (kernels/cpu/int8/depthwise.py): exact against the reference op
 over sizes, strides, dilations, padding, zero points and the 8-bit extremes, in both of its layouts
-(plane by plane, and channels-last for small planes); the layers it declines; a QDQ depthwise layer
+(plane by plane, channels-last for small planes, float32 plane passes for 3x3); the layers it declines; a QDQ depthwise layer
 bit-exact with onnxruntime; every depthwise layer of an int8 MobileNetV2."""
 
 from __future__ import annotations
@@ -35,17 +35,24 @@ CONSTANTS = (1, 2, 3, 4, 5, 6, 7, 8)
 
 @st.composite
 def depthwise_cases(draw: st.DrawFn) -> tuple[Int8ConvAttrs, list[Any]]:
-    """One filter per channel: 3x3 (the fused loop) or other sizes up to 7 (the tap-by-tap loop),
-    strides 1-3, dilations 1-2, any padding, u8 or s8 data and weights at their ends (-128
+    """One filter per channel: half of the cases MobileNet's 3x3 layers (padding 1, stride 1 or 2:
+    the float32 plane passes on planes they take), the others 3x3 (the fused loop) or other sizes
+    up to 7 (the tap-by-tap loop), strides 1-3, dilations 1-2, any padding; u8 or s8 data and weights at their ends (-128
     included), zero points at the ends, every common activation, 8-bit or float output."""
     channels = draw(st.integers(2, 6))  # one channel is group 1: the dot-product kernel's
-    kernel = draw(st.sampled_from([(3, 3), (3, 3), (5, 5), (7, 7), (1, 3), (2, 4)]))
-    strides = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    dilations = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
-    pads = tuple(draw(st.integers(0, 3)) for _ in range(4))
-    spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
-    height = draw(st.integers(max(1, spans[0] - pads[0] - pads[2]), 19))
-    width = draw(st.integers(max(1, spans[1] - pads[1] - pads[3]), 37))
+    pads: tuple[int, ...]
+    if draw(st.booleans()):  # MobileNet's 3x3 layers, small planes to past the phased pass's reach
+        stride = draw(st.integers(1, 2))
+        kernel, strides, dilations, pads = (3, 3), (stride, stride), (1, 1), (1, 1, 1, 1)
+        height, width = draw(st.integers(1, 19 * stride)), draw(st.integers(1, 37 * stride))
+    else:
+        kernel = draw(st.sampled_from([(3, 3), (3, 3), (5, 5), (7, 7), (1, 3), (2, 4)]))
+        strides = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+        dilations = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+        pads = tuple(draw(st.integers(0, 3)) for _ in range(4))
+        spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+        height = draw(st.integers(max(1, spans[0] - pads[0] - pads[2]), 19))
+        width = draw(st.integers(max(1, spans[1] - pads[1] - pads[3]), 37))
     x_dtype = draw(st.sampled_from(["uint8", "int8"]))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     w = extreme(rng, (channels, 1, *kernel), "int8")
@@ -130,30 +137,43 @@ def planned_kernel(attrs: Int8ConvAttrs, inputs: list[Any]) -> tuple[Int8Depthwi
     return Int8DepthwiseKernel(step.node, types, values), reference_run("Int8Conv", attrs, inputs, CONSTANTS)
 
 
+ASYMMETRIC = (2, 1, 0, 2)
+SAME = (1, 1, 1, 1)
+
+
 @pytest.mark.parametrize(
-    ("channels", "size", "kernel", "strides", "x_dtype", "channels_last"),
+    ("channels", "size", "kernel", "strides", "pads", "x_dtype", "path"),
     [
-        (37, (9, 11), (3, 3), (2, 2), "uint8", True),  # a partial block of channels, stride 2
-        (35, (7, 7), (5, 5), (1, 1), "int8", True),
-        (3, (13, 10), (3, 3), (1, 3), "uint8", True),  # fewer channels than one block
-        (3, (40, 41), (3, 3), (1, 1), "int8", False),
-        (2, (47, 50), (5, 5), (2, 2), "uint8", False),
+        (37, (9, 11), (3, 3), (2, 2), ASYMMETRIC, "uint8", "lanes"),  # a partial block of channels
+        (35, (7, 7), (5, 5), (1, 1), ASYMMETRIC, "int8", "lanes"),
+        (3, (13, 10), (3, 3), (1, 3), ASYMMETRIC, "uint8", "lanes"),  # fewer channels than one block
+        (3, (40, 41), (3, 3), (1, 1), ASYMMETRIC, "int8", "planes"),
+        (2, (47, 50), (5, 5), (2, 2), ASYMMETRIC, "uint8", "planes"),
+        (5, (14, 14), (3, 3), (1, 1), SAME, "uint8", "same"),
+        (3, (7, 16), (3, 3), (1, 1), SAME, "int8", "same"),  # the widest plane it takes
+        (3, (17, 17), (3, 3), (1, 1), SAME, "uint8", "planes"),
+        (4, (56, 57), (3, 3), (2, 2), SAME, "uint8", "phased"),
+        (3, (41, 38), (3, 3), (2, 2), ASYMMETRIC, "int8", "phased"),
+        (2, (112, 112), (3, 3), (2, 2), SAME, "uint8", "planes"),  # phases beyond BAND_BYTES
     ],
 )
-def test_both_layouts_are_exact_at_the_extremes(
+def test_every_layout_is_exact_at_the_extremes(
     channels: int,
     size: tuple[int, int],
     kernel: tuple[int, int],
     strides: tuple[int, int],
+    pads: tuple[int, int, int, int],
     x_dtype: str,
-    channels_last: bool,
+    path: str,
 ) -> None:
-    """Small planes run channels-last (``lanes`` > 0), larger ones plane by plane: both equal the
-    reference with the data, weights and zero points at their 8-bit ends, odd sizes and
-    channel counts that leave a partial block, padding on every side, at 2 threads."""
+    """Each path of the kernel equals the reference: channels-last for small planes (``lanes`` >
+    0), plane by plane in int16, and the float32 plane passes for 3x3 (``flat``: "same" on small
+    stride-1 planes, "phased" at stride 2), with the data, weights and zero points at their 8-bit
+    ends, odd sizes and channel counts that leave a partial block, padding on every side, at 2
+    threads."""
     rng = np.random.default_rng(channels)
     info = np.iinfo(x_dtype)
-    attrs = Int8ConvAttrs(kernel_shape=kernel, strides=strides, pads=(2, 1, 0, 2), group=channels)
+    attrs = Int8ConvAttrs(kernel_shape=kernel, strides=strides, pads=pads, group=channels)
     inputs = [
         extreme(rng, (2, channels, *size), x_dtype),
         np.float32(0.02),
@@ -166,7 +186,7 @@ def test_both_layouts_are_exact_at_the_extremes(
         rng.integers(-(2**20), 2**20, channels).astype(np.int32),
     ]
     step, expected = planned_kernel(attrs, inputs)
-    assert bool(step.lanes) == channels_last
+    assert (step.flat or ("lanes" if step.lanes else "planes")) == path
     out = np.empty(step.out_shape, step.out_dtype)
     with cpu_threads(2):
         step.run_into(out, inputs[0])

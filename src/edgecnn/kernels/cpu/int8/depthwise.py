@@ -18,16 +18,31 @@ Small planes (7x7, 14x14) leave that loop few vectors per plane and the per-plan
 fill, epilogue calls on rows shorter than a vector) dominating; they run channels-last instead
 (``depthwise_int8_lanes``): a block of channels shares the vector lanes, as in NHWC depthwise
 kernels, so every tap is one multiply-add over the block whatever the plane's size or stride.
+
+3x3 layers whose planes suit them run the float depthwise kernel's plane passes instead (conv/
+depthwise.py: flat loops on unsigned offsets, no views, all nine taps in one pass) on float32
+copies of the codes: the sums are integers below 2^24, which float32 holds exactly whatever the
+order of the additions, so the epilogue sees the same int32 sums. ``flat_path`` picks them: the
+masked pass for small padded stride-1 planes (14x14 and 7x7 in MobileNetV2), the phased pass for
+stride-2 planes whose four phases fit in BAND_BYTES.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numba
 import numpy as np
 
 from edgecnn.ir.graph import Node, TensorType
+from edgecnn.kernels.cpu.conv.depthwise import (
+    SAME_MAX_WIDTH,
+    _phased_plane_3x3,
+    _same_plane_3x3,
+    column_masks,
+    fill_phases,
+)
 from edgecnn.kernels.cpu.gemm.epilogue import activate
 from edgecnn.kernels.cpu.gemm.microkernel import LANES
 from edgecnn.kernels.cpu.int8.loops import requantized
@@ -125,8 +140,16 @@ def fill_band(
 
 
 @numba.njit(inline="always", cache=True)
+def biased(total: Any, bias: Any) -> Any:
+    """int32(total) + bias in int32, as the reference sums: numba types an int32 + int32 sum as
+    int64, which would leave the epilogue converting int64 lanes; cut back, it is one 32-bit add."""
+    return np.int32(np.int32(total) + bias)
+
+
+@numba.njit(inline="always", cache=True)
 def finish_row(
-    acc: np.ndarray,  # (OW,) int32 sums, bias included
+    acc: np.ndarray,  # (OW,) sums without the bias: int32, or float32 holding integers
+    bias: np.int32,
     multiplier: float,
     y_scale: float,
     zero_point: int,
@@ -137,24 +160,25 @@ def finish_row(
     act: tuple,
     row: np.ndarray,  # (OW,) written: 8-bit, or float32 if float_output
 ) -> None:
-    """The epilogue over one output row. The common kinds (none, ReLU, Clip) get loops of their own
-    with the kind a constant, so that no per-pixel branch is left and each loop vectorises."""
+    """The epilogue over one run of outputs (``biased`` sums). The common kinds (none, ReLU, Clip)
+    get loops of their own with the kind a constant, so that no per-pixel branch is left and each
+    loop vectorises."""
     if float_output:
         for p in range(acc.shape[0]):
-            v = np.float32(np.float32(acc[p]) * multiplier)
+            v = np.float32(np.float32(biased(acc[p], bias)) * multiplier)
             row[p] = activate(v, kind, act[0], act[1], act[2])
     elif kind == 0:
         for p in range(acc.shape[0]):
-            row[p] = requantized(acc[p], multiplier, y_scale, zero_point, lo, hi, 0, act)
+            row[p] = requantized(biased(acc[p], bias), multiplier, y_scale, zero_point, lo, hi, 0, act)
     elif kind == 1:
         for p in range(acc.shape[0]):
-            row[p] = requantized(acc[p], multiplier, y_scale, zero_point, lo, hi, 1, act)
+            row[p] = requantized(biased(acc[p], bias), multiplier, y_scale, zero_point, lo, hi, 1, act)
     elif kind == 3:
         for p in range(acc.shape[0]):
-            row[p] = requantized(acc[p], multiplier, y_scale, zero_point, lo, hi, 3, act)
+            row[p] = requantized(biased(acc[p], bias), multiplier, y_scale, zero_point, lo, hi, 3, act)
     else:
         for p in range(acc.shape[0]):
-            row[p] = requantized(acc[p], multiplier, y_scale, zero_point, lo, hi, kind, act)
+            row[p] = requantized(biased(acc[p], bias), multiplier, y_scale, zero_point, lo, hi, kind, act)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -234,13 +258,12 @@ def depthwise_int8(
                             np.int32(a0[p]) * w0 + np.int32(a1[p]) * w1 + np.int32(a2[p]) * w2
                             + np.int32(b0[p]) * w3 + np.int32(b1[p]) * w4 + np.int32(b2[p]) * w5
                             + np.int32(c0[p]) * w6 + np.int32(c1[p]) * w7 + np.int32(c2[p]) * w8
-                            + b
                         )  # fmt: skip
             else:
                 for r in range(runs):
                     at = r * stride_h * span
                     sums = acc[r * span : r * span + length]
-                    sums[:] = b
+                    sums[:] = 0
                     for ki in range(kernel_h):
                         for kj in range(kernel_w):
                             weight = np.int32(w[ki * kernel_w + kj])
@@ -253,6 +276,7 @@ def depthwise_int8(
             for r in range(count):
                 finish_row(
                     acc[r * span : r * span + out_w],
+                    b,
                     multiplier[c],
                     y_scale,
                     zero_point,
@@ -392,11 +416,11 @@ def depthwise_int8_lanes(
             pixels = count * out_w
             for j in range(cb):
                 c = c0 + j
-                b = bias[c]
                 for p in range(pixels):
-                    column[p] = acc[p * lanes + j] + b
+                    column[p] = acc[p * lanes + j]
                 finish_row(
                     column[:pixels],
+                    bias[c],
                     multiplier[c],
                     y_scale,
                     zero_point,
@@ -409,11 +433,142 @@ def depthwise_int8_lanes(
                 )
 
 
+@numba.njit(inline="always", cache=True)
+def centred_plane(x: np.ndarray, at: np.uint64, size: np.uint64, zp: np.float32, plane: np.ndarray) -> None:
+    """plane[i] = x[at + i] - zp as float32, for i < size (one 8-bit input plane, zero point off)."""
+    for i in range(size):
+        plane[i] = np.float32(x[at + i]) - zp
+
+
+@numba.njit(parallel=True, cache=True, nogil=True, error_model="numpy", fastmath={"contract"})
+def depthwise_int8_same_3x3(
+    x: np.ndarray,  # (N, C, H, W) 8-bit
+    taps: np.ndarray,  # (C * 9,) float32
+    bias: np.ndarray,  # (C,) int32, no zero-point correction
+    multiplier: np.ndarray,  # (C,) float32
+    x_zero_point: int,
+    y_scale: float,
+    zero_point: int,
+    lo: int,
+    hi: int,
+    float_output: bool,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    workers: int,
+    out: np.ndarray,  # (N, C, H, W): 8-bit, or float32 if float_output
+) -> None:
+    """3x3, stride 1, one pixel of padding all round, no dilation, on small planes: each plane
+    (x - zx, float32) through the float kernel's flat masked pass (``_same_plane_3x3``: no padded
+    rows, no views), then the epilogue over the whole plane. The sums are integers below 2^24
+    (nine products of at most 255 * 128), so float32 holds every partial sum exactly, in any order."""
+    batch, channels, height, width = x.shape
+    planes = batch * channels
+    size = np.uint64(height * width)
+    zp = np.float32(x_zero_point)
+    x_flat, out_flat = x.reshape(-1), out.reshape(-1)
+    act = (alpha, low, high)
+    for worker in numba.prange(workers):
+        left, right = column_masks(height, width)
+        plane = np.empty(height * width, dtype=np.float32)
+        buf = np.zeros(height * width + 2 * (width + 1), dtype=np.float32)
+        work = np.empty(height * width, dtype=np.float32)
+        for job in range(worker * planes // workers, (worker + 1) * planes // workers):
+            c = job % channels
+            at = np.uint64(job) * size
+            centred_plane(x_flat, at, size, zp, plane)
+            _same_plane_3x3(
+                plane, np.uint64(0), np.uint64(width), size, left, right, taps, np.uint64(c * 9),
+                np.float32(0.0), buf, work, np.uint64(0),
+            )  # fmt: skip
+            finish_row(
+                work, bias[c], multiplier[c], y_scale, zero_point, lo, hi, float_output, kind, act,
+                out_flat[at : at + size],
+            )  # fmt: skip
+
+
+@numba.njit(parallel=True, cache=True, nogil=True, error_model="numpy", fastmath={"contract"})
+def depthwise_int8_phased_3x3(
+    x: np.ndarray,  # (N, C, H, W) 8-bit
+    taps: np.ndarray,  # (C * 9,) float32
+    bias: np.ndarray,  # (C,) int32, zero-point corrected (bias - zx * the taps' sum)
+    multiplier: np.ndarray,  # (C,) float32
+    pad_top: int,
+    pad_left: int,
+    x_zero_point: int,
+    y_scale: float,
+    zero_point: int,
+    lo: int,
+    hi: int,
+    float_output: bool,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    workers: int,
+    out: np.ndarray,  # (N, C, OH, OW): 8-bit, or float32 if float_output
+) -> None:
+    """3x3 at stride 2, no dilation: each plane's codes dealt into its four stride-2 phases and
+    summed in one flat pass by the float kernel's ``fill_phases`` and ``_phased_plane_3x3``. The
+    phase buffers start filled with zx, so the padding reads zx as the codes' zero, and the
+    zero-point-corrected bias removes zx * the taps' sum. The sums are integers below 2^24 (nine
+    products of at most 255 * 128), so float32 holds every partial sum exactly, in any order. The
+    epilogue runs over the whole pass (rows ``pitch`` = OW + 1 apart) into a buffer whose rows are
+    then copied out."""
+    channels = x.shape[1]
+    out_h, out_w = out.shape[2], out.shape[3]
+    planes = x.shape[0] * channels
+    out_size = out_h * out_w
+    pitch = out_w + 1
+    plane_cells = (out_h + 1) * pitch
+    count = out_h * pitch - 1
+    out_flat = out.reshape(-1)
+    act = (alpha, low, high)
+    for worker in numba.prange(workers):
+        phases = np.full((4, out_h + 1, pitch), np.float32(x_zero_point), dtype=np.float32)
+        flat = phases.reshape(-1)
+        work = np.empty(out_h * pitch, dtype=np.float32)
+        staged = np.empty(out_h * pitch, dtype=out.dtype)
+        for job in range(worker * planes // workers, (worker + 1) * planes // workers):
+            n, c = job // channels, job % channels
+            fill_phases(x[n, c], pad_top, pad_left, phases)
+            _phased_plane_3x3(flat, plane_cells, pitch, taps, np.uint64(c * 9), np.float32(0.0), work, count)
+            finish_row(
+                work[:count], bias[c], multiplier[c], y_scale, zero_point, lo, hi, float_output, kind, act,
+                staged[:count],
+            )  # fmt: skip
+            at = job * out_size
+            for oy in range(out_h):
+                out_flat[at + oy * out_w : at + (oy + 1) * out_w] = staged[oy * pitch : oy * pitch + out_w]
+
+
+def flat_path(geometry: tuple[int, ...], in_hw: tuple[int, ...], out_hw: tuple[int, ...]) -> str:
+    """Which float32 plane pass (exact on these sums) a 3x3 layer takes: "same" (stride 1, padding
+    1, planes up to SAME_MAX_WIDTH wide) or "phased" (stride 2, undilated, planes above SMALL_PLANE
+    outputs whose four phases fit in BAND_BYTES as float32), else "" (the int16 kernels)."""
+    kh, kw, sh, sw, top, left, dh, dw = geometry
+    out_h, out_w = out_hw
+    if (kh, kw) != (3, 3):
+        return ""
+    if (sh, sw, top, left, dh, dw) == (1, 1, 1, 1, 1, 1) and out_hw == in_hw and out_w <= SAME_MAX_WIDTH:
+        return "same"
+    if (
+        (sh, sw, dh, dw) == (2, 2, 1, 1)
+        and out_h * out_w > SMALL_PLANE
+        and 16 * (out_h + 1) * (out_w + 1) <= BAND_BYTES
+    ):
+        return "phased"
+    return ""
+
+
 class Int8DepthwiseKernel(Int8ConvKernel):
-    """Int8ConvKernel's layer with one filter per channel, run by ``depthwise_int8`` (the weights
-    as int16 taps per channel) or, for planes of at most SMALL_PLANE outputs, by
+    """Int8ConvKernel's layer with one filter per channel, run by a float32 plane pass where
+    ``flat_path`` names one (``flat``; the weights as float32 taps), else by ``depthwise_int8``
+    (the weights as int16 taps per channel) or, for planes of at most SMALL_PLANE outputs, by
     ``depthwise_int8_lanes`` (``lanes`` > 0; the weights as int32 blocks of ``lanes`` channels per
-    tap); the bias without the zero-point correction (the buffers hold x - zx)."""
+    tap). ``bias`` is without the zero-point correction (for buffers of x - zx),
+    ``corrected_bias`` with it (for the phased pass, whose buffers hold the codes and zx)."""
 
     def __init__(self, node: Node, types: Sequence[TensorType | None], values: Sequence[np.ndarray | None]):
         super().__init__(node, types, values)
@@ -422,9 +577,13 @@ class Int8DepthwiseKernel(Int8ConvKernel):
         channels = w.shape[0]
         self.taps = np.ascontiguousarray(w.reshape(channels, -1), dtype=np.int16)
         sums = self.taps.astype(np.int64).sum(axis=1)
+        self.corrected_bias = self.bias
         self.bias = np.ascontiguousarray(self.bias.astype(np.int64) + self.x_zp * sums, dtype=np.int32)
         kh, kw, sh, sw, _, _, dh, dw = self.geometry
         out_h, out_w = self.out_hw
+        x_type = types[0]
+        assert x_type is not None
+        self.in_hw = tuple(x_type.dims[2:])
         span = sw * (out_w + ((kw - 1) * dw) // sw)
         threads = max(1, max_threads())
         fit = max(1, (BAND_BYTES // (2 * span) - (kh - 1) * dh - 1) // sh + 1)
@@ -433,7 +592,10 @@ class Int8DepthwiseKernel(Int8ConvKernel):
         self.band_rows = max(1, min(out_h, fit, -(-out_h // bands)))
         macs = self.out_shape[0] * channels * out_h * out_w * kh * kw
         self.small = macs < active_cpu_tuning().conv_gemm_grain
-        self.lanes = CHANNEL_LANES if out_h * out_w <= SMALL_PLANE else 0
+        self.flat = flat_path(self.geometry, self.in_hw, self.out_hw)
+        if self.flat:
+            self.flat_taps = np.ascontiguousarray(self.taps.reshape(-1), dtype=np.float32)
+        self.lanes = CHANNEL_LANES if out_h * out_w <= SMALL_PLANE and not self.flat else 0
         if self.lanes:
             blocks = -(-channels // self.lanes)
             bands = -(-threads * TASKS_PER_THREAD // (self.out_shape[0] * blocks))
@@ -447,6 +609,36 @@ class Int8DepthwiseKernel(Int8ConvKernel):
         """Writes into ``out`` (C-contiguous, the planned shape and type); float input is quantised
         into scratch first."""
         q = self.quantized_input(x, byte_scratch(self.input_bytes(x)))
+        workers = 1 if self.small else current_threads()
+        if self.flat == "same":
+            call(
+                depthwise_int8_same_3x3,
+                self.small,
+                q,
+                self.flat_taps,
+                self.bias,
+                self.multiplier,
+                self.x_zp,
+                *self.epilogue_args(),
+                workers,
+                out,
+            )
+            return
+        if self.flat == "phased":
+            call(
+                depthwise_int8_phased_3x3,
+                self.small,
+                q,
+                self.flat_taps,
+                self.corrected_bias,
+                self.multiplier,
+                *self.geometry[4:6],
+                self.x_zp,
+                *self.epilogue_args(),
+                workers,
+                out,
+            )
+            return
         if self.lanes:
             call(
                 depthwise_int8_lanes,
