@@ -27,7 +27,7 @@ import numpy as np
 
 from edgecnn.kernels.cpu.gemm.epilogue import activate
 from edgecnn.kernels.cpu.int8.dot_kernel import COLUMNS, LANES, ROWS, UNIT_U8S8, VECTORS, dot_s16, dot_u8s8
-from edgecnn.kernels.cpu.int8.loops import ROUNDING, ROUNDING_LIMIT, add_span, requantized
+from edgecnn.kernels.cpu.int8.loops import ROUNDING, ROUNDING_LIMIT, add_span, added, requantized
 
 TILE_BLOCKS = 4
 TILE = TILE_BLOCKS * COLUMNS
@@ -375,8 +375,9 @@ def finish_panel(
     codes: np.ndarray,
 ) -> None:
     """The epilogue of one panel's tile: bias, multiplier, activation, rounding, zero point and
-    saturation, stored run by run; with a residual, each run goes to ``codes`` (TILE 8-bit values)
-    instead, and its Add with the shortcut's run is stored."""
+    saturation, stored run by run; with a residual, its Add with the shortcut's run is stored: in
+    the requantising loop where there is no activation or ReLU, else after it, from ``codes`` (TILE
+    8-bit values)."""
     alpha, low, high = act
     channels = out.shape[0]
     # none or ReLU: requantized's steps without a branch, its clamps merged (floor >= -LIMIT)
@@ -394,6 +395,17 @@ def finish_panel(
             sums = block[at : at + stored]
             final = target[to : to + stored]
             dest = codes[:stored] if residual.shape[0] else final
+            if residual.shape[0] and kind <= 1 and not float_output:
+                # none or ReLU with the residual Add: the code stays in a register for the Add
+                other = residual[m, to : to + stored]
+                ratio_a, ratio_b, fixed, least_sum, most_sum = add
+                for p in range(stored):
+                    v = min(max(np.float32(np.int32(sums[p] + b)) * scale, floor), ROUNDING_LIMIT)
+                    q = min(max(((v + ROUNDING) - ROUNDING) + zp, least), most)
+                    s = np.float32(other[p])
+                    first, second = (q, s) if conv_first else (s, q)
+                    final[p] = added(first, second, ratio_a, ratio_b, fixed, least_sum, most_sum)
+                continue
             if float_output:
                 for p in range(stored):
                     v = np.float32(np.float32(np.int32(sums[p] + b)) * scale)

@@ -77,10 +77,19 @@ def add_span(
     send the loop to its scalar form)."""
     first = np.uint64(start)
     for i in range(np.uint64(count)):
-        t = fma32(np.float32(b[first + i]), ratio_b, fixed)
-        v = fma32(np.float32(a[first + i]), ratio_a, t)
-        v = min(max(v, -ROUNDING_LIMIT), ROUNDING_LIMIT)
-        out[first + i] = np.int32(min(max((v + ROUNDING) - ROUNDING, low), high))
+        v = added(np.float32(a[first + i]), np.float32(b[first + i]), ratio_a, ratio_b, fixed, low, high)
+        out[first + i] = np.int32(v)
+
+
+@numba.njit(inline="always", cache=True)
+def added(
+    a: F32, b: F32, ratio_a: F32, ratio_b: F32, fixed: F32, low: F32, high: F32
+) -> F32:  # fmt: skip
+    """One QLinearAdd output as an integral float32: clamp(rint(fma(a, ratio_a, fma(b, ratio_b,
+    fixed))), low, high)."""
+    v = fma32(a, ratio_a, fma32(b, ratio_b, fixed))
+    v = min(max(v, -ROUNDING_LIMIT), ROUNDING_LIMIT)
+    return min(max((v + ROUNDING) - ROUNDING, low), high)
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
