@@ -192,17 +192,18 @@ def _row_by_row_plane(
     dilation_h: int,
     lowest: int,
     row_taps: np.ndarray,  # ky * dilation_h * W
-    column_taps: np.ndarray,  # where window column kx starts in phases: its phase's, plus its cell
+    column_taps: np.ndarray,  # where window column kx starts: in the line (stride 1, 2), else in phases
     line: np.ndarray,  # (stride_w * cells,): the padded row, lowest outside the input
-    phases: np.ndarray,  # line's columns dealt into stride_w phases of cells (empty at stride 1)
+    phases: np.ndarray,  # line's columns dealt into stride_w phases of cells (empty at stride 1, 2)
     dst: np.ndarray,
     o: np.uint64,
     out_h: int,
     out_w: int,
 ) -> None:
     """One plane, output row by output row: the window rows reduced into ``line`` (input column c at
-    pad_left + c) and, at a stride above one, dealt into phases (padded column X to phase X %
-    stride_w, cell X // stride_w), where each window column kx is one contiguous run of a phase."""
+    pad_left + c); at stride 2 the window columns read the line at step 2 (byte permutes), at
+    strides above 2 it is dealt into phases first (padded column X to phase X % stride_w, cell X //
+    stride_w), where each window column kx is one contiguous run of a phase."""
     s = np.uint64(stride_w)
     n = np.uint64(line.shape[0] // stride_w)
     ow = np.uint64(out_w)
@@ -210,13 +211,11 @@ def _row_by_row_plane(
     for oy in range(out_h):
         top = oy * stride_h - pad_top
         _window_rows(src, plane, height, width, top, dilation_h, row_taps, lowest, line, np.uint64(pad_left))
+        if stride_w == 2:  # the line read at step 2, which LLVM vectorises with byte permutes
+            _largest_of(line, column_taps[0], column_taps, 0, kernel_w, dst, o + np.uint64(oy) * ow, ow, 2)
+            continue
         cut = line
-        if stride_w == 2:  # one pass, which LLVM vectorises with byte permutes
-            for j in range(n):
-                phases[j] = line[j + j]
-                phases[n + j] = line[j + j + np.uint64(1)]
-            cut = phases
-        elif stride_w > 2:
+        if stride_w > 2:
             for r in range(s):
                 for j in range(n):
                     phases[np.uint64(r) * n + j] = line[j * s + np.uint64(r)]
@@ -258,7 +257,7 @@ def max_pool_into(
     column_taps = np.empty(kernel_w, np.uint64)
     for kx in range(kernel_w):
         tap = kx * dilation_w
-        column_taps[kx] = tap if flat else tap % stride_w * cells + tap // stride_w
+        column_taps[kx] = tap if flat or stride_w <= 2 else tap % stride_w * cells + tap // stride_w
     inner_first = min(out_h, -(-pad_top // stride_h))
     inner_end = min(out_h, (height - 1 + pad_top - (kernel_h - 1) * dilation_h) // stride_h + 1)
     inner = (inner_first, max(inner_first, inner_end))
@@ -277,7 +276,7 @@ def max_pool_into(
     chunk = max(1, CHUNK_BYTES // max(1, out_h * width))  # flat: planes per pass
     for worker in numba.prange(workers):
         line = np.full(span, lowest, x.dtype)  # columns outside the input stay the lowest value
-        phases = np.empty(span if stride_w > 1 else 0, x.dtype)
+        phases = np.empty(span if stride_w > 2 else 0, x.dtype)
         rows = np.empty(chunk * out_h * width if flat else 0, x.dtype)
         first, end = worker * planes // workers, (worker + 1) * planes // workers
         if flat:
