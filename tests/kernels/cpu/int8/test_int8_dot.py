@@ -7,9 +7,6 @@ AVX2-only CPU (the `vpmaddubsw` loop this machine does not take where it has VNN
 from __future__ import annotations
 
 import itertools
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +31,6 @@ from edgecnn.kernels.cpu.int8.dot_kernel import (
     UNIT_U8S8,
     VECTORS,
     VNNI,
-    WIDE,
     FixUps,
     available,
     bytes_split,
@@ -49,7 +45,6 @@ from edgecnn.model import Model
 from edgecnn.ops.quant import Int8ConvAttrs, QuantizeAttrs
 from edgecnn.runtime.options import RuntimeOptions
 from edgecnn.testing import reference_run
-from kernels.cpu.gemm.test_narrow_vectors import AVX2_FEATURES, ROOT
 from kernels.support import fast_run
 from onnx_support import run_onnxruntime
 
@@ -438,41 +433,3 @@ def test_full_range_qdq_resnet_block_equals_the_reference(tmp_path: Path) -> Non
     got, expected = model.run({"x": x}, outputs=names), reference.run({"x": x}, outputs=names)
     for name in names:
         np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
-
-
-AVX2_TESTS = (
-    "test_split_pairs_is_exact_and_fits_for_every_pair",
-    "test_bytes_split_takes_the_int16_loop_for_many_fix_ups",
-    "test_every_block_width_sums_exactly",
-    "test_fix_ups_make_bytes_exact_at_the_extremes",
-    "test_dot_conv_equals_reference_at_the_extremes",
-    "test_layers_split_over_threads_equal_reference",
-    "test_full_range_qdq_resnet_block_equals_the_reference",
-)
-"""The tests whose code differs without VNNI and 512-bit vectors (`vpmaddubsw` and its fix-ups)."""
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(
-    not (VNNI or WIDE), reason="numba compiles for an AVX2-only CPU here: the suite runs them"
-)
-def test_avx2_loops_pass_on_an_avx2_only_target(tmp_path: Path) -> None:
-    """AVX2_TESTS again in a child whose numba compiles for an AVX2-only CPU (as
-    test_narrow_vectors.py does for the float kernels), into a cache of its own."""
-    env = {
-        **os.environ,
-        "NUMBA_CPU_NAME": "haswell",
-        "NUMBA_CPU_FEATURES": AVX2_FEATURES,
-        "NUMBA_CACHE_DIR": str(tmp_path),
-    }
-    probe = "from edgecnn.kernels.cpu.int8 import dot_kernel as k; print(k.VNNI, k.WIDE, k.ROWS)"
-    shape = subprocess.run(
-        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT
-    )
-    assert shape.stdout.split() == ["False", "False", "4"], shape.stderr
-    selected = [f"{Path(__file__).relative_to(ROOT)}::{name}" for name in AVX2_TESTS]
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *selected],
-        env=env, capture_output=True, text=True, timeout=1500, cwd=ROOT,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
