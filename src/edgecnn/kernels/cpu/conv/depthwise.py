@@ -33,7 +33,7 @@ FLAT_S2_MAX_WIDTH = 14
 """Widest stride-2 output row computed as one long row (wider rows waste more than they save)."""
 
 SAME_MAX_WIDTH = 16
-"""Widest plane the unpadded stride-1 pass takes (_same_plane_3x3): it beats the padded pass on
+"""Widest plane the unpadded stride-1 pass takes (same_plane_3x3): it beats the padded pass on
 small planes, while on wider ones the masked taps cost more than the per-row work they save."""
 
 
@@ -269,7 +269,7 @@ def column_masks(height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @numba.njit(inline="always", cache=True)
-def _same_plane_3x3(
+def same_plane_3x3(
     x: np.ndarray,  # flat input
     x_at: np.uint64,  # offset of the H x W input plane
     width: np.uint64,
@@ -306,7 +306,7 @@ def _same_plane_3x3(
 
 
 @numba.njit(inline="always", cache=True)
-def _phased_plane_3x3(
+def phased_plane_3x3(
     phases: np.ndarray,  # flat (4, OH + 1, pitch): fill_phases' four stride-2 phases
     plane: int,  # (OH + 1) * pitch
     pitch: int,  # OW + 1
@@ -317,7 +317,7 @@ def _phased_plane_3x3(
     count: int,  # OH * pitch - 1
 ) -> None:
     """work[q] = b + the nine taps of output q = oy * pitch + ox (ox == OW computed and dropped), every
-    tap a contiguous run of one phase, on unsigned offsets (no views: see _same_plane_3x3)."""
+    tap a contiguous run of one phase, on unsigned offsets (no views: see same_plane_3x3)."""
     one = np.uint64(1)
     p = np.uint64(pitch)
     q01, q10 = np.uint64(plane), np.uint64(2 * plane)
@@ -438,7 +438,7 @@ def _same_3x3(
 ) -> None:
     """Stride 1, 3x3, one pixel of padding all round and no dilation on planes up to SAME_MAX_WIDTH
     wide (MobileNetV2's and ShuffleNetV2's 14x14 and 7x7 layers): no padded rows and no views, see
-    _same_plane_3x3; the activation runs over the whole plane at once."""
+    same_plane_3x3; the activation runs over the whole plane at once."""
     channels, out_channels = x.shape[1], weights.shape[0]
     multiplier = out_channels // channels
     out_h, out_w = out.shape[2], out.shape[3]
@@ -454,7 +454,7 @@ def _same_3x3(
             b = bias[m] if has_bias else np.float32(0.0)
             x_at = np.uint64((n * channels + m // multiplier) * out_h * out_w)
             out_at = np.uint64(job) * size
-            _same_plane_3x3(
+            same_plane_3x3(
                 x_flat, x_at, np.uint64(out_w), size, left, right, w_flat, np.uint64(m * 9), b, buf,
                 out_flat, out_at,
             )  # fmt: skip
@@ -484,7 +484,7 @@ def _phased_3x3(
     """3x3 at stride 2 without dilation: the padded plane dealt into its four stride-2 phases
     (fill_phases), each (OH + 1) x (OW + 1); output (oy, ox) then reads every tap at a fixed phase
     offset from oy * pitch + ox, all nine taps in one flat pass of contiguous loads
-    (_phased_plane_3x3)."""
+    (phased_plane_3x3)."""
     channels, out_channels = x.shape[1], weights.shape[0]
     multiplier = out_channels // channels
     out_h, out_w = out.shape[2], out.shape[3]
@@ -502,7 +502,7 @@ def _phased_3x3(
             n, m = job // out_channels, job % out_channels
             b = bias[m] if has_bias else np.float32(0.0)
             fill_phases(x[n, m // multiplier], pad_top, pad_left, phases)
-            _phased_plane_3x3(flat, plane, pitch, w_flat, np.uint64(m * 9), b, work, count)
+            phased_plane_3x3(flat, plane, pitch, w_flat, np.uint64(m * 9), b, work, count)
             finish_rows(
                 work, np.uint64(count), np.uint64(pitch), out_flat, np.uint64(job * out_h * out_w), out_h,
                 out_w, kind, alpha, low, high,

@@ -38,6 +38,7 @@ from edgecnn.kernels.cpu.conv.steps import when_depthwise
 from edgecnn.kernels.cpu.gemm.epilogue import activate_in_place
 from edgecnn.kernels.cpu.gemm.microkernel import LANES, Codegen, _intrinsic, _vector_pointer
 from edgecnn.kernels.cpu.selection import register
+from edgecnn.kernels.cpu.system.common import worker_scratch
 from edgecnn.kernels.cpu.system.threads import call, current_threads, is_small, worker_share
 
 CELL_BLOCK = 4
@@ -250,11 +251,10 @@ def scatter_cells(
     return signature, codegen
 
 
-@numba.njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
-def depthwise_lanes(
-    x: np.ndarray,  # (N, C, H, W)
-    taps: np.ndarray,  # (blocks, KH * KW, LANES), the last axis LANES long: channel b * LANES + j, 0 past C
-    bias: np.ndarray,  # (blocks, LANES), 0 past C (and where the layer has none)
+@numba.njit(cache=True, nogil=True)
+def cell_layout(
+    height: int,
+    width: int,
     kernel_h: int,
     kernel_w: int,
     stride_h: int,
@@ -263,50 +263,71 @@ def depthwise_lanes(
     pad_left: int,
     dilation_h: int,
     dilation_w: int,
-    kind: int,
-    alpha: float,
-    low: float,
-    high: float,
-    workers: int,
-    out: np.ndarray,  # (N, C, OH, OW), written
-) -> None:
-    """out = act(depthwise conv(x) + bias), tasks of (image, block of LANES channels), one
-    contiguous share per worker, each worker with buffers of its own (see the module's doc).
+    out_h: int,
+    out_w: int,
+) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Where ``depthwise_lanes`` keeps a block's input, in floats: each input pixel's first float
+    in the buffer (-1 where no output reads it), each tap's first float for output cell (0, 0),
+    a buffer row's floats and the buffer's.
 
     Buffer row r holds padded input row r, ``span`` cells of LANES floats, padded column X at cell
     X % stride_w * phase_w + X // stride_w: output (oy, ox) reads tap (ki, kj) at cell
-    (oy * stride_h + ki * dilation_h) * span + ox + (kj * dilation_w's cell). The border is zeroed
-    once per worker (the same cells every block); lanes past the last channel hold whatever the
-    previous block left and are never written back."""
-    batch, channels, height, width = x.shape
-    blocks, count_taps, lanes = taps.shape
-    out_h, out_w = out.shape[2], out.shape[3]
+    (oy * stride_h + ki * dilation_h) * span + ox + (kj * dilation_w's cell)."""
     rows = (out_h - 1) * stride_h + (kernel_h - 1) * dilation_h + 1
     phase_w = out_w + ((kernel_w - 1) * dilation_w) // stride_w
     span = stride_w * phase_w
-    plane, pixels = height * width, out_h * out_w
     x0 = max(0, -pad_left)  # the input columns the buffer holds
     x1 = min(width, span - pad_left)
     y0, y1 = max(0, -pad_top), min(height, rows - pad_top)
-    cell_at = np.full(plane, -1, dtype=np.int64)  # each input pixel's first float in the buffer
+    cell_at = np.full(height * width, -1, dtype=np.int64)
     for iy in range(y0, y1):
         for ix in range(x0, x1):
             column = ix + pad_left
             cell = (iy + pad_top) * span + column % stride_w * phase_w + column // stride_w
-            cell_at[iy * width + ix] = cell * lanes
-    offsets = np.empty(count_taps, dtype=np.int64)  # each tap's first float for output cell (0, 0)
+            cell_at[iy * width + ix] = cell * LANES
+    offsets = np.empty(kernel_h * kernel_w, dtype=np.int64)
     for ki in range(kernel_h):
         for kj in range(kernel_w):
             cell = ki * dilation_h * span + tap_column(kj * dilation_w, stride_w, phase_w)
-            offsets[ki * kernel_w + kj] = cell * lanes
+            offsets[ki * kernel_w + kj] = cell * LANES
+    return cell_at, offsets, span * LANES, rows * span * LANES
+
+
+@numba.njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+def depthwise_lanes(
+    x: np.ndarray,  # (N, C, H, W)
+    taps: np.ndarray,  # (blocks, KH * KW, LANES), the last axis LANES long: channel b * LANES + j, 0 past C
+    bias: np.ndarray,  # (blocks, LANES), 0 past C (and where the layer has none)
+    cell_at: np.ndarray,  # (H * W,) int64: ``cell_layout``
+    offsets: np.ndarray,  # (KH * KW,) int64: ``cell_layout``
+    row_floats: int,  # ``cell_layout``
+    flat_floats: int,  # ``cell_layout``
+    stride_h: int,
+    kind: int,
+    alpha: float,
+    low: float,
+    high: float,
+    buffers: np.ndarray,  # (workers, >= flat_floats + OH * OW * LANES) float32 scratch
+    out: np.ndarray,  # (N, C, OH, OW), written
+) -> None:
+    """out = act(depthwise conv(x) + bias), tasks of (image, block of LANES channels), one
+    contiguous share per worker, each in its own row of ``buffers``: the block's input where
+    ``cell_layout`` puts it, then the block's sums. The border is zeroed once per call and worker
+    (the same cells every block); lanes past the last channel hold whatever the previous block
+    left and are never written back."""
+    batch, channels, height, width = x.shape
+    blocks, count_taps, lanes = taps.shape
+    out_h, out_w = out.shape[2], out.shape[3]
+    plane, pixels = height * width, out_h * out_w
     x_flat, out_flat = x.reshape(-1), out.reshape(-1)
     taps_flat, bias_flat = taps.reshape(-1), bias.reshape(-1)
     tasks = batch * blocks
-    workers = max(1, min(workers, tasks))
+    workers = buffers.shape[0]
     for worker in numba.prange(workers):
         first, end = worker_share(worker, workers, tasks)
-        flat = np.zeros(rows * span * lanes, dtype=np.float32)
-        acc = np.empty(pixels * lanes, dtype=np.float32)
+        flat = buffers[worker, :flat_floats]
+        flat[:] = 0.0
+        acc = buffers[worker, flat_floats : flat_floats + pixels * lanes]
         for task in range(first, end):
             n, block = task // blocks, task % blocks
             c0 = block * lanes
@@ -321,7 +342,7 @@ def depthwise_lanes(
                             flat[cell_at[p] + j] = x_flat[source + j * plane + p]
             for oy in range(out_h):
                 lane_row(
-                    flat, oy * stride_h * span * lanes, offsets, count_taps, taps_flat, block * count_taps * lanes,
+                    flat, oy * stride_h * row_floats, offsets, count_taps, taps_flat, block * count_taps * lanes,
                     bias_flat, block * lanes, acc, oy * out_w * lanes, out_w,
                 )  # fmt: skip
             activate_in_place(acc, np.uint64(0), np.uint64(pixels * lanes), kind, alpha, low, high)
@@ -351,19 +372,29 @@ class DepthwiseLanes(ConvKernel):
         bias[: s.out_channels] = self.bias
         self.block_bias = read_only(bias.reshape(blocks, LANES))
         self.small = is_small(int(np.prod(self.out_shape)) * s.kernel[0] * s.kernel[1])
+        self.tasks = s.batch * blocks
+        cell_at, offsets, self.row_floats, self.flat_floats = cell_layout(
+            s.height, s.width, *s.window, *s.out
+        )
+        self.cell_at, self.offsets = read_only(cell_at), read_only(offsets)
+        self.worker_floats = self.flat_floats + s.out[0] * s.out[1] * LANES
 
     def run_into(self, out: np.ndarray, x: np.ndarray, *_: object) -> None:
         """Writes into ``out`` (C-contiguous, the output's shape; must not overlap ``x``)."""
-        s = self.setup
+        workers = max(1, min(1 if self.small else current_threads(), self.tasks))
         call(
             depthwise_lanes,
             self.small,
             pass_input(x),
             self.taps,
             self.block_bias,
-            *s.window,
+            self.cell_at,
+            self.offsets,
+            self.row_floats,
+            self.flat_floats,
+            self.setup.strides[0],
             *self.activation,
-            1 if self.small else current_threads(),
+            worker_scratch(workers, self.worker_floats),
             out,
         )
 

@@ -38,10 +38,10 @@ import numpy as np
 from edgecnn.ir.graph import Node, TensorType
 from edgecnn.kernels.cpu.conv.depthwise import (
     SAME_MAX_WIDTH,
-    _phased_plane_3x3,
-    _same_plane_3x3,
     column_masks,
     fill_phases,
+    phased_plane_3x3,
+    same_plane_3x3,
 )
 from edgecnn.kernels.cpu.gemm.epilogue import activate
 from edgecnn.kernels.cpu.gemm.microkernel import LANES
@@ -460,7 +460,7 @@ def depthwise_int8_same_3x3(
     out: np.ndarray,  # (N, C, H, W): 8-bit, or float32 if float_output
 ) -> None:
     """3x3, stride 1, one pixel of padding all round, no dilation, on small planes: each plane
-    (x - zx, float32) through the float kernel's flat masked pass (``_same_plane_3x3``: no padded
+    (x - zx, float32) through the float kernel's flat masked pass (``same_plane_3x3``: no padded
     rows, no views), then the epilogue over the whole plane. The sums are integers below 2^24
     (nine products of at most 255 * 128), so float32 holds every partial sum exactly, in any order."""
     batch, channels, height, width = x.shape
@@ -478,7 +478,7 @@ def depthwise_int8_same_3x3(
             c = job % channels
             at = np.uint64(job) * size
             centred_plane(x_flat, at, size, zp, plane)
-            _same_plane_3x3(
+            same_plane_3x3(
                 plane, np.uint64(0), np.uint64(width), size, left, right, taps, np.uint64(c * 9),
                 np.float32(0.0), buf, work, np.uint64(0),
             )  # fmt: skip
@@ -510,7 +510,7 @@ def depthwise_int8_phased_3x3(
     out: np.ndarray,  # (N, C, OH, OW): 8-bit, or float32 if float_output
 ) -> None:
     """3x3 at stride 2, no dilation: each plane's codes dealt into its four stride-2 phases and
-    summed in one flat pass by the float kernel's ``fill_phases`` and ``_phased_plane_3x3``. The
+    summed in one flat pass by the float kernel's ``fill_phases`` and ``phased_plane_3x3``. The
     phase buffers start filled with zx, so the padding reads zx as the codes' zero, and the
     zero-point-corrected bias removes zx * the taps' sum. The sums are integers below 2^24 (nine
     products of at most 255 * 128), so float32 holds every partial sum exactly, in any order. The
@@ -533,7 +533,7 @@ def depthwise_int8_phased_3x3(
         for job in range(worker * planes // workers, (worker + 1) * planes // workers):
             n, c = job // channels, job % channels
             fill_phases(x[n, c], pad_top, pad_left, phases)
-            _phased_plane_3x3(flat, plane_cells, pitch, taps, np.uint64(c * 9), np.float32(0.0), work, count)
+            phased_plane_3x3(flat, plane_cells, pitch, taps, np.uint64(c * 9), np.float32(0.0), work, count)
             finish_row(
                 work[:count], bias[c], multiplier[c], y_scale, zero_point, lo, hi, float_output, kind, act,
                 staged[:count],
