@@ -85,6 +85,7 @@ def assert_same_detections(got: Iterable[tuple[str, float, Sequence[float]]], wa
         np.testing.assert_allclose(np.sort(mine, axis=0), np.sort(theirs, axis=0), atol=2e-2, err_msg=label)
 
 
+@pytest.mark.slow
 def test_detect_rows_are_the_detectors_boxes_also_from_the_shared_model(
     tmp_path: Path, image_folder: Path
 ) -> None:

@@ -188,6 +188,7 @@ def test_retraining_recovers_accuracy_over_one_shot_pruning(
         assert "no labelled set" not in output
 
 
+@pytest.mark.slow
 def test_eval_reports_the_calibrated_int8_models_accuracy(
     tmp_path: Path, digits_lenet: tuple[Path, object, float]
 ) -> None:

@@ -84,6 +84,7 @@ def depthwise_cases(draw: st.DrawFn) -> tuple[Int8ConvAttrs, list[Any]]:
     return attrs, inputs
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(depthwise_cases(), st.sampled_from([1, 2]))
 def test_depthwise_equals_reference_at_the_extremes(
@@ -295,6 +296,7 @@ def test_qdq_depthwise_layers_equal_onnxruntime(tmp_path: Path) -> None:
         np.testing.assert_array_equal(got[name], value, err_msg=name)
 
 
+@pytest.mark.slow
 def test_int8_mobilenetv2_runs_every_depthwise_layer_directly(tmp_path: Path) -> None:
     """The kernel census of an int8 MobileNetV2 (width 0.25, 64x64): no grouped layer is left on the
     im2col GEMM, and the network's output stays close to the float one's."""
