@@ -92,10 +92,8 @@ def side_by_side_is_safe() -> bool:
 
 
 class FramesInFlight(Generic[T]):
-    """Up to ``streams`` frames inferred side by side, each on one thread, and one more waiting to
-    start, so that a stream that finishes a frame starts the next at once while the caller handles
-    the results; they come back in the order the frames were put in, each with the caller's tag
-    (e.g. the frame).
+    """Up to ``streams`` frames inferred side by side, each on one thread; their results come back
+    in the order the frames were put in, each with the caller's tag (e.g. the frame).
 
     Frames run one at a time on all the detector's threads, in the caller's thread, when
     ``streams`` is 1 or while :func:`side_by_side_is_safe` says no (always the first frame, which
@@ -117,7 +115,7 @@ class FramesInFlight(Generic[T]):
     def put(self, tag: T, prepared: Prepared | None) -> list[tuple[T, Inferred | None]]:
         """Start inferring ``prepared`` (None: nothing to infer, e.g. an unreadable frame, which
         keeps its place in the order). Returns the results that are ready, oldest first: with
-        ``streams`` frames running and one waiting it first waits for the oldest."""
+        ``streams`` frames in flight it first waits for the oldest."""
         if prepared is not None and not self._side_by_side():
             ready = self.drain()
             ready.append((tag, self.detector.infer([prepared])[0]))
@@ -131,7 +129,7 @@ class FramesInFlight(Generic[T]):
             future = self._pool.submit(self._infer_alone, prepared)
         self._pending.append((tag, future))
         ready = []
-        while self._pending and (len(self._pending) > self.streams or self._pending[0][1].done()):
+        while self._pending and (len(self._pending) > self.streams - 1 or self._pending[0][1].done()):
             tag, oldest = self._pending.popleft()
             ready.append((tag, oldest.result()))  # waits; raises the stream's error, if any
         return ready
