@@ -201,8 +201,9 @@ def conv_cases(draw: st.DrawFn, unpadded: bool = False) -> tuple[Int8ConvAttrs, 
     """One-group layers over odd sizes, unit or other strides, with 7-bit weights (the u8 x s8
     loop), full-range ones including -128 (the int16 loop without VNNI) or a few full-range ones
     among small ones, as trained layers have (the u8 x s8 loop and its fix-ups, or the int16 loop
-    where they would be too many), data and zero points at the ends; ``unpadded``: unit strides
-    and no padding (1x1 layers mostly), packed as one run per unit."""
+    where they would be too many), data and zero points at the ends, no activation, ReLU or ReLU6
+    (Clip); ``unpadded``: unit strides and no padding (1x1 layers mostly), packed as one run per
+    unit."""
     in_channels, out_channels = draw(st.integers(1, 9)), draw(st.integers(1, 11))
     kernel = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
     if unpadded:
@@ -226,10 +227,10 @@ def conv_cases(draw: st.DrawFn, unpadded: bool = False) -> tuple[Int8ConvAttrs, 
     w = np.where(rng.random(w_shape) < 0.5, w, rng.integers(-64, 64, w_shape)).astype(np.int8)
     info = np.iinfo(x_dtype)
     x_zp = np.array(draw(st.sampled_from([int(info.min), int(info.max), 0, 3])), dtype=x_dtype)
-    activation = draw(st.sampled_from(["none", "relu"]))
-    attrs = Int8ConvAttrs(
-        kernel_shape=kernel, strides=strides, dilations=dilations, pads=pads, activation=activation
+    activation = draw(
+        st.sampled_from([{}, {"activation": "relu"}, {"activation": "clip", "low": 0.0, "high": 6.0}])
     )
+    attrs = Int8ConvAttrs(kernel_shape=kernel, strides=strides, dilations=dilations, pads=pads, **activation)
     int8_out = draw(st.booleans())
     bias = rng.integers(-(2**20), 2**20, out_channels).astype(np.int32) if draw(st.booleans()) else None
     inputs = [

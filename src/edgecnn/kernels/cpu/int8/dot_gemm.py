@@ -414,6 +414,9 @@ def finish_panel(
                 for p in range(stored):
                     v = min(max(np.float32(np.int32(sums[p] + b)) * scale, floor), ROUNDING_LIMIT)
                     dest[p] = min(max(((v + ROUNDING) - ROUNDING) + zp, least), most)
+            elif kind == 3:  # Clip (ReLU6 from compress's quantizer): the kind a constant, so it vectorises
+                for p in range(stored):
+                    dest[p] = requantized(sums[p] + b, scale, y_scale, zero_point, lo, hi, 3, act)
             else:
                 for p in range(stored):
                     dest[p] = requantized(sums[p] + b, scale, y_scale, zero_point, lo, hi, kind, act)
