@@ -5,7 +5,8 @@ Kernels compile their helpers inline, so two revisions cannot share one process;
 processes alternate instead, each importing ``src`` of one version (REV's from ``git archive``). A
 child loads each model (edgecnn.bench.zoo, seeded weights, batch 1), runs it ``--warmup`` times,
 then ``--rounds`` times with ``--gap-ms`` of sleep before each run, timing the run and each of its
-steps (common.time_steps). The tables give, per version, the median over the processes of
+steps (common.time_steps); with ``--int8`` each model is first quantised by edgecnn's own int8
+quantizer (``compress --quantize int8 --calibration``'s), calibrated on four seeded inputs. The tables give, per version, the median over the processes of
 each child's medians: whole runs, then the steps that moved most. A layer's time inside the model
 is what a kernel change is for; timed alone (layer_ab.py) its weights and input stay in cache.
 
@@ -22,6 +23,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from common import load_model, model_input, package_sources, run_child, time_steps
 from edgecnn.bench.machine import cpu_model
@@ -30,13 +34,31 @@ from edgecnn.bench.zoo import build_model
 Medians = dict[str, dict[str, float]]  # model: {"run": ms, "layer (kernel)": ms, ...}
 
 
-def measure(models: list[str], threads: int, warmup: int, rounds: int, gap_ms: float) -> Medians:
+def int8_model(model: Any, shape: tuple[int, ...], threads: int) -> Any:
+    """``model`` quantised by edgecnn's quantize_int8, calibrated on four seeded inputs of ``shape``,
+    loaded from its .ecnn with ``threads`` threads."""
+    import onnx
+
+    import edgecnn
+    from edgecnn.compress.int8 import quantize_int8
+    from edgecnn.format import save_ecnn
+    from edgecnn.importers import load_graph
+
+    rng = np.random.default_rng(1)
+    samples = [rng.standard_normal(shape).astype(np.float32) for _ in range(4)]
+    with tempfile.TemporaryDirectory() as tmp:
+        onnx.save(model, f"{tmp}/float.onnx")
+        save_ecnn(quantize_int8(load_graph(f"{tmp}/float.onnx"), samples), f"{tmp}/int8.ecnn")
+        return edgecnn.load(f"{tmp}/int8.ecnn", threads=threads)
+
+
+def measure(models: list[str], threads: int, warmup: int, rounds: int, gap_ms: float, int8: bool) -> Medians:
     """Median ms of each model's runs and of each of its steps, in this process."""
     results: Medians = {}
     for name in models:
         model = build_model(name)
         _, x = model_input(model)
-        net = load_model(model, threads)
+        net = int8_model(model, x.shape, threads) if int8 else load_model(model, threads)
         for _ in range(warmup):
             net(x)
         steps = time_steps(net)
@@ -66,17 +88,20 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--gap-ms", type=float, default=0.0, help="sleep before each run")
+    parser.add_argument("--int8", action="store_true", help="quantise each model with quantize_int8 first")
     parser.add_argument("--top", type=int, default=12, help="steps listed per model (largest change first)")
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     models = args.models.split(",")
     if args.measure:
-        print(json.dumps(measure(models, args.threads, args.warmup, args.rounds, args.gap_ms)))
+        print(json.dumps(measure(models, args.threads, args.warmup, args.rounds, args.gap_ms, args.int8)))
         return
     load = os.getloadavg()[0]
     samples: dict[str, list[Medians]] = {"before": [], "after": []}
     options = ["--models", args.models, "--threads", str(args.threads), "--warmup", str(args.warmup)]
-    options += ["--rounds", str(args.rounds), "--gap-ms", str(args.gap_ms)]
+    options += ["--rounds", str(args.rounds), "--gap-ms", str(args.gap_ms)] + (
+        ["--int8"] if args.int8 else []
+    )
     with tempfile.TemporaryDirectory() as tmp:
         sources = package_sources(args.before, Path(tmp))
         for _ in range(args.processes):
@@ -92,7 +117,8 @@ def main() -> None:
     print()
     print(
         f"Command: `.venv/bin/python lab/model_ab.py --before {args.before} --models {args.models} "
-        f"--threads {args.threads} --processes {args.processes} --rounds {args.rounds} --gap-ms {args.gap_ms:g}`"
+        f"--threads {args.threads} --processes {args.processes} --rounds {args.rounds} --gap-ms {args.gap_ms:g}"
+        f"{' --int8' if args.int8 else ''}`"
     )
     for model in models:
         before, after = samples["before"], samples["after"]
