@@ -11,17 +11,13 @@ equal), so that the two figures separate the kernel from the layout.
 from __future__ import annotations
 
 import argparse
-import tempfile
 from functools import partial
-from pathlib import Path
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
-import edgecnn
-from common import interleaved, machine_line, ort_options
+from common import interleaved, load_model, machine_line, ort_options
 
 POOLS = ((64, 111), (128, 55), (256, 27))
 """(channels, input side) of SqueezeNet 1.1's pools."""
@@ -37,31 +33,29 @@ def main() -> None:
     print(machine_line(args.threads))
     print("| input | edgecnn ms | onnxruntime ms | ratio |")
     print("|---|---:|---:|---:|")
-    with tempfile.TemporaryDirectory() as tmp:
-        for channels, side in POOLS:
-            shape = [1, channels, side, side]
-            node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)
-            graph = helper.make_graph(
-                [node],
-                "pool",
-                [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-            )
-            path = Path(tmp) / f"pool{channels}.onnx"
-            onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
-            net = edgecnn.load(str(path), threads=args.threads)
-            session = ort.InferenceSession(
-                str(path), ort_options(args.threads), providers=["CPUExecutionProvider"]
-            )
-            x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-            np.testing.assert_array_equal(net.run({"x": x})["y"], session.run(None, {"x": x})[0])
-            ms = interleaved(
-                {"edgecnn": partial(net.run, {"x": x}), "onnxruntime": partial(session.run, None, {"x": x})},
-                args.rounds,
-            )
-            print(
-                f"| {tuple(shape)} | {ms['edgecnn']:.3f} | {ms['onnxruntime']:.3f} | {ms['edgecnn'] / ms['onnxruntime']:.2f} |"
-            )
+    for channels, side in POOLS:
+        shape = [1, channels, side, side]
+        node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)
+        graph = helper.make_graph(
+            [node],
+            "pool",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        net = load_model(model, args.threads)
+        session = ort.InferenceSession(
+            model.SerializeToString(), ort_options(args.threads), providers=["CPUExecutionProvider"]
+        )
+        x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        np.testing.assert_array_equal(net.run({"x": x})["y"], session.run(None, {"x": x})[0])
+        ms = interleaved(
+            {"edgecnn": partial(net.run, {"x": x}), "onnxruntime": partial(session.run, None, {"x": x})},
+            args.rounds,
+        )
+        print(
+            f"| {tuple(shape)} | {ms['edgecnn']:.3f} | {ms['onnxruntime']:.3f} | {ms['edgecnn'] / ms['onnxruntime']:.2f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -11,12 +11,12 @@ can approach. Two threads run one copy each (separate outputs, shared read-only 
 from __future__ import annotations
 
 import argparse
-import time
+from functools import partial
 
 import numba
 import numpy as np
 
-from common import machine_line
+from common import machine_line, timed
 from edgecnn.kernels.cpu.gemm.microkernel import COLUMNS, ROWS
 from edgecnn.kernels.cpu.gemm.packed_gemm import gemm_panels, pack_panels, pack_weights
 
@@ -52,11 +52,10 @@ def main() -> None:
         out = np.zeros((copies, m * n), np.float32)
         _repeat(1, copies, packed, blocks, k, m, panels, n, out)
         np.testing.assert_allclose(out[0].reshape(m, n), weights @ b, rtol=1e-3, atol=1e-3)
-        rates = []
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            _repeat(args.calls, copies, packed, blocks, k, m, panels, n, out)
-            rates.append(2 * m * k * n * args.calls * copies / (time.perf_counter() - start) / 1e9)
+        times = timed(
+            partial(_repeat, args.calls, copies, packed, blocks, k, m, panels, n, out), 0, args.repeats
+        )
+        rates = [2 * m * k * n * args.calls * copies / (ms * 1e-3) / 1e9 for ms in times]
         print(
             f"{copies} thread(s): median {np.median(rates):.1f} GFLOP/s (repeats {', '.join(f'{r:.1f}' for r in rates)})"
         )

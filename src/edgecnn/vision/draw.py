@@ -154,8 +154,9 @@ class Yuv420Canvas:
         luma, cb, cr = self.planes
         levels = yuv_colour(colour)
         luma[y0:y1, x0:x1] = levels[0]
-        cb[y0 // 2 : (y1 + 1) // 2, x0 // 2 : (x1 + 1) // 2] = levels[1]
-        cr[y0 // 2 : (y1 + 1) // 2, x0 // 2 : (x1 + 1) // 2] = levels[2]
+        chroma = (slice(y0 // 2, (y1 + 1) // 2), slice(x0 // 2, (x1 + 1) // 2))
+        cb[chroma] = levels[1]
+        cr[chroma] = levels[2]
 
     def paste(self, x: int, y: int, label: Label) -> None:
         luma, cb, cr = yuv420_label(label)
@@ -189,9 +190,8 @@ def draw_on(canvas: Canvas, size: tuple[int, int], detections: Sequence[Detectio
     font_size = max(12, round(min(size) / 30))
     for detection in detections:
         colour = class_colour(detection.class_id)
-        box = (*(int(v) for v in detection.box),)
-        x1, y1 = box[0], box[1]
-        for side in outline((x1, y1, box[2], box[3]), line):
+        x1, y1, x2, y2 = (int(v) for v in detection.box)
+        for side in outline((x1, y1, x2, y2), line):
             canvas.fill(side, colour)
         label = Label((f"{detection.label} ", f"{detection.score:.2f}"), colour, font_size, line)
         height = label_patch(label).shape[0]
