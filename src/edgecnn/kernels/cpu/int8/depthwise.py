@@ -30,7 +30,6 @@ stride-2 planes whose four phases fit in BAND_BYTES.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numba
 import numpy as np
@@ -43,9 +42,8 @@ from edgecnn.kernels.cpu.conv.depthwise import (
     phased_plane_3x3,
     same_plane_3x3,
 )
-from edgecnn.kernels.cpu.gemm.epilogue import activate
 from edgecnn.kernels.cpu.gemm.microkernel import LANES
-from edgecnn.kernels.cpu.int8.loops import requantized
+from edgecnn.kernels.cpu.int8.loops import finish_row
 from edgecnn.kernels.cpu.int8.steps import Int8ConvKernel, W, byte_scratch, when_conv
 from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.threads import call, current_threads, max_threads, worker_share
@@ -137,48 +135,6 @@ def fill_band(
                 target = dest[phase * phase_w + first // stride_w :]
                 for i in range(count):
                     target[i] = np.int16(line[i * stride_w]) - zp
-
-
-@numba.njit(inline="always", cache=True)
-def biased(total: Any, bias: Any) -> Any:
-    """int32(total) + bias in int32, as the reference sums: numba types an int32 + int32 sum as
-    int64, which would leave the epilogue converting int64 lanes; cut back, it is one 32-bit add."""
-    return np.int32(np.int32(total) + bias)
-
-
-@numba.njit(inline="always", cache=True)
-def finish_row(
-    acc: np.ndarray,  # (OW,) sums without the bias: int32, or float32 holding integers
-    bias: np.int32,
-    multiplier: float,
-    y_scale: float,
-    zero_point: int,
-    lo: int,
-    hi: int,
-    float_output: bool,
-    kind: int,
-    act: tuple,
-    row: np.ndarray,  # (OW,) written: 8-bit, or float32 if float_output
-) -> None:
-    """The epilogue over one run of outputs (``biased`` sums). The common kinds (none, ReLU, Clip)
-    get loops of their own with the kind a constant, so that no per-pixel branch is left and each
-    loop vectorises."""
-    if float_output:
-        for p in range(acc.shape[0]):
-            v = np.float32(np.float32(biased(acc[p], bias)) * multiplier)
-            row[p] = activate(v, kind, act[0], act[1], act[2])
-    elif kind == 0:
-        for p in range(acc.shape[0]):
-            row[p] = requantized(biased(acc[p], bias), multiplier, y_scale, zero_point, lo, hi, 0, act)
-    elif kind == 1:
-        for p in range(acc.shape[0]):
-            row[p] = requantized(biased(acc[p], bias), multiplier, y_scale, zero_point, lo, hi, 1, act)
-    elif kind == 3:
-        for p in range(acc.shape[0]):
-            row[p] = requantized(biased(acc[p], bias), multiplier, y_scale, zero_point, lo, hi, 3, act)
-    else:
-        for p in range(acc.shape[0]):
-            row[p] = requantized(biased(acc[p], bias), multiplier, y_scale, zero_point, lo, hi, kind, act)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)

@@ -25,9 +25,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from edgecnn.kernels.cpu.gemm.epilogue import activate
 from edgecnn.kernels.cpu.int8.dot_kernel import COLUMNS, LANES, ROWS, UNIT_U8S8, VECTORS, dot_s16, dot_u8s8
-from edgecnn.kernels.cpu.int8.loops import ROUNDING, ROUNDING_LIMIT, add_span, added, requantized
+from edgecnn.kernels.cpu.int8.loops import ROUNDING, ROUNDING_LIMIT, add_span, added, finish_row
 
 TILE_BLOCKS = 4
 TILE = TILE_BLOCKS * COLUMNS
@@ -378,7 +377,6 @@ def finish_panel(
     saturation, stored run by run; with a residual, its Add with the shortcut's run is stored: in
     the requantising loop where there is no activation or ReLU, else after it, from ``codes`` (TILE
     8-bit values)."""
-    alpha, low, high = act
     channels = out.shape[0]
     # none or ReLU: requantized's steps without a branch, its clamps merged (floor >= -LIMIT)
     floor = np.float32(0.0) if kind == 1 else -ROUNDING_LIMIT
@@ -406,20 +404,12 @@ def finish_panel(
                     first, second = (q, s) if conv_first else (s, q)
                     final[p] = added(first, second, ratio_a, ratio_b, fixed, least_sum, most_sum)
                 continue
-            if float_output:
-                for p in range(stored):
-                    v = np.float32(np.float32(np.int32(sums[p] + b)) * scale)
-                    dest[p] = activate(v, kind, alpha, low, high)
-            elif kind <= 1:
+            if kind <= 1 and not float_output:
                 for p in range(stored):
                     v = min(max(np.float32(np.int32(sums[p] + b)) * scale, floor), ROUNDING_LIMIT)
                     dest[p] = min(max(((v + ROUNDING) - ROUNDING) + zp, least), most)
-            elif kind == 3:  # Clip (ReLU6 from compress's quantizer): the kind a constant, so it vectorises
-                for p in range(stored):
-                    dest[p] = requantized(sums[p] + b, scale, y_scale, zero_point, lo, hi, 3, act)
-            else:
-                for p in range(stored):
-                    dest[p] = requantized(sums[p] + b, scale, y_scale, zero_point, lo, hi, kind, act)
+            else:  # float output, Clip (ReLU6 from compress's quantizer) and the rest
+                finish_row(sums, b, scale, y_scale, zero_point, lo, hi, float_output, kind, act, dest)
             if residual.shape[0]:
                 other = residual[m, to : to + stored]
                 ratio_a, ratio_b, fixed, least_sum, most_sum = add

@@ -11,6 +11,7 @@ run, with their int8 rounding, on any CPU.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numba
 import numpy as np
@@ -208,6 +209,48 @@ def requantized(
         ys = np.float32(y_scale)
         v = np.float32(activate(v * ys, kind, act[0], act[1], act[2]) / ys)
     return saturated(v, zero_point, lo, hi)
+
+
+@numba.njit(inline="always", cache=True)
+def biased(total: Any, bias: Any) -> Any:
+    """int32(total) + bias in int32, as the reference sums: numba types an int32 + int32 sum as
+    int64, which would leave the epilogue converting int64 lanes; cut back, it is one 32-bit add."""
+    return np.int32(np.int32(total) + bias)
+
+
+@numba.njit(inline="always", cache=True)
+def finish_row(
+    acc: np.ndarray,  # (OW,) sums without the bias: int32, or float32 holding integers
+    bias: np.int32,
+    multiplier: float,
+    y_scale: float,
+    zero_point: int,
+    lo: int,
+    hi: int,
+    float_output: bool,
+    kind: int,
+    act: tuple,
+    row: np.ndarray,  # (OW,) written: 8-bit, or float32 if float_output
+) -> None:
+    """The epilogue over one run of outputs (``biased`` sums). The common kinds (none, ReLU, Clip)
+    get loops of their own with the kind a constant, so that no per-pixel branch is left and each
+    loop vectorises."""
+    if float_output:
+        for p in range(acc.shape[0]):
+            v = np.float32(np.float32(biased(acc[p], bias)) * multiplier)
+            row[p] = activate(v, kind, act[0], act[1], act[2])
+    elif kind == 0:
+        for p in range(acc.shape[0]):
+            row[p] = requantized(biased(acc[p], bias), multiplier, y_scale, zero_point, lo, hi, 0, act)
+    elif kind == 1:
+        for p in range(acc.shape[0]):
+            row[p] = requantized(biased(acc[p], bias), multiplier, y_scale, zero_point, lo, hi, 1, act)
+    elif kind == 3:
+        for p in range(acc.shape[0]):
+            row[p] = requantized(biased(acc[p], bias), multiplier, y_scale, zero_point, lo, hi, 3, act)
+    else:
+        for p in range(acc.shape[0]):
+            row[p] = requantized(biased(acc[p], bias), multiplier, y_scale, zero_point, lo, hi, kind, act)
 
 
 @numba.njit(inline="always", cache=True)
