@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from typing import TypeVar
 
 import numpy as np
 
@@ -31,6 +32,8 @@ from edgecnn.ops.quant import (
 )
 from edgecnn.ops.registry import register_op
 from edgecnn.ops.traits import conv_macs
+
+T = TypeVar("T")
 
 CONV_INPUTS = 9
 """QLinearConv's inputs come first (the bias at CONV_INPUTS - 1, "" where there is none)."""
@@ -51,11 +54,13 @@ class QLinearConvAddAttrs(ConvAttrs):
         return ConvAttrs(**{f.name: getattr(self, f.name) for f in fields(ConvAttrs)})
 
 
-def _add_types(conv: TensorType, types: Sequence[TensorType | None], first: bool) -> list[TensorType | None]:
-    """QLinearAdd's eight operand types, the convolution's output in the Add's order."""
-    own = [conv, types[CONV_SCALE], types[CONV_ZP]]
-    shortcut = list(types[SHORTCUT:CONV_SCALE])
-    return [*(own + shortcut if first else shortcut + own), types[OUT_SCALE], types[OUT_ZP]]
+def _add_operands(conv: T, operands: Sequence[T], first: bool) -> list[T]:
+    """QLinearAdd's eight operands (values or types) from QLinearConvAdd's: the convolution's
+    output with its scale and zero point and the shortcut's triple, in the Add's order, then the
+    Add's output scale and zero point."""
+    own = [conv, operands[CONV_SCALE], operands[CONV_ZP]]
+    shortcut = list(operands[SHORTCUT:CONV_SCALE])
+    return [*(own + shortcut if first else shortcut + own), operands[OUT_SCALE], operands[OUT_ZP]]
 
 
 def infer_qlinear_conv_add(
@@ -67,7 +72,7 @@ def infer_qlinear_conv_add(
         shortcut.shape is None or conv.shape is None or shortcut.shape == conv.shape,
         f"shortcut {shortcut} does not have the convolution's shape {conv.shape}",
     )
-    return infer_qlinear_add(QLinearAddAttrs(), _add_types(conv, types, attrs.conv_first), values)
+    return infer_qlinear_add(QLinearAddAttrs(), _add_operands(conv, types, attrs.conv_first), values)
 
 
 @register_op(
@@ -76,8 +81,5 @@ def infer_qlinear_conv_add(
 def qlinear_conv_add(attrs: QLinearConvAddAttrs, *inputs: np.ndarray | None) -> np.ndarray:
     """QLinearAdd(QLinearConv(inputs[:9]), shortcut), in the Add's operand order."""
     conv = qlinear_conv(attrs.conv_attrs(), *inputs[:CONV_INPUTS])
-    own = [conv, inputs[CONV_SCALE], inputs[CONV_ZP]]
-    shortcut = list(inputs[SHORTCUT:CONV_SCALE])
-    operands = own + shortcut if attrs.conv_first else shortcut + own
     add = QLinearAddAttrs("relu" if attrs.relu else "none")
-    return qlinear_add(add, *operands, inputs[OUT_SCALE], inputs[OUT_ZP])
+    return qlinear_add(add, *_add_operands(conv, inputs, attrs.conv_first))

@@ -18,7 +18,7 @@ from edgecnn.ir.graph import Graph, Node, TensorType
 from edgecnn.ops.conv import ConvAttrs
 from edgecnn.ops.quant_residual import CONV_INPUTS, QLinearConvAddAttrs
 from edgecnn.passes.base import PassResult
-from edgecnn.passes.fuse_residual import tensor_types
+from edgecnn.passes.fuse_residual import same_known_type, tensor_types
 
 A, B = 0, 3
 """QLinearAdd's operand positions (each followed by its scale and zero point)."""
@@ -35,13 +35,6 @@ def _plain_conv(graph: Graph, conv: Node | None, output: str, readers: list[Node
         return False
     given = len(conv.inputs) >= CONV_INPUTS - 1 and all(conv.inputs[: CONV_INPUTS - 1])
     return given and len(readers) == 1 and output not in graph.outputs
-
-
-def _same_type(a: TensorType | None, b: TensorType | None) -> bool:
-    """Equal 8-bit type and shape, every dimension known."""
-    if a is None or b is None or a.shape is None or a.dtype != b.dtype:
-        return False
-    return a.shape == b.shape and all(d is not None for d in a.shape)
 
 
 def _fused(
@@ -61,7 +54,9 @@ def _fused(
         if not _plain_conv(graph, conv, add.inputs[own], consumers.get(add.inputs[own], [])):
             continue
         shortcut = add.inputs[other]
-        if shortcut in graph.initializers or not _same_type(types.get(add.inputs[own]), types.get(shortcut)):
+        if shortcut in graph.initializers or not same_known_type(
+            types.get(add.inputs[own]), types.get(shortcut)
+        ):
             continue
         assert conv is not None
         candidates.append((order[id(conv)], own, conv))

@@ -44,7 +44,7 @@ def tensor_types(graph: Graph) -> dict[str, TensorType]:
         return {}
 
 
-def _same_known_type(a: TensorType | None, b: TensorType | None) -> bool:
+def same_known_type(a: TensorType | None, b: TensorType | None) -> bool:
     """Equal dtype and shape, every dimension known (a size or the same symbol)."""
     if a is None or b is None or a.shape is None or a.dtype != b.dtype:
         return False
@@ -89,9 +89,7 @@ def _match(
             continue
         # The Add is the conv output's only reader, so the residual cannot depend on it; a constant
         # residual (a bias in disguise) stays an Add: fold_channel_affine's business.
-        if residual in graph.initializers or not _same_known_type(
-            types.get(conv_output), types.get(residual)
-        ):
+        if residual in graph.initializers or not same_known_type(types.get(conv_output), types.get(residual)):
             continue
         candidates.append((order[id(conv)], conv, residual))
     if not candidates:
