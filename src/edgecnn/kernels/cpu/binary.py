@@ -26,7 +26,7 @@ from numba.core.typing import Signature
 from numba.extending import intrinsic
 
 from edgecnn.ir.graph import Node, TensorType
-from edgecnn.kernels.cpu.gemm.microkernel import LANES
+from edgecnn.kernels.cpu.gemm.microkernel import LANES, _vector_pointer
 from edgecnn.kernels.cpu.selection import register
 from edgecnn.kernels.cpu.system.common import is_float32, shape_of, single_output
 from edgecnn.kernels.cpu.system.threads import current_threads, is_small, worker_share
@@ -114,7 +114,7 @@ def _vector_typer(
 
         def pointer(kind: types.Type, value: ir.Value, at: ir.Value) -> ir.Value:
             data = context.make_array(kind)(context, builder, value).data
-            return builder.bitcast(builder.gep(data, [at]), vector.as_pointer())
+            return _vector_pointer(builder, data, at, vector)
 
         def operand(kind: types.Type, value: ir.Value, at: ir.Value) -> ir.Value:
             if not isinstance(kind, types.Array):

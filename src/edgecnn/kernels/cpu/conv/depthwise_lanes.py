@@ -81,8 +81,6 @@ def _cells(
     start = builder.mul(first, lanes)
     b = builder.load(_vector_pointer(builder, bias, bias_at, vector), align=4)
     sums = [cgutils.alloca_once_value(builder, b) for _ in range(count)]
-    for total in sums:
-        builder.store(b, total)
     with cgutils.for_range(builder, taps) as loop:
         k = loop.index
         weight = builder.load(
@@ -283,7 +281,7 @@ def cell_layout(
     for iy in range(y0, y1):
         for ix in range(x0, x1):
             column = ix + pad_left
-            cell = (iy + pad_top) * span + column % stride_w * phase_w + column // stride_w
+            cell = (iy + pad_top) * span + tap_column(column, stride_w, phase_w)
             cell_at[iy * width + ix] = cell * LANES
     offsets = np.empty(kernel_h * kernel_w, dtype=np.int64)
     for ki in range(kernel_h):

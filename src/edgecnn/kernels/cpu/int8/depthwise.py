@@ -539,7 +539,7 @@ class Int8DepthwiseKernel(Int8ConvKernel):
         out_h, out_w = self.out_hw
         x_type = types[0]
         assert x_type is not None
-        self.in_hw = tuple(x_type.dims[2:])
+        in_hw = tuple(x_type.dims[2:])
         span = sw * (out_w + ((kw - 1) * dw) // sw)
         threads = max(1, max_threads())
         fit = max(1, (BAND_BYTES // (2 * span) - (kh - 1) * dh - 1) // sh + 1)
@@ -548,7 +548,7 @@ class Int8DepthwiseKernel(Int8ConvKernel):
         self.band_rows = max(1, min(out_h, fit, -(-out_h // bands)))
         macs = self.out_shape[0] * channels * out_h * out_w * kh * kw
         self.small = macs < active_cpu_tuning().conv_gemm_grain
-        self.flat = flat_path(self.geometry, self.in_hw, self.out_hw)
+        self.flat = flat_path(self.geometry, in_hw, self.out_hw)
         if self.flat:
             self.flat_taps = np.ascontiguousarray(self.taps.reshape(-1), dtype=np.float32)
         self.lanes = CHANNEL_LANES if out_h * out_w <= SMALL_PLANE and not self.flat else 0
@@ -608,7 +608,7 @@ class Int8DepthwiseKernel(Int8ConvKernel):
                 *self.epilogue_args(),
                 self.band_rows,
                 self.out_hw[1],
-                1 if self.small else current_threads(),
+                workers,
                 out.reshape(out.shape[0], out.shape[1], -1),
             )
             return
@@ -623,7 +623,7 @@ class Int8DepthwiseKernel(Int8ConvKernel):
             self.x_zp,
             *self.epilogue_args(),
             self.band_rows,
-            1 if self.small else current_threads(),
+            workers,
             out,
         )
 

@@ -257,7 +257,7 @@ def max_pool_into(
     column_taps = np.empty(kernel_w, np.uint64)
     for kx in range(kernel_w):
         tap = kx * dilation_w
-        column_taps[kx] = tap if flat or stride_w <= 2 else tap % stride_w * cells + tap // stride_w
+        column_taps[kx] = tap if stride_w <= 2 else tap % stride_w * cells + tap // stride_w
     inner_first = min(out_h, -(-pad_top // stride_h))
     inner_end = min(out_h, (height - 1 + pad_top - (kernel_h - 1) * dilation_h) // stride_h + 1)
     inner = (inner_first, max(inner_first, inner_end))
